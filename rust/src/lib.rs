@@ -1,0 +1,14 @@
+//! `statemigrate._native`: the project's private Rust extension.
+//!
+//! The Python package imports it only from its engine modules and from
+//! `statemigrate.digest`; every function moves whole batches and releases the GIL
+//! around the work that does not touch Python objects.
+use pyo3::prelude::*;
+
+mod digest;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(digest::batch_digest, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,3 @@
+"""Type stub of the private native extension."""
+
+def batch_digest(records: list[tuple[bytes, ...]], versioned: bool) -> tuple[int, int, int]: ...

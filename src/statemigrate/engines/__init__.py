@@ -1,0 +1,1 @@
+"""Engine modules: one reader and writer per storage engine (see ``base``)."""

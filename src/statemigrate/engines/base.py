@@ -1,0 +1,236 @@
+"""What every engine provides: a reader and a writer over the state model.
+
+The plumbing (batching, digests, checkpoints, verification, renaming into place)
+lives once in :mod:`statemigrate.pipeline`; an engine only lists its tables, reads a
+table's records in key order from one consistent snapshot, and writes batches.
+Engine modules import their driver lazily, inside methods, so that loading the
+registry or ``statemigrate --help`` never imports a driver.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Iterator, Mapping
+
+from ..errors import MissingDriverError, UsageError
+from ..model import Batch, Record, TableInfo
+
+DEFAULT_BATCH_RECORDS = 10_000
+DEFAULT_BATCH_BYTES = 8 * 1024 * 1024
+
+# Keys of the store metadata (the ``__statemigrate__`` table of each engine).
+META_SCHEMA = "schema"
+META_REVISION = "revision"  # JSON list of revision ids
+META_CHECKPOINT = "checkpoint"  # JSON, only while a conversion runs
+META_TABLE_PREFIX = "table:"  # + table name: JSON of TableInfo.meta
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine has, declared rather than probed.
+
+    Attributes:
+        atomic_multi_table: one commit covers records of several tables and the metadata.
+        read_only_open: the driver opens a store without write access or repair.
+        multi_process_readers: readers in other processes may open it while it is held.
+        directory: the store is a directory rather than one file.
+        min_key_len: shortest key accepted (1 where empty keys are rejected).
+        max_key_len: longest key accepted, or None.
+        typed_keys: tables may carry typed keys mapped to bytes (see TableInfo.meta).
+        sql: the engine speaks SQL (``op.execute`` in upgrades).
+    """
+
+    atomic_multi_table: bool
+    read_only_open: bool
+    multi_process_readers: bool
+    directory: bool
+    min_key_len: int = 0
+    max_key_len: int | None = None
+    typed_keys: bool = False
+    sql: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-friendly form, for ``statemigrate engines``."""
+        return dict(self.__dict__)
+
+
+class Reader(ABC):
+    """A read-only view of one consistent snapshot of a store."""
+
+    def __enter__(self) -> "Reader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @abstractmethod
+    def list_tables(self) -> list[TableInfo]:
+        """The store's tables (not the metadata table), in any order."""
+
+    @abstractmethod
+    def metadata(self) -> dict[str, bytes]:
+        """The store's metadata entries (empty when it has none)."""
+
+    @abstractmethod
+    def iter_records(self, table: TableInfo, after: bytes | None = None) -> Iterator[Record]:
+        """Records of ``table`` in key order, strictly after ``after`` when given."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the snapshot and the store."""
+
+    def tables(self) -> list[TableInfo]:
+        """The tables in name byte order, with their metadata (``TableInfo.meta``)."""
+        meta = self.metadata()
+        out = []
+        for t in self.list_tables():
+            raw = meta.get(META_TABLE_PREFIX + t.name)
+            if raw is not None and not t.meta:
+                t = TableInfo(t.name, t.kind, json.loads(raw))
+            out.append(t)
+        return sorted(out, key=lambda t: t.name.encode("utf-8"))
+
+    def read_batches(
+        self,
+        table: TableInfo,
+        after: bytes | None = None,
+        *,
+        max_records: int = DEFAULT_BATCH_RECORDS,
+        max_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> Iterator[Batch]:
+        """Batches of ``table`` in key order, each bounded by records and bytes.
+
+        Engines whose driver returns many records per call override this.
+        """
+        batch: list[Record] = []
+        size = 0
+        for rec in self.iter_records(table, after):
+            batch.append(rec)
+            size += len(rec[0]) + len(rec[1])
+            if len(batch) >= max_records or size >= max_bytes:
+                yield batch
+                batch, size = [], 0
+        if batch:
+            yield batch
+
+
+class Writer(ABC):
+    """Writes a store: tables, batches of records in key order, metadata."""
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @abstractmethod
+    def list_tables(self) -> list[TableInfo]:
+        """Tables that exist in the store being written."""
+
+    @abstractmethod
+    def metadata(self) -> dict[str, bytes]:
+        """The metadata entries as committed so far."""
+
+    @abstractmethod
+    def create_table(self, table: TableInfo) -> None:
+        """Create an empty table (it does not exist yet)."""
+
+    @abstractmethod
+    def write_batch(
+        self, table: TableInfo, batch: Batch, metadata: Mapping[str, bytes | None] | None = None
+    ) -> None:
+        """Commit a batch together with metadata updates, as one atomic step.
+
+        Records come in key order, after every key the table already holds. A metadata
+        value of None deletes the entry. After it returns, a crash keeps both or neither.
+        """
+
+    def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
+        """Commit metadata updates alone (None deletes)."""
+        raise NotImplementedError
+
+    @abstractmethod
+    def finish(self) -> None:
+        """Make everything durable (flush, compact, fsync) before verification."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the store (after :meth:`finish`, or to abandon the work)."""
+
+
+class Engine(ABC):
+    """A storage engine: detection, driver, capabilities, reader and writer."""
+
+    name: ClassVar[str]
+    extra: ClassVar[str]
+    driver_module: ClassVar[str]
+    description: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+    # Destination bytes per payload byte, for the pre-flight free-space check.
+    space_factor: ClassVar[float] = 1.5
+
+    @classmethod
+    def driver_available(cls) -> bool:
+        """Whether the engine's driver imports."""
+        try:
+            cls.require_driver()
+        except MissingDriverError:
+            return False
+        return True
+
+    @classmethod
+    def require_driver(cls) -> Any:
+        """Import and return the driver module, or raise naming the pip extra."""
+        try:
+            return importlib.import_module(cls.driver_module)
+        except ImportError as exc:
+            raise MissingDriverError(cls.name, cls.extra) from exc
+
+    @classmethod
+    @abstractmethod
+    def detect(cls, path: Path) -> bool:
+        """Whether ``path`` holds a store of this engine (by signature; changes nothing)."""
+
+    @classmethod
+    @abstractmethod
+    def open_reader(cls, path: Path) -> Reader:
+        """Open ``path`` read-only at one consistent snapshot; never modifies it."""
+
+    @classmethod
+    @abstractmethod
+    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        """Create a new store at ``path`` (which does not exist) and open it for writing."""
+
+    @classmethod
+    @abstractmethod
+    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        """Open an existing store for writing (resume, upgrade)."""
+
+    @classmethod
+    def format_info(cls, path: Path) -> dict[str, Any]:
+        """Facts for ``inspect`` (format version, journal mode …)."""
+        return {}
+
+    @classmethod
+    def check_key(cls, table: TableInfo, key: bytes) -> None:
+        """Raise if the engine cannot store ``key`` (checked before anything is written)."""
+        caps = cls.capabilities
+        if len(key) < caps.min_key_len or (caps.max_key_len is not None and len(key) > caps.max_key_len):
+            from ..errors import DestinationError
+
+            limit = f"{caps.min_key_len}..{caps.max_key_len}"
+            raise DestinationError(
+                f"the {cls.name} engine cannot store key {key[:64].hex() or '(empty)'} "
+                f"of table {table.name!r}: length {len(key)} is outside {limit} bytes"
+            )
+
+
+def check_options(engine: type[Engine], options: Mapping[str, Any] | None, known: set[str]) -> dict[str, Any]:
+    """Return the options an engine knows, refusing unknown ones."""
+    opts = dict(options or {})
+    unknown = set(opts) - known
+    if unknown:
+        raise UsageError(f"the {engine.name} engine has no option {sorted(unknown)[0]!r}")
+    return opts

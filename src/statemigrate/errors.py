@@ -1,0 +1,67 @@
+"""Errors that carry the contract's exit codes (DESIGN.md, "Exit codes").
+
+The library raises these; only the CLI turns them into one line on stderr and an
+exit status.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_DIFFERENT = 1
+EXIT_USAGE = 2
+EXIT_BUSY = 3
+EXIT_SOURCE = 4
+EXIT_DESTINATION = 5
+EXIT_INTERRUPTED = 6
+EXIT_INTERNAL = 70
+
+
+class StateMigrateError(Exception):
+    """Base class: a failure with a one-line message, an exit code and an optional hint."""
+
+    exit_code: int = EXIT_INTERNAL
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(StateMigrateError):
+    """Bad option, unknown engine, missing driver."""
+
+    exit_code = EXIT_USAGE
+
+
+class StoreBusyError(StateMigrateError):
+    """Another process holds the store (the app is running)."""
+
+    exit_code = EXIT_BUSY
+
+
+class SourceError(StateMigrateError):
+    """The source cannot be read: corrupt, truncated, unsupported, wrong engine, changed."""
+
+    exit_code = EXIT_SOURCE
+
+
+class DestinationError(StateMigrateError):
+    """The destination is refused: exists, not writable, no space, a key the engine rejects."""
+
+    exit_code = EXIT_DESTINATION
+
+
+class InterruptedByUser(StateMigrateError):
+    """A signal stopped the work; a ``--resume`` finishes it."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
+class MissingDriverError(UsageError):
+    """The engine's Python driver is not installed."""
+
+    def __init__(self, engine: str, extra: str) -> None:
+        super().__init__(
+            f"the {engine} engine needs its driver, which is not installed",
+            hint=f"pip install 'statemigrate[{extra}]'",
+        )
