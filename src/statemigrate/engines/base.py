@@ -193,9 +193,12 @@ class Engine(ABC):
     def detect(cls, path: Path) -> bool:
         """Whether ``path`` holds a store of this engine (by signature; changes nothing)."""
 
+    # Files that live beside a single-file store (``-wal``, ``-shm`` …).
+    sidecar_suffixes: ClassVar[tuple[str, ...]] = ()
+
     @classmethod
     @abstractmethod
-    def open_reader(cls, path: Path) -> Reader:
+    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
         """Open ``path`` read-only at one consistent snapshot; never modifies it."""
 
     @classmethod
@@ -207,6 +210,13 @@ class Engine(ABC):
     @abstractmethod
     def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
         """Open an existing store for writing (resume, upgrade)."""
+
+    @classmethod
+    def store_paths(cls, path: Path) -> list[Path]:
+        """The store's file or directory and the sidecar files that exist beside it."""
+        out = [path] if path.exists() or path.is_symlink() else []
+        out += [p for p in (Path(str(path) + s) for s in cls.sidecar_suffixes) if p.exists()]
+        return out
 
     @classmethod
     def format_info(cls, path: Path) -> dict[str, Any]:

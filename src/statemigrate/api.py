@@ -1,0 +1,103 @@
+"""The library's verbs: typed functions that the CLI only calls."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .engines.base import META_REVISION, META_SCHEMA, Engine, Reader
+from .errors import StoreBusyError
+from .pipeline import ConvertReport, convert
+from .registry import engine_names, get_engine, resolve_source
+from .verify import ChecksumReport, VerifyReport, checksum, verify, verify_manifest
+
+
+def open_store(store: str, *, engine: str | None = None, options: dict[str, Any] | None = None) -> Reader:
+    """Open a store read-only at one consistent snapshot.
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        engine: the engine, when not detected.
+        options: reader options of the engine.
+
+    Returns:
+        A :class:`~statemigrate.engines.base.Reader` (a context manager).
+    """
+    eng, path = resolve_source(store, engine)
+    return eng.open_reader(path, options)
+
+
+@dataclass
+class InspectReport:
+    """What :func:`inspect` found."""
+
+    store: str
+    engine: str
+    format: dict[str, Any]
+    tables: list[dict[str, Any]] = field(default_factory=list)
+    schema: str | None = None
+    revision: list[str] | None = None
+    in_use_by: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def inspect(store: str, *, engine: str | None = None, options: dict[str, Any] | None = None) -> InspectReport:
+    """Describe a store: engine, format, tables with kind, records and bytes, revision.
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        engine: the engine, when not detected.
+        options: reader options of the engine.
+
+    Returns:
+        An :class:`InspectReport`. A store held by another process is reported in
+        ``in_use_by`` when it can still be read; otherwise :class:`StoreBusyError` is raised.
+    """
+    eng, path = resolve_source(store, engine)
+    report = InspectReport(str(path), eng.name, eng.format_info(path))
+    try:
+        with eng.open_reader(path, options) as reader:
+            meta = reader.metadata()
+            for table in reader.tables():
+                records = nbytes = 0
+                for batch in reader.read_batches(table):
+                    records += len(batch)
+                    nbytes += sum(len(r[0]) + len(r[1]) for r in batch)
+                row: dict[str, Any] = {"table": table.name, "kind": table.kind.value, "records": records,
+                                       "bytes": nbytes}
+                if table.meta:
+                    row["meta"] = table.meta
+                report.tables.append(row)
+    except StoreBusyError as exc:
+        report.in_use_by = exc.message
+        raise
+    if META_SCHEMA in meta:
+        report.schema = meta[META_SCHEMA].decode("utf-8", "replace")
+    if META_REVISION in meta:
+        report.revision = json.loads(meta[META_REVISION])
+    return report
+
+
+def engines() -> list[dict[str, Any]]:
+    """Every registered engine: name, description, driver installed, capabilities."""
+    out = []
+    for name in engine_names():
+        try:
+            eng: type[Engine] = get_engine(name)
+        except Exception as exc:  # a broken third-party plugin must not hide the others
+            out.append({"name": name, "error": str(exc)})
+            continue
+        out.append({
+            "name": name, "description": eng.description, "extra": eng.extra,
+            "driver_installed": eng.driver_available(), "capabilities": eng.capabilities.to_json(),
+        })
+    return out
+
+
+__all__ = [
+    "convert", "verify", "verify_manifest", "checksum", "inspect", "open_store", "engines",
+    "ConvertReport", "VerifyReport", "ChecksumReport", "InspectReport",
+]

@@ -1,0 +1,288 @@
+"""The command line: parse, call the library, print, exit with the contract's code.
+
+Exit codes: 0 done/equal, 1 different, 2 usage, 3 store busy, 4 source unreadable,
+5 destination refused, 6 interrupted (resume finishes), 70 internal error.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import sys
+import traceback
+from typing import Any, Callable
+
+import click
+
+from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, StateMigrateError
+
+EXIT_CODES_HELP = """\b
+Exit codes:
+  0  done: converted and verified; stores equal; upgraded or at target
+  1  a difference: verify found differences; check found the store off head
+  2  usage error (bad option, unknown engine, missing driver)
+  3  store busy: another process holds it (the app is running)
+  4  source unreadable: corrupt, truncated, unsupported, wrong engine
+  5  destination refused: exists, not writable, not enough free space
+  6  interrupted (signal); run again with --resume to finish
+  70 internal error (a bug); please report it
+"""
+REPORT_URL = "the statemigrate issue tracker"
+
+
+def _fail(message: str, hint: str | None, code: int) -> None:
+    click.echo(f"statemigrate: error: {message}", err=True)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
+    sys.exit(code)
+
+
+def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn library errors into one line on stderr and the documented exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        show_tb = bool(ctx.find_root().params.get("traceback"))
+        try:
+            return fn(*args, **kwargs)
+        except StateMigrateError as exc:
+            if show_tb:
+                traceback.print_exc()
+            _fail(exc.message, exc.hint, exc.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted", "run the same command with --resume to finish", EXIT_INTERRUPTED)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except Exception as exc:  # a bug: say where, never a bare traceback unless asked
+            if show_tb:
+                traceback.print_exc()
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            _fail(
+                f"internal error: {type(exc).__name__}: {exc} (at {os.path.basename(where.filename)}:{where.lineno})",
+                f"please report it to {REPORT_URL}, with the output of the same command run with --traceback",
+                EXIT_INTERNAL,
+            )
+
+    return wrapper
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+@click.group(epilog=EXIT_CODES_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--traceback", is_flag=True, help="Show the full traceback of an error (for debugging).")
+@click.version_option(package_name="statemigrate")
+def main(traceback: bool) -> None:
+    """Move an app's embedded state store between engines, and prove nothing was lost.
+
+    A store is a path; its engine is detected from the file's signature, or named
+    as ENGINE:PATH (for example rocksdb:state.db). `statemigrate engines` lists them.
+    """
+
+
+def _progress(quiet: bool) -> Any:
+    if quiet or not sys.stderr.isatty():
+        return None
+    from .tqdm_progress import TqdmProgress
+
+    return TqdmProgress()
+
+
+class _Stopper:
+    """SIGINT/SIGTERM: finish the batch in flight and checkpoint; a second one stops at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self, signum: int, _frame: Any) -> None:
+        if self.requested:
+            os.write(2, b"statemigrate: stopped at once; the destination's .partial stays resumable\n")
+            os._exit(EXIT_INTERRUPTED)
+        self.requested = True
+        os.write(2, b"statemigrate: stopping after the batch in flight (again to stop at once)\n")
+
+    def install(self) -> None:
+        signal.signal(signal.SIGINT, self)
+        signal.signal(signal.SIGTERM, self)
+
+
+def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}")
+        out[key.replace("-", "_")] = int(value) if value.isdigit() else value
+    return out
+
+
+@main.command()
+@click.argument("source")
+@click.argument("destination")
+@click.option("--from", "from_engine", metavar="ENGINE", help="Source engine (detected when omitted).")
+@click.option("--to", "to_engine", metavar="ENGINE", help="Destination engine (from ENGINE:PATH or the suffix).")
+@click.option("--tables", metavar="NAMES", help="Only these tables, comma-separated.")
+@click.option("--batch-records", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Records per batch at most.")
+@click.option("--batch-bytes", type=click.IntRange(min=1), default=8 << 20, show_default=True,
+              help="Payload bytes per batch at most.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing destination (kept until the new one verified).")
+@click.option("--resume", is_flag=True, help="Continue DST.partial left by an interrupted run (or start).")
+@click.option("--no-verify", is_flag=True, help="Skip reading the destination back (not recommended).")
+@click.option("--force", is_flag=True, help="Skip the free-space check.")
+@click.option("--skip-foreign-tables", is_flag=True,
+              help="SQLite sources: leave out tables not in statemigrate's layout instead of refusing.")
+@click.option("--rocksdb-format-version", type=click.IntRange(2, 7), default=None,
+              help="RocksDB destinations: block-based table format (default 5, readable since RocksDB 6.6).")
+@click.option("--redb-format", type=click.IntRange(1, 3), default=None,
+              help="redb destinations: file format (3 = redb 2.6+/3.x/4.x, default; 2 = redb 2.x).")
+@click.option("--bytewise-key", "bytewise_keys", multiple=True, metavar="TYPE",
+              help="redb destinations: assert that this custom key type sorts bytewise (repeatable).")
+@click.option("--source-option", "source_opts", multiple=True, metavar="KEY=VALUE", help="Engine option for the reader.")
+@click.option("--dest-option", "dest_opts", multiple=True, metavar="KEY=VALUE", help="Engine option for the writer.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON report on stdout at the end.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
+@handle_errors
+def convert(source: str, destination: str, from_engine: str | None, to_engine: str | None, tables: str | None,
+            batch_records: int, batch_bytes: int, overwrite: bool, resume: bool, no_verify: bool, force: bool,
+            skip_foreign_tables: bool, rocksdb_format_version: int | None, redb_format: int | None,
+            bytewise_keys: tuple[str, ...], source_opts: tuple[str, ...], dest_opts: tuple[str, ...],
+            as_json: bool, quiet: bool) -> None:
+    """Convert SOURCE to DESTINATION on another engine, verified, never in place.
+
+    The destination is built at DESTINATION.partial, read back and compared with
+    the source's digests, synced, and only then renamed into place. The source is
+    opened read-only and never modified. Ctrl-C stops after the batch in flight;
+    `--resume` continues.
+
+    \b
+    Example:
+      statemigrate convert --from redb --to sqlite state.redb state.sqlite
+    """
+    from . import api
+
+    src_options = _parse_options(source_opts)
+    if skip_foreign_tables:
+        src_options["skip_foreign_tables"] = True
+    dst_options = _parse_options(dest_opts)
+    if rocksdb_format_version is not None:
+        dst_options["rocksdb_format_version"] = rocksdb_format_version
+    if redb_format is not None:
+        dst_options["redb_format"] = redb_format
+    if bytewise_keys:
+        dst_options["bytewise_key_types"] = list(bytewise_keys)
+    stopper = _Stopper()
+    stopper.install()
+    report = api.convert(
+        source, destination, from_engine=from_engine, to_engine=to_engine,
+        tables=[t for t in tables.split(",") if t] if tables else None,
+        batch_records=batch_records, batch_bytes=batch_bytes, overwrite=overwrite, verify=not no_verify,
+        resume=resume, force=force, source_options=src_options or None, destination_options=dst_options or None,
+        progress=_progress(quiet or as_json), should_stop=lambda: stopper.requested,
+    )
+    if as_json:
+        _emit_json(report.to_json())
+    elif not quiet:
+        state = "verified" if report.verified else "NOT verified (--no-verify)"
+        click.echo(f"converted {report.records:,} records in {len(report.tables)} tables "
+                   f"{report.source_engine} -> {report.destination_engine} in {report.seconds:.1f}s, {state}")
+        click.echo(f"store digest {report.store_digest}")
+
+
+@main.command()
+@click.argument("a")
+@click.argument("b", required=False)
+@click.option("--manifest", type=click.Path(dir_okay=False), help="Compare A with a manifest from `checksum --json`.")
+@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True, help="Differences to list.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@handle_errors
+def verify(a: str, b: str | None, manifest: str | None, limit: int, as_json: bool) -> None:
+    """Check that stores A and B (any engines) hold the same state.
+
+    Lists the first differences (key in hex, which side misses it, value or version
+    differs) and the per-table digests. Exit 0 when equal, 1 when different.
+    """
+    from . import api
+    from .errors import UsageError
+
+    if (b is None) == (manifest is None):
+        raise UsageError("give either a second store B or --manifest M")
+    report = api.verify_manifest(a, manifest) if manifest else api.verify(a, b, limit=limit)  # type: ignore[arg-type]
+    if as_json:
+        _emit_json(report.to_json())
+    else:
+        for diff in report.differences:
+            click.echo(diff.line())
+        if report.difference_count > len(report.differences):
+            click.echo(f"... and {report.difference_count - len(report.differences)} more differences")
+        click.echo(f"A {report.a}: {report.digest_a}")
+        click.echo(f"B {report.b}: {report.digest_b}")
+        click.echo("equal" if report.equal else f"DIFFERENT ({report.difference_count} differences)")
+    sys.exit(0 if report.equal else 1)
+
+
+@main.command()
+@click.argument("store")
+@click.option("--json", "as_json", is_flag=True, help="Print a manifest (JSON) that `verify --manifest` reads.")
+@handle_errors
+def checksum(store: str, as_json: bool) -> None:
+    """Print each table's record count and digest, and the store digest.
+
+    The digest is engine-independent (XXH3-128 per record, summed; see the README):
+    the same state gives the same digest on every engine.
+    """
+    from . import api
+
+    report = api.checksum(store)
+    if as_json:
+        _emit_json(report.to_json())
+        return
+    for t in report.tables:
+        click.echo(f"{t['table']}\t{t['kind']}\t{t['count']}\t{t['sum']}")
+    click.echo(f"store digest {report.digest}")
+
+
+@main.command()
+@click.argument("store")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@handle_errors
+def inspect(store: str, as_json: bool) -> None:
+    """Describe STORE: engine, format, tables (kind, records, bytes), schema revision."""
+    from . import api
+
+    report = api.inspect(store)
+    if as_json:
+        _emit_json(report.to_json())
+        return
+    click.echo(f"store    {report.store}")
+    click.echo(f"engine   {report.engine}")
+    for key, value in report.format.items():
+        click.echo(f"{key:<8} {value}")
+    click.echo(f"schema   {report.schema or '-'}  revision {', '.join(report.revision or []) or '-'}")
+    for t in report.tables:
+        extra = f"  {t['meta']}" if t.get("meta") else ""
+        click.echo(f"  {t['table']}\t{t['kind']}\t{t['records']} records\t{t['bytes']} bytes{extra}")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@handle_errors
+def engines(as_json: bool) -> None:
+    """List the engines, whether each driver is installed, and their capabilities."""
+    from . import api
+
+    rows = api.engines()
+    if as_json:
+        _emit_json(rows)
+        return
+    for row in rows:
+        if "error" in row:
+            click.echo(f"{row['name']:<8} broken plugin: {row['error']}")
+            continue
+        installed = "installed" if row["driver_installed"] else f"missing: pip install 'statemigrate[{row['extra']}]'"
+        caps = ", ".join(k for k, v in row["capabilities"].items() if v is True)
+        click.echo(f"{row['name']:<8} {row['description']}  [{installed}]  {caps}")

@@ -1,0 +1,118 @@
+"""Durable file-system steps: fsync of a store and its directory, atomic placement."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import shutil
+from pathlib import Path
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def fsync_tree(path: Path) -> None:
+    """fsync a file, or every file and directory below a directory, then its parent."""
+    if path.is_dir():
+        for root, _dirs, files in os.walk(path):
+            for name in files:
+                _fsync_file(Path(root) / name)
+            _fsync_dir(Path(root))
+    elif path.exists():
+        _fsync_file(path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path or Path("."), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False if unsupported."""
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return False
+    libc = ctypes.CDLL(libc_name, use_errno=True)
+    fn = getattr(libc, "renameat2", None)
+    if fn is None:
+        return False
+    res = fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if res == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(a))
+
+
+def place(built: Path, final: Path) -> None:
+    """Put the finished store ``built`` at ``final``.
+
+    A new path is a plain rename. An existing ``final`` (``--overwrite``) is swapped
+    with the new store in one atomic step where the file system can, so ``final``
+    always holds either the complete old store or the complete new one; the old one
+    is removed only after the swap is on disk. Where the file system cannot swap, the
+    old store is renamed aside first and put back by :func:`recover_placement` if the
+    process dies before the new one is in place.
+    """
+    if not (final.exists() or final.is_symlink()):
+        os.rename(built, final)
+        _fsync_dir(final.parent)
+        return
+    swap, aside = _swap_path(final), _aside_path(final)
+    os.rename(built, swap)
+    if _exchange(swap, final):
+        _fsync_dir(final.parent)
+        remove_path(swap)  # the old store
+        return
+    os.rename(final, aside)
+    os.rename(swap, final)
+    _fsync_dir(final.parent)
+    remove_path(aside)
+
+
+def recover_placement(final: Path) -> None:
+    """Undo what a placement killed half-way left: restore the old store, drop leftovers."""
+    swap, aside = _swap_path(final), _aside_path(final)
+    if (aside.exists() or aside.is_symlink()) and not (final.exists() or final.is_symlink()):
+        os.rename(aside, final)
+        _fsync_dir(final.parent)
+    remove_path(aside)
+    remove_path(swap)
+
+
+def _swap_path(final: Path) -> Path:
+    return final.with_name(final.name + ".swap")
+
+
+def _aside_path(final: Path) -> Path:
+    return final.with_name(final.name + ".replaced")
+
+
+def remove_path(path: Path) -> None:
+    """Remove a file or a directory tree if it exists."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def store_size(path: Path) -> int:
+    """Bytes of a file, or of every file below a directory."""
+    if path.is_dir():
+        return sum((Path(r) / f).stat().st_size for r, _d, fs in os.walk(path) for f in fs)
+    return path.stat().st_size if path.exists() else 0

@@ -1,0 +1,276 @@
+"""Verification: two stores on any engines hold the same state, or one matches a manifest.
+
+Both stores stream in key order per table and are merged; equal runs of records are
+compared a slice at a time (a C-level list comparison), and only a differing region
+falls back to a record-by-record merge that lists the differences.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from .digest import Digest, store_digest
+from .engines.base import Reader
+from .errors import SourceError, UsageError
+from .model import Record, TableInfo, TableKind
+from .pipeline import digest_checked, digest_store
+from .progress import Progress
+from .registry import resolve_source
+
+MANIFEST_FORMAT = 1
+
+
+@dataclass
+class Difference:
+    """One differing record: ``missing_in`` names the side without it, or ``value``/``version``."""
+
+    table: str
+    key: bytes
+    what: str  # "missing in A", "missing in B", "value differs", "version differs", "table kind differs"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"table": self.table, "key": self.key.hex(), "difference": self.what}
+
+    def line(self) -> str:
+        key = self.key.hex() if self.key else "(empty key)"
+        return f"{self.table}: key {key}: {self.what}"
+
+
+@dataclass
+class VerifyReport:
+    """The outcome of :func:`verify` or :func:`verify_manifest`."""
+
+    a: str
+    b: str
+    equal: bool = True
+    differences: list[Difference] = field(default_factory=list)
+    difference_count: int = 0
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    digest_a: str = ""
+    digest_b: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "a": self.a, "b": self.b, "equal": self.equal, "difference_count": self.difference_count,
+            "differences": [d.to_json() for d in self.differences], "tables": self.tables,
+            "digest_a": self.digest_a, "digest_b": self.digest_b,
+        }
+
+
+@dataclass
+class ChecksumReport:
+    """Per-table digests and the store digest (a manifest when saved as JSON)."""
+
+    store: str
+    engine: str
+    tables: list[dict[str, Any]]
+    digest: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"statemigrate_manifest": MANIFEST_FORMAT, "store": self.store, "engine": self.engine,
+                "tables": self.tables, "digest": self.digest}
+
+
+def checksum(store: str, *, engine: str | None = None, options: dict[str, Any] | None = None,
+             progress: Progress | None = None) -> ChecksumReport:
+    """Digest every table of a store and the store as a whole.
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        engine: the engine, when not detected.
+        options: reader options of the engine.
+        progress: receives progress events.
+
+    Returns:
+        A :class:`ChecksumReport` whose JSON form is a manifest for :func:`verify_manifest`.
+    """
+    eng, path = resolve_source(store, engine)
+    with eng.open_reader(path, options) as reader:
+        tables = reader.tables()
+        digests = digest_store(reader, tables, str(path), progress)
+    rows = [{"table": t.name, "kind": t.kind.value, **digests[t.name].to_json()} for t in tables]
+    return ChecksumReport(str(path), eng.name, rows, store_digest((t.name, t.kind, digests[t.name]) for t in tables))
+
+
+def _records(reader: Reader, table: TableInfo | None, where: str) -> Iterator[list[Record]]:
+    if table is None:
+        return
+    last = None
+    for batch in reader.read_batches(table):
+        digest_checked(batch, table, last, where)
+        last = batch[-1][0]
+        yield batch
+
+
+class _Stream:
+    """A buffered record stream over batches."""
+
+    def __init__(self, batches: Iterator[list[Record]]):
+        self.batches = batches
+        self.buf: list[Record] = []
+        self.pos = 0
+
+    def fill(self) -> bool:
+        if self.pos < len(self.buf):
+            return True
+        for batch in self.batches:
+            if batch:
+                self.buf, self.pos = batch, 0
+                return True
+        self.buf, self.pos = [], 0
+        return False
+
+    def chunk(self) -> list[Record]:
+        return self.buf[self.pos :]
+
+
+def _merge(table: str, a: _Stream, b: _Stream, report: VerifyReport, limit: int) -> tuple[Digest, Digest]:
+    from .digest import batch_digest
+
+    da, db = Digest(), Digest()
+    versioned = None
+
+    def note(key: bytes, what: str) -> None:
+        report.difference_count += 1
+        if len(report.differences) < limit:
+            report.differences.append(Difference(table, key, what))
+
+    while True:
+        ha, hb = a.fill(), b.fill()
+        if not ha and not hb:
+            break
+        if ha and hb:
+            ca, cb = a.chunk(), b.chunk()
+            n = min(len(ca), len(cb))
+            if versioned is None:
+                versioned = len(ca[0]) == 3
+            if ca[n - 1][0] == cb[n - 1][0] and ca[:n] == cb[:n]:
+                da = da + batch_digest(ca[:n], versioned)
+                db = db + batch_digest(cb[:n], versioned)
+                a.pos += n
+                b.pos += n
+                continue
+            ra, rb = ca[0], cb[0]
+            if ra[0] == rb[0]:
+                if ra[1] != rb[1]:
+                    note(ra[0], "value differs")
+                elif ra[2:] != rb[2:]:
+                    note(ra[0], "version differs")
+                da = da + batch_digest([ra], len(ra) == 3)
+                db = db + batch_digest([rb], len(rb) == 3)
+                a.pos += 1
+                b.pos += 1
+            elif ra[0] < rb[0]:
+                note(ra[0], "missing in B")
+                da = da + batch_digest([ra], len(ra) == 3)
+                a.pos += 1
+            else:
+                note(rb[0], "missing in A")
+                db = db + batch_digest([rb], len(rb) == 3)
+                b.pos += 1
+        elif ha:
+            ca = a.chunk()
+            for r in ca:
+                note(r[0], "missing in B")
+            da = da + batch_digest(ca, len(ca[0]) == 3)
+            a.pos = len(a.buf)
+        else:
+            cb = b.chunk()
+            for r in cb:
+                note(r[0], "missing in A")
+            db = db + batch_digest(cb, len(cb[0]) == 3)
+            b.pos = len(b.buf)
+    return da, db
+
+
+def verify(a: str, b: str, *, engine_a: str | None = None, engine_b: str | None = None,
+           limit: int = 20, options_a: dict[str, Any] | None = None,
+           options_b: dict[str, Any] | None = None) -> VerifyReport:
+    """Compare two stores record by record, on any two engines.
+
+    Args:
+        a: the first store (path or ``ENGINE:PATH``).
+        b: the second store.
+        engine_a: engine of ``a`` when not detected.
+        engine_b: engine of ``b`` when not detected.
+        limit: how many differences to list (all are counted).
+        options_a: reader options for ``a``.
+        options_b: reader options for ``b``.
+
+    Returns:
+        A :class:`VerifyReport`; ``equal`` is False when anything differs.
+    """
+    ea, pa = resolve_source(a, engine_a)
+    eb, pb = resolve_source(b, engine_b)
+    report = VerifyReport(str(pa), str(pb))
+    with ea.open_reader(pa, options_a) as ra, eb.open_reader(pb, options_b) as rb:
+        ta = {t.name: t for t in ra.tables()}
+        tb = {t.name: t for t in rb.tables()}
+        sums_a, sums_b = [], []
+        for name in sorted(set(ta) | set(tb), key=lambda n: n.encode()):
+            xa, xb = ta.get(name), tb.get(name)
+            if xa is not None and xb is not None and xa.kind is not xb.kind:
+                report.difference_count += 1
+                report.differences.append(Difference(name, b"", f"table kind differs ({xa.kind.value} in A, "
+                                                                 f"{xb.kind.value} in B)"))
+            da, db = _merge(name, _Stream(_records(ra, xa, str(pa))), _Stream(_records(rb, xb, str(pb))),
+                            report, limit)
+            report.tables[name] = {
+                "a": da.to_json() if xa else None, "b": db.to_json() if xb else None,
+                "equal": xa is not None and xb is not None and da == db and xa.kind is xb.kind,
+            }
+            if xa is None:
+                report.difference_count += 1 if da.count == 0 else 0
+                if da.count == 0 and len(report.differences) < limit:
+                    report.differences.append(Difference(name, b"", "table missing in A"))
+            if xb is None:
+                report.difference_count += 1 if db.count == 0 else 0
+                if db.count == 0 and len(report.differences) < limit:
+                    report.differences.append(Difference(name, b"", "table missing in B"))
+            if xa:
+                sums_a.append((name, xa.kind, da))
+            if xb:
+                sums_b.append((name, xb.kind, db))
+    report.digest_a = store_digest(sums_a)
+    report.digest_b = store_digest(sums_b)
+    report.equal = report.difference_count == 0 and report.digest_a == report.digest_b
+    return report
+
+
+def load_manifest(path: Path) -> dict[str, Any]:
+    """Read a manifest written by ``checksum --json``."""
+    try:
+        data = json.loads(path.read_text())
+        if data.get("statemigrate_manifest") != MANIFEST_FORMAT:
+            raise ValueError("not a statemigrate manifest")
+        data["tables"] = {t["table"]: t for t in data["tables"]}
+        return data
+    except FileNotFoundError as exc:
+        raise UsageError(f"{path}: no such manifest") from exc
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{path}: not a statemigrate manifest ({exc})") from exc
+
+
+def verify_manifest(store: str, manifest: str, *, engine: str | None = None) -> VerifyReport:
+    """Check a store against a saved manifest (per-table counts and digests)."""
+    saved = load_manifest(Path(manifest))
+    now = checksum(store, engine=engine)
+    report = VerifyReport(now.store, manifest, digest_a=now.digest, digest_b=saved["digest"])
+    current = {t["table"]: t for t in now.tables}
+    for name in sorted(set(current) | set(saved["tables"]), key=lambda n: n.encode()):
+        x, y = current.get(name), saved["tables"].get(name)
+        same = x is not None and y is not None and (x["kind"], x["count"], x["sum"]) == (y["kind"], y["count"], y["sum"])
+        report.tables[name] = {"a": x, "b": y, "equal": same}
+        if not same:
+            report.difference_count += 1
+            what = ("table missing in the store" if x is None else "table missing in the manifest" if y is None
+                    else f"digest differs ({x['count']} records now, {y['count']} in the manifest)")
+            report.differences.append(Difference(name, b"", what))
+    report.equal = report.difference_count == 0 and now.digest == saved["digest"]
+    return report
+
+
+__all__ = ["verify", "verify_manifest", "checksum", "VerifyReport", "ChecksumReport", "TableKind"]
