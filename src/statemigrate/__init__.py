@@ -1,28 +1,22 @@
 """statemigrate: move an embedded state store between engines, upgrade it, prove nothing was lost.
 
 The public API: :func:`convert`, :func:`verify`, :func:`verify_manifest`,
-:func:`checksum`, :func:`inspect`, :func:`open_store`, :func:`engines`. Imports are
-lazy so that ``import statemigrate`` loads no engine driver.
+:func:`checksum`, :func:`inspect`, :func:`open_store`, :func:`engines`, and for
+schema upgrades :func:`upgrade` and the ``op`` object revisions use. Importing the
+package loads no engine driver and not the native extension.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from .api import checksum, convert, engines, inspect, open_store, verify, verify_manifest
 
-_API = {"convert", "verify", "verify_manifest", "checksum", "inspect", "open_store", "engines"}
+__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    if name in _API:
-        from . import api
-
-        return getattr(api, name)
-    if name == "upgrade":
-        from . import upgrade as _upgrade
-
-        return _upgrade.upgrade
+    # Upgrades import Alembic; load them only when asked for.
     if name == "op":
         from .upgrade import op as _op
 
@@ -30,4 +24,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'statemigrate' has no attribute {name!r}")
 
 
-__all__ = sorted(_API) + ["upgrade", "op", "__version__"]
+__all__ = ["checksum", "convert", "engines", "inspect", "open_store", "verify", "verify_manifest", "op",
+           "__version__"]

@@ -10,7 +10,7 @@ from .engines.base import META_REVISION, META_SCHEMA, Engine, Reader
 from .errors import StoreBusyError
 from .pipeline import ConvertReport, convert
 from .registry import engine_names, get_engine, resolve_source
-from .verify import ChecksumReport, VerifyReport, checksum, verify, verify_manifest
+from .verification import ChecksumReport, VerifyReport, checksum, verify, verify_manifest
 
 
 def open_store(store: str, *, engine: str | None = None, options: dict[str, Any] | None = None) -> Reader:
