@@ -1,0 +1,33 @@
+# The one task runner: people and CI call these targets.
+PYTHON ?= python3
+DEMO := build/demo
+
+.PHONY: install system-deps demo test test-long bench fixtures lint
+
+install:  ## the package, every engine driver and the test tools (builds the Rust extension)
+	$(PYTHON) -m pip install -q --disable-pip-version-check -e ".[all,test]"
+
+system-deps:  ## Debian's sqlite3 shell and RocksDB 7.8 ldb, which the compatibility tests run
+	@command -v sqlite3 >/dev/null && command -v ldb >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sqlite3 rocksdb-tools >/dev/null; }
+
+demo: install  ## convert the bundled example store, verify it, show the digest
+	@rm -rf $(DEMO) && mkdir -p $(DEMO)
+	statemigrate convert examples/app-state.sqlite $(DEMO)/app-state.rocksdb
+	statemigrate verify examples/app-state.sqlite $(DEMO)/app-state.rocksdb
+	statemigrate checksum $(DEMO)/app-state.rocksdb
+
+test: install system-deps  ## the whole test suite (kill harness and fuzzers bounded)
+	$(PYTHON) -m pytest -q -p no:cacheprovider
+
+test-long: install system-deps  ## the same with the long kill harness and fuzzers
+	STATEMIGRATE_LONG=1 $(PYTHON) -m pytest -q -p no:cacheprovider
+
+bench: install  ## the benchmark runner (1M records; several minutes)
+	$(PYTHON) benchmarks/run.py
+
+fixtures: install  ## remake the small fixture stores made by the Python drivers
+	$(PYTHON) fixtures/make_fixtures.py
+
+lint:
+	ruff check src tests benchmarks && ruff format --check src tests benchmarks
