@@ -213,6 +213,6 @@ def test_help_imports_no_driver():
     code = ("import sys; from statemigrate.cli import main\n"
             "try:\n main(['--help'])\nexcept SystemExit: pass\n"
             "bad=[m for m in ('apsw','rocksdict','lmdb','statemigrate._native','alembic') if m in sys.modules]\n"
-            "print(','.join(bad))")
+            "print('LOADED:' + ','.join(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip().splitlines()[-1] == ""
+    assert out.strip().splitlines()[-1] == "LOADED:"
