@@ -6,9 +6,11 @@
 use pyo3::prelude::*;
 
 mod digest;
+mod redb_engine;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(digest::batch_digest, m)?)?;
+    redb_engine::register(m)?;
     Ok(())
 }

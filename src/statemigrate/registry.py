@@ -20,6 +20,7 @@ _BUILTIN = {
     "sqlite": "statemigrate.engines.sqlite:SqliteEngine",
     "rocksdb": "statemigrate.engines.rocksdb:RocksdbEngine",
     "jsonl": "statemigrate.engines.jsonl:JsonlEngine",
+    "redb": "statemigrate.engines.redb:RedbEngine",
 }
 
 

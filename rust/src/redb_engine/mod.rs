@@ -1,0 +1,655 @@
+//! The redb engine's native side: one binding per redb file format, chosen by
+//! the caller from the file header (format 3: redb 4.x; 2: redb 2.6; 1: redb 1.5).
+//!
+//! Tables are classified as `plain` (`&[u8] -> &[u8]`), `versioned`
+//! (`&[u8] -> (u64, &[u8])`), `typed` (any other built-in key type: keys are
+//! mapped to an order-preserving encoding, see `types.rs`) or `custom` (a
+//! user-defined key type, or a multimap's user-defined value type: raw bytes
+//! yielded in byte order through an external sort).
+use std::collections::HashMap;
+use std::ops::Bound as RBound;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+mod overlay;
+mod sort;
+mod typename;
+pub mod types;
+#[allow(dead_code)] // format 1 is read only: its writer half is compiled but unused
+mod v1;
+mod v2;
+mod v4;
+
+use sort::Sorter;
+use types::TypeExpr;
+
+create_exception!(_native, RedbBusyError, PyException, "The redb file is held by another process.");
+create_exception!(_native, RedbCorruptError, PyException, "The redb file is corrupt or truncated.");
+create_exception!(_native, RedbUnsupportedError, PyException, "The redb file format is not supported.");
+create_exception!(_native, RedbRefusedError, PyException, "The redb writer refuses a table or type.");
+create_exception!(_native, RedbError, PyException, "Any other redb error.");
+
+/// An engine error, classified for the Python side.
+#[derive(Debug)]
+pub enum NErr {
+    Busy(String),
+    Corrupt(String),
+    Unsupported(u8),
+    Refused(String),
+    Io(String),
+    Other(String),
+}
+
+impl From<NErr> for PyErr {
+    fn from(e: NErr) -> PyErr {
+        match e {
+            NErr::Busy(m) => RedbBusyError::new_err(m),
+            NErr::Corrupt(m) => RedbCorruptError::new_err(m),
+            NErr::Unsupported(v) => RedbUnsupportedError::new_err(format!("file format {v}")),
+            NErr::Refused(m) => RedbRefusedError::new_err(m),
+            NErr::Io(m) => RedbError::new_err(m),
+            NErr::Other(m) => RedbError::new_err(m),
+        }
+    }
+}
+
+pub type OwnedRec = (Vec<u8>, Vec<u8>, u64);
+
+#[derive(Debug, Clone)]
+pub struct TypeDesc {
+    pub name: String,
+    pub class: String,
+    pub width: Option<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TableDesc {
+    pub name: String,
+    pub multimap: bool,
+    pub key: TypeDesc,
+    pub value: TypeDesc,
+}
+
+/// How a table's records map to the state model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Plain,
+    Versioned,
+    Typed,
+    Custom,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Plain => "plain",
+            Kind::Versioned => "versioned",
+            Kind::Typed => "typed",
+            Kind::Custom => "custom",
+        }
+    }
+}
+
+/// The types a table's keys (and a multimap's values) are encoded with, whether
+/// that is redb's order (typed) or needs a sort (custom), and whether values keep
+/// the old tuple layout.
+struct Plan {
+    kind: Kind,
+    key: Option<Arc<TypeExpr>>,
+    value: Option<Arc<TypeExpr>>,
+    key_enc: TypeExpr,
+    value_enc: TypeExpr,
+}
+
+fn stand_in(t: &TypeDesc) -> TypeExpr {
+    match t.width {
+        Some(w) => TypeExpr::FixedBytes(w),
+        None => TypeExpr::Bytes,
+    }
+}
+
+fn legacy_tuples(format: u8, t: &TypeDesc) -> bool {
+    format < 3 || t.class == "Internal"
+}
+
+fn plan(format: u8, d: &TableDesc) -> Plan {
+    let builtin = |t: &TypeDesc| t.class != "UserDefined";
+    if !d.multimap && builtin(&d.key) && builtin(&d.value) && d.key.name == "&[u8]" {
+        if d.value.name == "&[u8]" {
+            return Plan { kind: Kind::Plain, key: None, value: None, key_enc: TypeExpr::Bytes, value_enc: TypeExpr::Bytes };
+        }
+        // The real `(u64, &[u8])` type opens what this redb version writes for it.
+        let native = if format >= 3 { d.value.class != "Internal" } else { true };
+        if d.value.name == "(u64,&[u8])" && native {
+            return Plan { kind: Kind::Versioned, key: None, value: None, key_enc: TypeExpr::Bytes, value_enc: TypeExpr::Bytes };
+        }
+    }
+    let parse = |t: &TypeDesc| {
+        if builtin(t) {
+            TypeExpr::parse(&t.name, legacy_tuples(format, t)).filter(|e| e.fixed_width() == t.width)
+        } else {
+            None
+        }
+    };
+    let key = parse(&d.key);
+    let value = if d.multimap { parse(&d.value) } else { None };
+    let custom = key.is_none() || (d.multimap && value.is_none());
+    Plan {
+        kind: if custom { Kind::Custom } else { Kind::Typed },
+        key_enc: key.clone().unwrap_or_else(|| stand_in(&d.key)),
+        value_enc: value.clone().unwrap_or_else(|| stand_in(&d.value)),
+        key: key.map(Arc::new),
+        value: value.map(Arc::new),
+    }
+}
+
+impl Plan {
+    /// The record key of a stored pair (multimap: key and value together).
+    fn record_key(&self, multimap: bool, k: &[u8], v: &[u8]) -> Result<Vec<u8>, NErr> {
+        let bad = |e: String| NErr::Corrupt(format!("a stored key does not match its type: {e}"));
+        let mut out = Vec::with_capacity(k.len() + v.len() + 4);
+        self.key_enc.enc(k, &mut out, !multimap).map_err(bad)?;
+        if multimap {
+            self.value_enc.enc(v, &mut out, true).map_err(bad)?;
+        }
+        Ok(out)
+    }
+
+    /// The stored (key, value) of a record (inverse of `record_key`).
+    fn stored(&self, multimap: bool, key: &[u8], value: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
+        let mut pos = 0;
+        let k = self.key_enc.dec(key, &mut pos, !multimap)?;
+        let v = if multimap { self.value_enc.dec(key, &mut pos, true)? } else { value.to_vec() };
+        if pos != key.len() {
+            return Err("trailing bytes after the encoded key".into());
+        }
+        Ok((k, v))
+    }
+}
+
+fn desc_to_py<'py>(py: Python<'py>, d: &TableDesc, format: u8) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item("name", &d.name)?;
+    out.set_item("multimap", d.multimap)?;
+    out.set_item("kind", plan(format, d).kind.as_str())?;
+    for (field, t) in [("key", &d.key), ("value", &d.value)] {
+        let td = PyDict::new(py);
+        td.set_item("name", &t.name)?;
+        td.set_item("class", &t.class)?;
+        td.set_item("width", t.width)?;
+        out.set_item(field, td)?;
+    }
+    Ok(out)
+}
+
+fn desc_from_py(d: &Bound<'_, PyDict>) -> PyResult<TableDesc> {
+    let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
+        d.get_item(k)?.ok_or_else(|| PyValueError::new_err(format!("table description lacks {k:?}")))
+    };
+    let ty = |k: &str| -> PyResult<TypeDesc> {
+        let t = get(k)?;
+        let t = t.cast::<PyDict>().map_err(|_| PyValueError::new_err("a type description must be a dict"))?;
+        let item = |f: &str| t.get_item(f).ok().flatten().ok_or_else(|| PyValueError::new_err(format!("type lacks {f:?}")));
+        Ok(TypeDesc {
+            name: item("name")?.extract()?,
+            class: item("class")?.extract()?,
+            width: item("width")?.extract()?,
+        })
+    };
+    Ok(TableDesc {
+        name: get("name")?.extract()?,
+        multimap: get("multimap").map(|m| m.extract::<bool>().unwrap_or(false)).unwrap_or(false),
+        key: ty("key")?,
+        value: ty("value")?,
+    })
+}
+
+enum ReaderImpl {
+    V1(v1::Reader),
+    V2(v2::Reader),
+    V4(v4::Reader),
+}
+
+macro_rules! each {
+    ($e:expr, $r:ident => $body:expr) => {
+        match $e {
+            ReaderImpl::V1($r) => $body,
+            ReaderImpl::V2($r) => $body,
+            ReaderImpl::V4($r) => $body,
+        }
+    };
+}
+
+struct SortState {
+    sorter: Sorter,
+    last: Option<Vec<u8>>,
+}
+
+struct ReaderState {
+    reader: Option<ReaderImpl>,
+    sorted: HashMap<String, SortState>,
+}
+
+/// A redb source at one snapshot (one read transaction); never modifies the file.
+#[pyclass(module = "statemigrate._native")]
+pub struct RedbReader {
+    format: u8,
+    state: Mutex<ReaderState>,
+}
+
+fn closed() -> NErr {
+    NErr::Other("the reader is closed".into())
+}
+
+impl ReaderState {
+    fn reader(&self) -> Result<&ReaderImpl, NErr> {
+        self.reader.as_ref().ok_or_else(closed)
+    }
+
+    fn read(&mut self, format: u8, d: &TableDesc, after: Option<&[u8]>, max_records: usize, max_bytes: usize) -> Result<Vec<OwnedRec>, NErr> {
+        let p = plan(format, d);
+        let r = self.reader()?;
+        match p.kind {
+            Kind::Plain | Kind::Versioned => {
+                each!(r, x => x.read_plain(&d.name, p.kind == Kind::Versioned, after, max_records, max_bytes))
+            }
+            Kind::Typed => {
+                let start = match after {
+                    Some(a) => Some(p.stored(d.multimap, a, b"").map_err(|e| NErr::Other(format!("cannot resume after that key: {e}")))?),
+                    None => None,
+                };
+                // A multimap resumed inside a key starts at that key and skips by encoding.
+                let mut from: RBound<Vec<u8>> = match start {
+                    Some((k, _)) if d.multimap => RBound::Included(k),
+                    Some((k, _)) => RBound::Excluded(k),
+                    None => RBound::Unbounded,
+                };
+                let mut out = Vec::new();
+                loop {
+                    let b = match &from {
+                        RBound::Included(k) => RBound::Included(k.as_slice()),
+                        RBound::Excluded(k) => RBound::Excluded(k.as_slice()),
+                        RBound::Unbounded => RBound::Unbounded,
+                    };
+                    let pairs = each!(r, x => x.read_raw(d, p.key.clone(), p.value.clone(), b, max_records, max_bytes))?;
+                    let Some(last) = pairs.last().map(|(k, _)| k.clone()) else { break };
+                    for (k, v) in &pairs {
+                        let rk = p.record_key(d.multimap, k, v)?;
+                        if let Some(a) = after {
+                            if rk.as_slice() <= a {
+                                continue;
+                            }
+                        }
+                        out.push((rk, if d.multimap { Vec::new() } else { v.clone() }, 0));
+                    }
+                    if !out.is_empty() {
+                        break;
+                    }
+                    from = RBound::Excluded(last);
+                }
+                Ok(out)
+            }
+            Kind::Custom => {
+                let resume = self.sorted.get(&d.name).map(|s| s.last.as_deref() == after).unwrap_or(false);
+                if !resume {
+                    let mut sorter = Sorter::new();
+                    let r = self.reader()?;
+                    each!(r, x => x.scan_raw(d, &mut |k: &[u8], v: &[u8]| {
+                        let rk = p.record_key(d.multimap, k, v)?;
+                        sorter.push(&rk, if d.multimap { b"" } else { v })
+                    }))?;
+                    sorter.finish()?;
+                    let mut st = SortState { sorter, last: None };
+                    if let Some(a) = after {
+                        // Skip to the resume point.
+                        loop {
+                            match st.sorter.next()? {
+                                None => break,
+                                Some((k, v)) if k.as_slice() > a => {
+                                    // Put back by yielding it first below.
+                                    st.last = Some(a.to_vec());
+                                    let mut out = vec![(k.clone(), v, 0)];
+                                    fill(&mut st, &mut out, max_records, max_bytes)?;
+                                    st.last = out.last().map(|r| r.0.clone());
+                                    self.sorted.insert(d.name.clone(), st);
+                                    return Ok(out);
+                                }
+                                Some(_) => {}
+                            }
+                        }
+                    }
+                    st.last = after.map(|a| a.to_vec());
+                    self.sorted.insert(d.name.clone(), st);
+                }
+                let st = self.sorted.get_mut(&d.name).unwrap();
+                let mut out = Vec::new();
+                fill(st, &mut out, max_records, max_bytes)?;
+                st.last = out.last().map(|r| r.0.clone()).or(st.last.take());
+                if out.is_empty() {
+                    self.sorted.remove(&d.name);
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+fn fill(st: &mut SortState, out: &mut Vec<OwnedRec>, max_records: usize, max_bytes: usize) -> Result<(), NErr> {
+    let mut size: usize = out.iter().map(|r| r.0.len() + r.1.len()).sum();
+    while out.len() < max_records && size < max_bytes {
+        match st.sorter.next()? {
+            Some((k, v)) => {
+                size += k.len() + v.len();
+                out.push((k, v, 0));
+            }
+            None => break,
+        }
+    }
+    Ok(())
+}
+
+fn recs_to_py<'py>(py: Python<'py>, recs: Vec<OwnedRec>, versioned: bool) -> PyResult<Bound<'py, PyList>> {
+    let items: Vec<Bound<'py, PyTuple>> = recs
+        .into_iter()
+        .map(|(k, v, ver)| {
+            let k = PyBytes::new(py, &k);
+            let v = PyBytes::new(py, &v);
+            if versioned {
+                PyTuple::new(py, [k.into_any(), v.into_any(), ver.into_pyobject(py)?.into_any()])
+            } else {
+                PyTuple::new(py, [k, v])
+            }
+        })
+        .collect::<PyResult<_>>()?;
+    PyList::new(py, items)
+}
+
+#[pymethods]
+impl RedbReader {
+    /// Open `path` (a redb file of `format` 1, 2 or 3) read-only at one snapshot.
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf, format: u8) -> PyResult<Self> {
+        let reader = py.detach(|| -> Result<ReaderImpl, NErr> {
+            Ok(match format {
+                1 => ReaderImpl::V1(v1::Reader::open(&path)?),
+                2 => ReaderImpl::V2(v2::Reader::open(&path)?),
+                3 => ReaderImpl::V4(v4::Reader::open(&path)?),
+                v => return Err(NErr::Unsupported(v)),
+            })
+        })?;
+        Ok(RedbReader { format, state: Mutex::new(ReaderState { reader: Some(reader), sorted: HashMap::new() }) })
+    }
+
+    #[getter]
+    fn format(&self) -> u8 {
+        self.format
+    }
+
+    /// Every table and multimap table (not the metadata table), as dicts.
+    fn list_tables<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let descs = py.detach(|| {
+            let st = self.state.lock().unwrap();
+            let r = st.reader()?;
+            each!(r, x => x.list_tables())
+        })?;
+        descs.iter().map(|d| desc_to_py(py, d, self.format)).collect()
+    }
+
+    /// The `__statemigrate__` table's entries.
+    fn metadata(&self, py: Python<'_>) -> PyResult<Vec<(String, Py<PyBytes>)>> {
+        let meta = py.detach(|| {
+            let st = self.state.lock().unwrap();
+            let r = st.reader()?;
+            each!(r, x => x.metadata())
+        })?;
+        Ok(meta.into_iter().map(|(k, v)| (k, PyBytes::new(py, &v).unbind())).collect())
+    }
+
+    /// One batch of `table` (a dict from `list_tables`) strictly after `after`.
+    #[pyo3(signature = (table, after=None, max_records=10000, max_bytes=8388608))]
+    fn read_batch<'py>(
+        &self,
+        py: Python<'py>,
+        table: &Bound<'py, PyDict>,
+        after: Option<Vec<u8>>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let d = desc_from_py(table)?;
+        let format = self.format;
+        let recs = py.detach(|| {
+            let mut st = self.state.lock().unwrap();
+            st.read(format, &d, after.as_deref(), max_records.max(1), max_bytes.max(1))
+        })?;
+        recs_to_py(py, recs, plan(format, &d).kind == Kind::Versioned)
+    }
+
+    /// Release the snapshot and the file.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| {
+            let mut st = self.state.lock().unwrap();
+            st.sorted.clear();
+            st.reader = None;
+        })
+    }
+}
+
+enum WriterImpl {
+    V2(v2::Writer),
+    V4(v4::Writer),
+}
+
+macro_rules! each_w {
+    ($e:expr, $w:ident => $body:expr) => {
+        match $e {
+            WriterImpl::V2($w) => $body,
+            WriterImpl::V4($w) => $body,
+        }
+    };
+}
+
+/// A redb store being written (format 3 through redb 4.x, or format 2 through redb 2.6).
+#[pyclass(module = "statemigrate._native")]
+pub struct RedbWriter {
+    format: u8,
+    inner: Mutex<Option<WriterImpl>>,
+}
+
+type MetaUpdates = Vec<(String, Option<Vec<u8>>)>;
+
+fn wclosed() -> NErr {
+    NErr::Other("the writer is closed".into())
+}
+
+#[pymethods]
+impl RedbWriter {
+    /// Create (`create=True`, the path must not exist) or open a store of `format` 2 or 3.
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf, format: u8, create: bool) -> PyResult<Self> {
+        let w = py.detach(|| -> Result<WriterImpl, NErr> {
+            Ok(match (format, create) {
+                (2, true) => WriterImpl::V2(v2::Writer::create(&path)?),
+                (2, false) => WriterImpl::V2(v2::Writer::open(&path)?),
+                (3, true) => WriterImpl::V4(v4::Writer::create(&path)?),
+                (3, false) => WriterImpl::V4(v4::Writer::open(&path)?),
+                (v, _) => return Err(NErr::Refused(format!("redb file format {v} cannot be written"))),
+            })
+        })?;
+        Ok(RedbWriter { format, inner: Mutex::new(Some(w)) })
+    }
+
+    #[getter]
+    fn format(&self) -> u8 {
+        self.format
+    }
+
+    fn list_tables<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let descs = py.detach(|| {
+            let g = self.inner.lock().unwrap();
+            let w = g.as_ref().ok_or_else(wclosed)?;
+            each_w!(w, x => x.list_tables())
+        })?;
+        descs.iter().map(|d| desc_to_py(py, d, self.format)).collect()
+    }
+
+    fn metadata(&self, py: Python<'_>) -> PyResult<Vec<(String, Py<PyBytes>)>> {
+        let meta = py.detach(|| {
+            let g = self.inner.lock().unwrap();
+            let w = g.as_ref().ok_or_else(wclosed)?;
+            each_w!(w, x => x.metadata())
+        })?;
+        Ok(meta.into_iter().map(|(k, v)| (k, PyBytes::new(py, &v).unbind())).collect())
+    }
+
+    /// The kind (`plain`, `versioned`, `typed`, `custom`) a table description gets.
+    fn kind_of(&self, table: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+        Ok(plan(self.format, &desc_from_py(table)?).kind.as_str())
+    }
+
+    /// Create an empty table: `kind` `plain`/`versioned`, or `typed` with the stored types in `table`.
+    fn create_table(&self, py: Python<'_>, table: &Bound<'_, PyDict>, kind: &str) -> PyResult<()> {
+        let d = desc_from_py(table)?;
+        let k = match kind {
+            "plain" => v4::TableKindN::Plain,
+            "versioned" => v4::TableKindN::Versioned,
+            _ => v4::TableKindN::Typed,
+        };
+        py.detach(|| {
+            let mut g = self.inner.lock().unwrap();
+            let w = g.as_mut().ok_or_else(wclosed)?;
+            match w {
+                WriterImpl::V2(x) => x.create_table(&d, match k {
+                    v4::TableKindN::Plain => v2::TableKindN::Plain,
+                    v4::TableKindN::Versioned => v2::TableKindN::Versioned,
+                    v4::TableKindN::Typed => v2::TableKindN::Typed,
+                }),
+                WriterImpl::V4(x) => x.create_table(&d, k),
+            }
+        })?;
+        Ok(())
+    }
+
+    /// Commit `records` (in key order) into `table` with `metadata` updates (None deletes), atomically.
+    ///
+    /// `kind` is `plain`, `versioned` (records carry a version), or `typed`/`custom`
+    /// (record keys are decoded back to the stored types described by `table`).
+    fn write_batch(
+        &self,
+        py: Python<'_>,
+        table: &Bound<'_, PyDict>,
+        kind: &str,
+        records: &Bound<'_, PyList>,
+        metadata: MetaUpdates,
+    ) -> PyResult<()> {
+        let d = desc_from_py(table)?;
+        let versioned = kind == "versioned";
+        let want = if versioned { 3 } else { 2 };
+        let mut owned: Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>, u64)> = Vec::with_capacity(records.len());
+        for item in records.iter() {
+            let t = item.cast_into::<PyTuple>().map_err(|_| PyValueError::new_err("a record must be a tuple"))?;
+            if t.len() != want {
+                return Err(PyValueError::new_err(format!("a {kind} record has {want} fields, got {}", t.len())));
+            }
+            let k = t.get_item(0)?.cast_into::<PyBytes>().map_err(|_| PyValueError::new_err("a key must be bytes"))?;
+            let v = t.get_item(1)?.cast_into::<PyBytes>().map_err(|_| PyValueError::new_err("a value must be bytes"))?;
+            let ver = if versioned { t.get_item(2)?.extract::<u64>()? } else { 0 };
+            owned.push((k, v, ver));
+        }
+        let recs: Vec<(&[u8], &[u8], u64)> = owned.iter().map(|(k, v, ver)| (k.as_bytes(), v.as_bytes(), *ver)).collect();
+        let format = self.format;
+        let kind = kind.to_string();
+        py.detach(|| -> Result<(), NErr> {
+            let mut g = self.inner.lock().unwrap();
+            let w = g.as_mut().ok_or_else(wclosed)?;
+            if kind == "plain" || kind == "versioned" {
+                return each_w!(w, x => x.write_plain(&d.name, versioned, &recs, &metadata));
+            }
+            let p = plan(format, &d);
+            let mut pairs = Vec::with_capacity(recs.len());
+            for (k, v, _) in &recs {
+                let pair = p.stored(d.multimap, k, v).map_err(|e| {
+                    NErr::Refused(format!("key {} of table {:?} is not a valid {}: {e}", hex(k), d.name, d.key.name))
+                })?;
+                pairs.push(pair);
+            }
+            each_w!(w, x => x.write_raw(&d, p.key.clone(), p.value.clone(), &pairs, &metadata))
+        })?;
+        Ok(())
+    }
+
+    fn put_metadata(&self, py: Python<'_>, metadata: MetaUpdates) -> PyResult<()> {
+        py.detach(|| {
+            let mut g = self.inner.lock().unwrap();
+            let w = g.as_mut().ok_or_else(wclosed)?;
+            each_w!(w, x => x.put_metadata(&metadata))
+        })?;
+        Ok(())
+    }
+
+    /// A durable commit, then compaction.
+    fn finish(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| {
+            let mut g = self.inner.lock().unwrap();
+            let w = g.as_mut().ok_or_else(wclosed)?;
+            each_w!(w, x => x.finish())
+        })?;
+        Ok(())
+    }
+
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| {
+            let mut g = self.inner.lock().unwrap();
+            *g = None;
+        })
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    let s: String = b.iter().take(32).map(|x| format!("{x:02x}")).collect();
+    if s.is_empty() {
+        "(empty)".into()
+    } else {
+        s
+    }
+}
+
+/// redb's own fastest load (one transaction, `&[u8] -> &[u8]`), for the benchmark ceiling.
+#[pyfunction]
+pub fn redb_bulk_load(py: Python<'_>, path: PathBuf, records: u64, key_len: usize, value_len: usize) -> PyResult<()> {
+    py.detach(|| v4::bulk_load(&path, records, key_len, value_len))?;
+    Ok(())
+}
+
+/// redb's own full scan of every plain table, for the benchmark ceiling: (records, bytes).
+#[pyfunction]
+pub fn redb_full_scan(py: Python<'_>, path: PathBuf) -> PyResult<(u64, u64)> {
+    Ok(py.detach(|| v4::full_scan(&path))?)
+}
+
+/// The order-preserving encoding of a stored key of redb type `type_name` (for tests and tools).
+#[pyfunction]
+#[pyo3(signature = (type_name, stored, legacy_tuples=false))]
+pub fn redb_encode_key(type_name: &str, stored: &[u8], legacy_tuples: bool) -> PyResult<Vec<u8>> {
+    let t = TypeExpr::parse(type_name, legacy_tuples).ok_or_else(|| PyValueError::new_err(format!("not a built-in key type: {type_name}")))?;
+    t.encode(stored).map_err(PyValueError::new_err)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<RedbReader>()?;
+    m.add_class::<RedbWriter>()?;
+    m.add_function(wrap_pyfunction!(redb_bulk_load, m)?)?;
+    m.add_function(wrap_pyfunction!(redb_full_scan, m)?)?;
+    m.add_function(wrap_pyfunction!(redb_encode_key, m)?)?;
+    m.add("RedbBusyError", py.get_type::<RedbBusyError>())?;
+    m.add("RedbCorruptError", py.get_type::<RedbCorruptError>())?;
+    m.add("RedbUnsupportedError", py.get_type::<RedbUnsupportedError>())?;
+    m.add("RedbRefusedError", py.get_type::<RedbRefusedError>())?;
+    m.add("RedbError", py.get_type::<RedbError>())?;
+    Ok(())
+}

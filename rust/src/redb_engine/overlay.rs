@@ -1,0 +1,132 @@
+//! A copy-on-write view of a source file, so that redb can open it "for writing"
+//! (redb 1.x and 2.x have no read-only open; redb 4.x refuses to open a file that
+//! needs repair read-only) without a single byte of the file changing: every write
+//! redb makes (the repair, the recovery flag, the clean-shutdown header) lands in
+//! memory and is dropped with the reader.
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+use std::sync::Mutex;
+
+const CHUNK: u64 = 4096;
+
+#[derive(Debug)]
+pub struct Overlay {
+    file: File,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    len: u64,
+    base_len: u64,
+    chunks: BTreeMap<u64, Vec<u8>>,
+}
+
+impl Overlay {
+    /// Open `path` read-only and take a shared `flock` on it, which fails at once
+    /// while a redb process holds it for writing (every redb version takes an
+    /// exclusive `flock`), so a store in use is reported busy rather than read torn.
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let file = File::open(path)?;
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let base_len = file.metadata()?.len();
+        Ok(Overlay { file, state: Mutex::new(State { len: base_len, base_len, chunks: BTreeMap::new() }) })
+    }
+
+    fn base_chunk(&self, st: &State, idx: u64) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; CHUNK as usize];
+        let start = idx * CHUNK;
+        if start < st.base_len {
+            let n = ((st.base_len - start).min(CHUNK)) as usize;
+            self.file.read_exact_at(&mut buf[..n], start)?;
+        }
+        Ok(buf)
+    }
+
+    pub fn len(&self) -> io::Result<u64> {
+        Ok(self.state.lock().unwrap().len)
+    }
+
+    pub fn read_into(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        let st = self.state.lock().unwrap();
+        if offset + out.len() as u64 > st.len {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the file"));
+        }
+        let mut pos = 0usize;
+        while pos < out.len() {
+            let abs = offset + pos as u64;
+            let idx = abs / CHUNK;
+            let within = (abs % CHUNK) as usize;
+            let n = (CHUNK as usize - within).min(out.len() - pos);
+            if let Some(c) = st.chunks.get(&idx) {
+                out[pos..pos + n].copy_from_slice(&c[within..within + n]);
+            } else if abs < st.base_len {
+                let m = n.min((st.base_len - abs) as usize);
+                self.file.read_exact_at(&mut out[pos..pos + m], abs)?;
+                out[pos + m..pos + n].fill(0);
+            } else {
+                out[pos..pos + n].fill(0);
+            }
+            pos += n;
+        }
+        Ok(())
+    }
+
+    pub fn set_len(&self, len: u64) -> io::Result<()> {
+        let mut st = self.state.lock().unwrap();
+        if len < st.len {
+            // Bytes past the new end must read as zero if the file grows again.
+            let first = len / CHUNK;
+            let keep: Vec<u64> = st.chunks.range(first..).map(|(k, _)| *k).collect();
+            for k in keep {
+                if k * CHUNK >= len {
+                    st.chunks.remove(&k);
+                } else {
+                    let cut = (len - k * CHUNK) as usize;
+                    st.chunks.get_mut(&k).unwrap()[cut..].fill(0);
+                }
+            }
+            if len < st.base_len {
+                // Later reads of the dropped tail must not see the file's bytes.
+                let idx = len / CHUNK;
+                if len % CHUNK != 0 && !st.chunks.contains_key(&idx) {
+                    let mut c = self.base_chunk(&st, idx)?;
+                    c[(len % CHUNK) as usize..].fill(0);
+                    st.chunks.insert(idx, c);
+                }
+                st.base_len = len;
+            }
+        }
+        st.len = len;
+        Ok(())
+    }
+
+    pub fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        let mut st = self.state.lock().unwrap();
+        let mut pos = 0usize;
+        while pos < data.len() {
+            let abs = offset + pos as u64;
+            let idx = abs / CHUNK;
+            let within = (abs % CHUNK) as usize;
+            let n = (CHUNK as usize - within).min(data.len() - pos);
+            if !st.chunks.contains_key(&idx) {
+                let c = self.base_chunk(&st, idx)?;
+                st.chunks.insert(idx, c);
+            }
+            st.chunks.get_mut(&idx).unwrap()[within..within + n].copy_from_slice(&data[pos..pos + n]);
+            pos += n;
+        }
+        let end = offset + data.len() as u64;
+        if end > st.len {
+            st.len = end;
+        }
+        Ok(())
+    }
+}

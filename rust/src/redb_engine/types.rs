@@ -1,0 +1,417 @@
+//! redb key types parsed from their stored type names, and the order-preserving
+//! byte encoding of the state model: for every supported key type, comparing the
+//! encodings with memcmp gives redb's own order for that type, and the encoding
+//! decodes back to the exact stored bytes.
+//!
+//! Encoding (`final` means nothing follows the item inside the key):
+//! unsigned ints big-endian; signed big-endian with the sign bit flipped; `bool` one
+//! byte; `char` its code point as 3 bytes big-endian; `()` nothing; `[u8; N]` raw;
+//! `&[u8]`/`&str`/`String` raw when final, else `0x00` escaped as `00 FF` and
+//! terminated by `00 00`; `Option<T>` `00` for None, `01` then T; tuples and arrays
+//! the concatenation of their elements, the last one inheriting `final`.
+
+/// A parsed redb key type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TypeExpr {
+    UInt(usize),
+    SInt(usize),
+    Bool,
+    Char,
+    Unit,
+    /// `&[u8]`, `&str`, `String`: variable width, bytewise order.
+    Bytes,
+    /// `[u8; N]` / `&[u8; N]`: fixed width, bytewise order.
+    FixedBytes(usize),
+    Array(Box<TypeExpr>, usize),
+    Option(Box<TypeExpr>),
+    /// Elements, and whether a variable-width tuple uses the redb <= 2.x layout
+    /// (u32 lengths of every element but the last) rather than the 3.0 one
+    /// (varint lengths of the variable-width elements but the last).
+    Tuple(Vec<TypeExpr>, bool),
+}
+
+fn split_top(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' | '<' | '[' => depth += 1,
+            ')' | '>' | ']' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+impl TypeExpr {
+    /// Parse a stored key type name; None for custom or unknown types.
+    pub fn parse(name: &str, legacy_tuples: bool) -> Option<TypeExpr> {
+        let n = name.trim();
+        let t = match n {
+            "u8" => TypeExpr::UInt(1),
+            "u16" => TypeExpr::UInt(2),
+            "u32" => TypeExpr::UInt(4),
+            "u64" => TypeExpr::UInt(8),
+            "u128" => TypeExpr::UInt(16),
+            "i8" => TypeExpr::SInt(1),
+            "i16" => TypeExpr::SInt(2),
+            "i32" => TypeExpr::SInt(4),
+            "i64" => TypeExpr::SInt(8),
+            "i128" => TypeExpr::SInt(16),
+            "bool" => TypeExpr::Bool,
+            "char" => TypeExpr::Char,
+            "()" => TypeExpr::Unit,
+            "&[u8]" | "&str" | "String" => TypeExpr::Bytes,
+            _ => {
+                if let Some(inner) = n.strip_prefix("Option<").and_then(|r| r.strip_suffix('>')) {
+                    TypeExpr::Option(Box::new(Self::parse(inner, legacy_tuples)?))
+                } else if let Some(inner) = n.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+                    let parts = split_top(inner);
+                    if parts.len() != 1 {
+                        return None;
+                    }
+                    let (elem, count) = inner.rsplit_once(';')?;
+                    let count: usize = count.trim().parse().ok()?;
+                    if elem.trim() == "u8" {
+                        TypeExpr::FixedBytes(count)
+                    } else {
+                        TypeExpr::Array(Box::new(Self::parse(elem, legacy_tuples)?), count)
+                    }
+                } else if let Some(inner) = n.strip_prefix('(').and_then(|r| r.strip_suffix(')')) {
+                    let inner = inner.strip_suffix(',').unwrap_or(inner);
+                    let elems: Option<Vec<TypeExpr>> =
+                        split_top(inner).into_iter().map(|p| Self::parse(p, legacy_tuples)).collect();
+                    TypeExpr::Tuple(elems?, legacy_tuples)
+                } else {
+                    return None;
+                }
+            }
+        };
+        Some(t)
+    }
+
+    pub fn fixed_width(&self) -> Option<usize> {
+        match self {
+            TypeExpr::UInt(w) | TypeExpr::SInt(w) => Some(*w),
+            TypeExpr::Bool => Some(1),
+            TypeExpr::Char => Some(3),
+            TypeExpr::Unit => Some(0),
+            TypeExpr::Bytes => None,
+            TypeExpr::FixedBytes(n) => Some(*n),
+            TypeExpr::Array(t, n) => t.fixed_width().map(|w| w * n),
+            TypeExpr::Option(t) => t.fixed_width().map(|w| w + 1),
+            TypeExpr::Tuple(ts, _) => ts.iter().map(|t| t.fixed_width()).sum(),
+        }
+    }
+
+    /// The order-preserving encoding of a stored value.
+    pub fn encode(&self, stored: &[u8]) -> Result<Vec<u8>, String> {
+        let mut out = Vec::with_capacity(stored.len() + 2);
+        self.enc(stored, &mut out, true)?;
+        Ok(out)
+    }
+
+    /// The stored bytes of an order-preserving encoding (the inverse of `encode`).
+    pub fn decode(&self, enc: &[u8]) -> Result<Vec<u8>, String> {
+        let mut pos = 0;
+        let out = self.dec(enc, &mut pos, true)?;
+        if pos != enc.len() {
+            return Err("trailing bytes after the encoded key".into());
+        }
+        Ok(out)
+    }
+
+    pub fn enc(&self, d: &[u8], out: &mut Vec<u8>, last: bool) -> Result<(), String> {
+        if let Some(w) = self.fixed_width() {
+            if d.len() != w {
+                return Err(format!("a stored value of width {} where {} was expected", d.len(), w));
+            }
+        }
+        match self {
+            TypeExpr::UInt(_) => out.extend(d.iter().rev()),
+            TypeExpr::SInt(_) => {
+                let start = out.len();
+                out.extend(d.iter().rev());
+                out[start] ^= 0x80;
+            }
+            TypeExpr::Bool => out.push(d[0]),
+            TypeExpr::Char => out.extend(d.iter().rev()),
+            TypeExpr::Unit => {}
+            TypeExpr::FixedBytes(_) => out.extend_from_slice(d),
+            TypeExpr::Bytes => {
+                if last {
+                    out.extend_from_slice(d);
+                } else {
+                    for &b in d {
+                        out.push(b);
+                        if b == 0 {
+                            out.push(0xff);
+                        }
+                    }
+                    out.extend_from_slice(&[0, 0]);
+                }
+            }
+            TypeExpr::Option(t) => match d.first() {
+                Some(0) => out.push(0),
+                Some(1) => {
+                    out.push(1);
+                    t.enc(&d[1..], out, last)?;
+                }
+                _ => return Err("an Option with a bad tag".into()),
+            },
+            TypeExpr::Array(t, n) => {
+                let parts = split_array(t, *n, d)?;
+                let k = parts.len();
+                for (i, p) in parts.into_iter().enumerate() {
+                    t.enc(p, out, last && i + 1 == k)?;
+                }
+            }
+            TypeExpr::Tuple(ts, legacy) => {
+                let parts = split_tuple(ts, *legacy, d)?;
+                let k = parts.len();
+                for (i, (t, p)) in ts.iter().zip(parts).enumerate() {
+                    t.enc(p, out, last && i + 1 == k)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn dec(&self, e: &[u8], pos: &mut usize, last: bool) -> Result<Vec<u8>, String> {
+        let take = |pos: &mut usize, n: usize| -> Result<&[u8], String> {
+            if *pos + n > e.len() {
+                return Err("the encoded key is too short for its type".into());
+            }
+            let s = &e[*pos..*pos + n];
+            *pos += n;
+            Ok(s)
+        };
+        Ok(match self {
+            TypeExpr::UInt(w) => take(pos, *w)?.iter().rev().copied().collect(),
+            TypeExpr::SInt(w) => {
+                let mut b: Vec<u8> = take(pos, *w)?.to_vec();
+                b[0] ^= 0x80;
+                b.reverse();
+                b
+            }
+            TypeExpr::Bool => {
+                let b = take(pos, 1)?[0];
+                if b > 1 {
+                    return Err("a bool other than 0 or 1".into());
+                }
+                vec![b]
+            }
+            TypeExpr::Char => {
+                let b: Vec<u8> = take(pos, 3)?.iter().rev().copied().collect();
+                let cp = u32::from_le_bytes([b[0], b[1], b[2], 0]);
+                if char::from_u32(cp).is_none() {
+                    return Err("not a Unicode scalar value".into());
+                }
+                b
+            }
+            TypeExpr::Unit => Vec::new(),
+            TypeExpr::FixedBytes(n) => take(pos, *n)?.to_vec(),
+            TypeExpr::Bytes => {
+                if last {
+                    let s = e[*pos..].to_vec();
+                    *pos = e.len();
+                    s
+                } else {
+                    let mut out = Vec::new();
+                    loop {
+                        let b = take(pos, 1)?[0];
+                        if b != 0 {
+                            out.push(b);
+                            continue;
+                        }
+                        match take(pos, 1)?[0] {
+                            0xff => out.push(0),
+                            0 => break,
+                            _ => return Err("a bad escape in the encoded key".into()),
+                        }
+                    }
+                    out
+                }
+            }
+            TypeExpr::Option(t) => match take(pos, 1)?[0] {
+                0 => {
+                    let mut out = vec![0u8];
+                    if let Some(w) = t.fixed_width() {
+                        out.resize(1 + w, 0);
+                    }
+                    out
+                }
+                1 => {
+                    let mut out = vec![1u8];
+                    out.extend(t.dec(e, pos, last)?);
+                    out
+                }
+                _ => return Err("an Option with a bad tag".into()),
+            },
+            TypeExpr::Array(t, n) => {
+                let parts: Vec<Vec<u8>> =
+                    (0..*n).map(|i| t.dec(e, pos, last && i + 1 == *n)).collect::<Result<_, _>>()?;
+                join_array(t, parts)
+            }
+            TypeExpr::Tuple(ts, legacy) => {
+                let k = ts.len();
+                let parts: Vec<Vec<u8>> =
+                    ts.iter().enumerate().map(|(i, t)| t.dec(e, pos, last && i + 1 == k)).collect::<Result<_, _>>()?;
+                join_tuple(ts, *legacy, self.fixed_width().is_some(), parts)
+            }
+        })
+    }
+}
+
+fn varint(data: &[u8], pos: &mut usize) -> Result<usize, String> {
+    let short = || "a truncated length in a stored tuple".to_string();
+    let b = *data.get(*pos).ok_or_else(short)?;
+    let (v, n) = match b {
+        0..=253 => (b as usize, 1),
+        254 => (u16::from_le_bytes(data.get(*pos + 1..*pos + 3).ok_or_else(short)?.try_into().unwrap()) as usize, 3),
+        255 => (u32::from_le_bytes(data.get(*pos + 1..*pos + 5).ok_or_else(short)?.try_into().unwrap()) as usize, 5),
+    };
+    *pos += n;
+    Ok(v)
+}
+
+fn put_varint(len: usize, out: &mut Vec<u8>) {
+    if len < 254 {
+        out.push(len as u8);
+    } else if len <= u16::MAX as usize {
+        out.push(254);
+        out.extend_from_slice(&(len as u16).to_le_bytes());
+    } else {
+        out.push(255);
+        out.extend_from_slice(&(len as u32).to_le_bytes());
+    }
+}
+
+fn split_tuple<'a>(ts: &[TypeExpr], legacy: bool, d: &'a [u8]) -> Result<Vec<&'a [u8]>, String> {
+    let k = ts.len();
+    let bad = || "a stored tuple shorter than its lengths".to_string();
+    if k == 1 {
+        return Ok(vec![d]);
+    }
+    let fixed: Option<usize> = ts.iter().map(|t| t.fixed_width()).sum();
+    let mut lens = Vec::with_capacity(k);
+    let mut pos = 0usize;
+    if fixed.is_some() {
+        for t in ts {
+            lens.push(t.fixed_width().unwrap());
+        }
+    } else if legacy {
+        for _ in 0..k - 1 {
+            let b = d.get(pos..pos + 4).ok_or_else(bad)?;
+            lens.push(u32::from_le_bytes(b.try_into().unwrap()) as usize);
+            pos += 4;
+        }
+    } else {
+        for t in &ts[..k - 1] {
+            match t.fixed_width() {
+                Some(w) => lens.push(w),
+                None => lens.push(varint(d, &mut pos)?),
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(k);
+    for (i, len) in lens.iter().enumerate().take(k - 1) {
+        let _ = i;
+        out.push(d.get(pos..pos + len).ok_or_else(bad)?);
+        pos += len;
+    }
+    if fixed.is_some() {
+        out.push(d.get(pos..pos + lens[k - 1]).ok_or_else(bad)?);
+    } else {
+        out.push(d.get(pos..).ok_or_else(bad)?);
+    }
+    Ok(out)
+}
+
+fn join_tuple(ts: &[TypeExpr], legacy: bool, fixed: bool, parts: Vec<Vec<u8>>) -> Vec<u8> {
+    let k = parts.len();
+    let mut out = Vec::new();
+    if k > 1 && !fixed {
+        for (t, p) in ts.iter().zip(&parts).take(k - 1) {
+            if legacy {
+                out.extend_from_slice(&(p.len() as u32).to_le_bytes());
+            } else if t.fixed_width().is_none() {
+                put_varint(p.len(), &mut out);
+            }
+        }
+    }
+    for p in parts {
+        out.extend(p);
+    }
+    out
+}
+
+fn split_array<'a>(t: &TypeExpr, n: usize, d: &'a [u8]) -> Result<Vec<&'a [u8]>, String> {
+    let bad = || "a stored array shorter than its offsets".to_string();
+    if let Some(w) = t.fixed_width() {
+        return Ok((0..n).map(|i| &d[w * i..w * (i + 1)]).collect());
+    }
+    let mut start = 4 * n;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let b = d.get(4 * i..4 * i + 4).ok_or_else(bad)?;
+        let end = u32::from_le_bytes(b.try_into().unwrap()) as usize;
+        out.push(d.get(start..end).ok_or_else(bad)?);
+        start = end;
+    }
+    Ok(out)
+}
+
+fn join_array(t: &TypeExpr, parts: Vec<Vec<u8>>) -> Vec<u8> {
+    if t.fixed_width().is_some() {
+        return parts.concat();
+    }
+    let n = parts.len();
+    let mut out = vec![0u8; 4 * n];
+    for (i, p) in parts.into_iter().enumerate() {
+        out.extend(p);
+        let end = out.len() as u32;
+        out[4 * i..4 * i + 4].copy_from_slice(&end.to_le_bytes());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_names() {
+        assert_eq!(TypeExpr::parse("(u64,&str)", false), Some(TypeExpr::Tuple(vec![TypeExpr::UInt(8), TypeExpr::Bytes], false)));
+        assert_eq!(TypeExpr::parse("[u8;32]", false), Some(TypeExpr::FixedBytes(32)));
+        assert_eq!(TypeExpr::parse("Option<(u8,[u16;2])>", false).unwrap().fixed_width(), Some(6));
+        assert_eq!(TypeExpr::parse("myapp::Id", false), None);
+    }
+
+    #[test]
+    fn round_trip_and_order() {
+        let t = TypeExpr::parse("(i32,&str,u8)", false).unwrap();
+        let mk = |a: i32, s: &str, c: u8| {
+            let mut d = Vec::new();
+            d.extend_from_slice(&a.to_le_bytes());
+            put_varint(s.len(), &mut d);
+            d.extend_from_slice(s.as_bytes());
+            d.push(c);
+            d
+        };
+        let vals = [mk(-5, "b", 1), mk(-5, "b\0", 0), mk(-1, "", 9), mk(0, "a", 0), mk(7, "a\0b", 3)];
+        let encs: Vec<Vec<u8>> = vals.iter().map(|v| t.encode(v).unwrap()).collect();
+        for w in encs.windows(2) {
+            assert!(w[0] < w[1]);
+        }
+        for (v, e) in vals.iter().zip(&encs) {
+            assert_eq!(&t.decode(e).unwrap(), v);
+        }
+    }
+}
