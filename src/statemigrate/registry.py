@@ -20,6 +20,9 @@ _BUILTIN = {
     "sqlite": "statemigrate.engines.sqlite:SqliteEngine",
     "rocksdb": "statemigrate.engines.rocksdb:RocksdbEngine",
     "jsonl": "statemigrate.engines.jsonl:JsonlEngine",
+    "lmdb": "statemigrate.engines.lmdb:LmdbEngine",
+    "libsql": "statemigrate.engines.libsql:LibsqlEngine",
+    "turso": "statemigrate.engines.turso:TursoEngine",
     "redb": "statemigrate.engines.redb:RedbEngine",
 }
 

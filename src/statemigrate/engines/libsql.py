@@ -1,0 +1,393 @@
+"""libSQL through its Python driver (``libsql`` or ``libsql-experimental``), in SQLite's layout.
+
+A libSQL file is a SQLite file: the same ``WITHOUT ROWID`` tables as the sqlite engine
+(the SQL text comes from :class:`~statemigrate.engines.sqlite.SqlLayout`), readable by
+either engine. The DB-API reader and writer here are shared with the Turso engine.
+
+Driver quirks handled here:
+
+- every error is a ``ValueError``; :func:`map_error` turns the message into the
+  contract's exit codes (busy 3, source 4, destination 5);
+- integers beyond 32 bits are bound as REAL, losing digits, so versions are bound as
+  text and cast in SQL (``CAST(? AS INTEGER)`` is exact over the whole 64-bit range);
+- ``executemany`` wants a list, and is no faster than ``execute`` per row;
+- read-only is a ``file:…?mode=ro`` URI; a path that does not exist is refused before
+  the driver sees it, so nothing is ever created while reading.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Iterator, Mapping
+from urllib.parse import quote as urlquote
+
+from ..errors import DestinationError, MissingDriverError, SourceError, StateMigrateError, StoreBusyError
+from ..locks import busy_message, fcntl_holder
+from ..model import METADATA_TABLE, Batch, Record, TableInfo, TableKind
+from .base import META_REVISION, Capabilities, Engine, Reader, Writer, check_options
+from .sqlite import (
+    ALEMBIC_TABLE,
+    INTERNAL_TABLES,
+    SQLITE_MAGIC,
+    SqliteEngine,
+    SqlLayout,
+    classify_columns,
+    decode_revision_meta,
+    fix_versions,
+    quote,
+    to_signed,
+)
+
+_CREATE_NAME = re.compile(r'\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?"((?:[^"]|"")*)"', re.IGNORECASE)
+
+
+def _msg(exc: BaseException) -> str:
+    return str(exc).split("\n")[0]
+
+
+def map_error(exc: BaseException, path: Path, doing: str, *, source: bool) -> StateMigrateError:
+    """The contract's error for a driver error, told by its message (the drivers do not type them)."""
+    text = _msg(exc)
+    low = text.lower()
+    if "locked" in low or "busy" in low:
+        return StoreBusyError(busy_message(path, fcntl_holder(path)))
+    if "disk is full" in low or "no space" in low or "database full" in low:
+        return DestinationError(f"{path}: disk full ({text})")
+    if "constraint" in low:
+        return DestinationError(f"{path}: duplicate or out-of-order key while {doing} ({text})")
+    if "readonly" in low or "read-only" in low or "read only" in low:
+        return DestinationError(f"{path}: not writable ({text})")
+    if source:
+        return SourceError(f"{path}: not a readable SQLite/libSQL database while {doing} ({text})")
+    return DestinationError(f"{path}: {doing} failed ({text})")
+
+
+class DbapiLayout(SqlLayout):
+    """SqlLayout plus how a driver binds versions."""
+
+    # Bind versions as text and cast in SQL (libSQL binds big integers as REAL).
+    versions_as_text: ClassVar[bool] = True
+
+    @classmethod
+    def insert_sql_for(cls, table: TableInfo) -> str:
+        if table.versioned and cls.versions_as_text:
+            return f"INSERT INTO {quote(table.name)} (key, value, version) VALUES (?, ?, CAST(? AS INTEGER))"
+        return cls.insert_sql(table)
+
+    @classmethod
+    def rows(cls, table: TableInfo, batch: Batch) -> list:
+        if not table.versioned:
+            return batch if isinstance(batch, list) else list(batch)
+        if cls.versions_as_text:
+            return [(k, v, str(to_signed(ver))) for k, v, ver in batch]
+        return [(k, v, to_signed(ver)) for k, v, ver in batch]
+
+
+def _table_names(conn: Any) -> list[str]:
+    """Table names as created; Turso lower-cases ``name`` but keeps the ``sql`` text."""
+    out = []
+    for name, sql in conn.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'table'").fetchall():
+        m = _CREATE_NAME.match(sql or "")
+        if m and m.group(1).replace('""', '"').lower() == name.lower():
+            name = m.group(1).replace('""', '"')
+        out.append(name)
+    return out
+
+
+def _layout_tables(conn: Any, names: list[str]) -> tuple[list[TableInfo], list[str]]:
+    tables, foreign = [], []
+    for name in names:
+        if name in INTERNAL_TABLES or name.lower().startswith("sqlite_"):
+            continue
+        cols = [(r[1], r[2], r[3], r[5]) for r in conn.execute(f"PRAGMA table_info({quote(name)})").fetchall()]
+        kind = classify_columns(cols)
+        if kind is None:
+            foreign.append(name)
+        else:
+            tables.append(TableInfo(name, kind))
+    return tables, foreign
+
+
+def _read_meta(conn: Any, names: list[str]) -> dict[str, bytes]:
+    meta: dict[str, bytes] = {}
+    if METADATA_TABLE in names:
+        meta = {k: bytes(v) for k, v in conn.execute(SqlLayout.META_SELECT).fetchall()}
+    alembic = []
+    if ALEMBIC_TABLE in names:
+        alembic = [r[0] for r in conn.execute(f"SELECT version_num FROM {ALEMBIC_TABLE}").fetchall()]
+    return decode_revision_meta(meta, alembic)
+
+
+class DbapiSqlReader(Reader):
+    """Reads one snapshot through a DB-API driver: everything inside one read transaction.
+
+    Records are paged by key (``WHERE key > ? ORDER BY key LIMIT n``), so no cursor
+    stays open between batches.
+    """
+
+    def __init__(self, engine: type["DbapiSqlEngine"], path: Path, conn: Any, options: Mapping[str, Any]):
+        self.engine = engine
+        self.path = path
+        self.conn = conn
+        try:
+            conn.execute("BEGIN")
+            names = _table_names(conn)  # the first read fixes the snapshot
+            self._tables, foreign = _layout_tables(conn, names)
+            self._meta = _read_meta(conn, names)
+        except Exception as exc:
+            self.close()
+            if isinstance(exc, StateMigrateError):
+                raise
+            raise map_error(exc, path, "reading the schema", source=True) from exc
+        self.foreign_tables = foreign
+        if foreign and not options.get("skip_foreign_tables"):
+            self.close()
+            listed = ", ".join(repr(n) for n in foreign)
+            raise SourceError(
+                f"{path}: tables not in statemigrate's layout: {listed}",
+                hint="convert them yourself, or pass --skip-foreign-tables to leave them out",
+            )
+
+    def list_tables(self) -> list[TableInfo]:
+        return list(self._tables)
+
+    def metadata(self) -> dict[str, bytes]:
+        return dict(self._meta)
+
+    def iter_records(self, table: TableInfo, after: bytes | None = None) -> Iterator[Record]:
+        for batch in self.read_batches(table, after):
+            yield from batch
+
+    def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
+        cols = "key, value, version" if table.versioned else "key, value"
+        first = f"SELECT {cols} FROM {quote(table.name)} ORDER BY key LIMIT ?"
+        rest = f"SELECT {cols} FROM {quote(table.name)} WHERE key > ? ORDER BY key LIMIT ?"
+        page = max(1, min(max_records, 10_000))
+        pending: list = []
+        done = False
+        try:
+            while True:
+                batch, size = [], 0
+                while len(batch) < max_records and size < max_bytes:
+                    if not pending:
+                        if done:
+                            break
+                        args = (page,) if after is None else (after, page)
+                        pending = self.conn.execute(first if after is None else rest, args).fetchall()
+                        pending.reverse()
+                        done = len(pending) < page
+                        if not pending:
+                            break
+                    row = pending.pop()
+                    after = row[0]
+                    batch.append(row)
+                    size += len(row[0]) + len(row[1])
+                if not batch:
+                    return
+                yield fix_versions(batch) if table.versioned else batch
+        except StateMigrateError:
+            raise
+        except Exception as exc:
+            raise map_error(exc, self.path, f"reading table {table.name!r}", source=True) from exc
+
+    def close(self) -> None:
+        conn = getattr(self, "conn", None)
+        if conn is not None:
+            try:
+                conn.execute("ROLLBACK")
+            except Exception:  # noqa: BLE001 - no transaction left to end
+                pass
+            conn.close()
+            self.conn = None
+
+
+class DbapiSqlWriter(Writer):
+    """Explicit transactions (the driver in autocommit mode), one per batch."""
+
+    layout: ClassVar[type[DbapiLayout]] = DbapiLayout
+
+    def __init__(self, engine: type["DbapiSqlEngine"], path: Path, conn: Any):
+        self.engine = engine
+        self.path = path
+        self.conn = conn
+        self.layout = engine.layout
+        try:
+            for pragma in engine.writer_pragmas:
+                conn.execute(pragma).fetchall()
+            conn.execute(SqlLayout.META_CREATE)
+        except Exception as exc:
+            self.close()
+            raise map_error(exc, path, "opening for writing", source=False) from exc
+
+    def _tx(self, work: Callable[[], None], doing: str) -> None:
+        try:
+            self.conn.execute("BEGIN")
+            work()
+            self.conn.execute("COMMIT")
+        except Exception as exc:
+            try:
+                self.conn.execute("ROLLBACK")
+            except Exception:  # noqa: BLE001 - the failed statement may have ended it
+                pass
+            if isinstance(exc, StateMigrateError):
+                raise
+            raise map_error(exc, self.path, doing, source=False) from exc
+
+    def list_tables(self) -> list[TableInfo]:
+        return _layout_tables(self.conn, _table_names(self.conn))[0]
+
+    def metadata(self) -> dict[str, bytes]:
+        return {k: bytes(v) for k, v in self.conn.execute(SqlLayout.META_SELECT).fetchall()}
+
+    def create_table(self, table: TableInfo) -> None:
+        self.engine.check_table_name(table)
+        self._tx(lambda: self.conn.execute(self.layout.create_table_sql(table)), f"creating table {table.name!r}")
+
+    def _put_meta(self, metadata: Mapping[str, bytes | None]) -> None:
+        for key, value in metadata.items():
+            if value is None:
+                self.conn.execute(SqlLayout.META_DELETE, (key,))
+            else:
+                self.conn.execute(SqlLayout.META_PUT, (key, value))
+            if key == META_REVISION:
+                revisions = json.loads(value) if value is not None else []
+                self.conn.execute(SqlLayout.ALEMBIC_CREATE)
+                self.conn.execute(f"DELETE FROM {ALEMBIC_TABLE}")
+                for rev in revisions:
+                    self.conn.execute(f"INSERT INTO {ALEMBIC_TABLE} (version_num) VALUES (?)", (rev,))
+
+    def write_batch(self, table: TableInfo, batch: Batch, metadata=None) -> None:  # type: ignore[override]
+        rows = self.layout.rows(table, batch)
+        sql = self.layout.insert_sql_for(table)
+
+        def work() -> None:
+            if rows:
+                self.conn.executemany(sql, rows)
+            if metadata:
+                self._put_meta(metadata)
+
+        self._tx(work, f"writing table {table.name!r}")
+
+    def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
+        self._tx(lambda: self._put_meta(metadata), "writing metadata")
+
+    def finish(self) -> None:
+        try:
+            for pragma in self.engine.finish_pragmas:
+                self.conn.execute(pragma).fetchall()
+        except Exception as exc:
+            raise map_error(exc, self.path, "finishing", source=False) from exc
+
+    def close(self) -> None:
+        conn = getattr(self, "conn", None)
+        if conn is not None:
+            conn.close()
+            self.conn = None
+
+
+class DbapiSqlEngine(Engine):
+    """Shared parts of the engines that speak SQLite's SQL through a DB-API driver."""
+
+    layout: ClassVar[type[DbapiLayout]] = DbapiLayout
+    writer_pragmas: ClassVar[tuple[str, ...]] = ()
+    finish_pragmas: ClassVar[tuple[str, ...]] = ()
+    sidecar_suffixes = ("-wal", "-shm", "-journal")
+
+    @classmethod
+    def detect(cls, path: Path) -> bool:
+        # A SQLite file; auto-detection prefers the sqlite engine for it.
+        return SqliteEngine.detect(path)
+
+    @classmethod
+    def check_table_name(cls, table: TableInfo) -> None:
+        """Refuse a name the engine cannot address (none for libSQL)."""
+
+    @classmethod
+    def _check_source(cls, path: Path) -> None:
+        if not path.exists():
+            raise SourceError(f"{path}: no such file")
+        if path.is_dir():
+            raise SourceError(f"{path}: is a directory, not a SQLite file")
+        with open(path, "rb") as f:
+            if f.read(16) != SQLITE_MAGIC:
+                raise SourceError(f"{path}: not a SQLite database (no SQLite header)")
+
+    @classmethod
+    def format_info(cls, path: Path) -> dict[str, Any]:
+        info = SqliteEngine.format_info(path)
+        info["written_by"] = "cannot be told: a libSQL or Turso file is a SQLite file"
+        return info
+
+
+class LibsqlEngine(DbapiSqlEngine):
+    """libSQL through ``libsql`` or ``libsql-experimental``."""
+
+    name = "libsql"
+    extra = "libsql"
+    driver_module = "libsql_experimental"
+    description = "libSQL (libsql / libsql-experimental): SQLite's layout, one WITHOUT ROWID table per table"
+    capabilities = Capabilities(
+        atomic_multi_table=True,
+        read_only_open=True,
+        multi_process_readers=True,
+        directory=False,
+        sql=True,
+    )
+    space_factor = 1.6
+    # WAL keeps each committed batch whole across a kill of this process; finish()
+    # checkpoints and leaves a self-contained file in rollback-journal mode.
+    writer_pragmas = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=OFF", "PRAGMA busy_timeout=2000")
+    finish_pragmas = ("PRAGMA wal_checkpoint(TRUNCATE)", "PRAGMA journal_mode=DELETE", "PRAGMA synchronous=FULL")
+
+    @classmethod
+    def require_driver(cls) -> Any:
+        """The newer ``libsql`` package when installed, else ``libsql_experimental`` (same API)."""
+        for module in ("libsql", "libsql_experimental"):
+            try:
+                return importlib.import_module(module)
+            except ImportError:
+                continue
+        raise MissingDriverError(cls.name, cls.extra)
+
+    @classmethod
+    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
+        opts = check_options(cls, options, {"skip_foreign_tables"})
+        cls._check_source(path)
+        driver = cls.require_driver()
+        uri = "file:" + urlquote(str(path.absolute())) + "?mode=ro"
+        try:
+            conn = driver.connect(uri, isolation_level=None)
+            conn.execute("PRAGMA busy_timeout=3000").fetchall()
+        except Exception as exc:
+            raise map_error(exc, path, "opening", source=True) from exc
+        return DbapiSqlReader(cls, path, conn, opts)
+
+    @classmethod
+    def _writer(cls, path: Path, create: bool) -> Writer:
+        if create and (path.exists() or path.is_symlink()):
+            raise DestinationError(f"{path}: already exists")
+        if not create:
+            if not path.is_file():
+                raise DestinationError(f"{path}: no such file")
+            pid = fcntl_holder(path)
+            if pid is not None:
+                raise StoreBusyError(busy_message(path, pid))
+        driver = cls.require_driver()
+        try:
+            conn = driver.connect(str(path), isolation_level=None)
+        except Exception as exc:
+            raise map_error(exc, path, "opening for writing", source=False) from exc
+        return DbapiSqlWriter(cls, path, conn)
+
+    @classmethod
+    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        check_options(cls, options, set())
+        return cls._writer(path, create=True)
+
+    @classmethod
+    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        check_options(cls, options, set())
+        return cls._writer(path, create=False)

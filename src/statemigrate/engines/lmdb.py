@@ -1,0 +1,401 @@
+"""LMDB through py-lmdb: one named database per table, in a directory holding data.mdb.
+
+Versioned records store an 8-byte big-endian version before the value (as RocksDB).
+Metadata lives in the named database ``__statemigrate__``, which also records which
+tables are versioned (``kind:<name>``, hidden from :meth:`metadata`).
+
+Reading never creates a file and never writes ``data.mdb``. When no process has the
+environment open (no holder of LMDB's shared lock on ``lock.mdb``), it is opened with
+``lock=False``, so even ``lock.mdb`` is left alone; a writer that starts during the
+read is caught because the last committed transaction id moves (checked after every
+batch, before the batch is used: pages our snapshot reads can only be reused after such
+a commit). When the app has the environment open, the reader registers in LMDB's
+reader table like any reader (that is LMDB's protocol, and it writes ``lock.mdb``) so
+that the app's writer never reuses pages of our snapshot.
+
+A second LMDB writer waits forever for the writer mutex; before opening a store for
+writing we read the mutex's owner from ``lock.mdb`` without taking it (glibc's robust
+mutex layout on Linux) and refuse with exit 3 naming the pid.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import sys
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from ..errors import DestinationError, SourceError, StoreBusyError
+from ..locks import busy_message
+from ..model import METADATA_TABLE, Batch, Record, TableInfo, TableKind
+from .base import Capabilities, Engine, Reader, Writer, check_options
+from .rocksdb import decode_versioned, encode_versioned
+
+KIND_PREFIX = "kind:"
+META_DB = METADATA_TABLE.encode()
+MIN_MAP_SIZE = 64 << 20
+LOCK_MAGIC = 0xBEEFC0DE
+FUTEX_TID_MASK = 0x3FFFFFFF
+FUTEX_OWNER_DIED = 0x40000000
+
+
+def _msg(exc: BaseException) -> str:
+    return str(exc).split("\n")[0]
+
+
+def env_holder(lock_file: Path) -> int | None:
+    """The pid of another process that has the environment open, or None.
+
+    Every process with an LMDB environment open holds a POSIX read lock on
+    ``lock.mdb``; asking ``F_GETLK`` for a write lock reports it without taking it.
+    """
+    try:
+        fd = os.open(lock_file, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        query = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0) + b"\0" * 4
+        try:
+            answer = fcntl.fcntl(fd, fcntl.F_GETLK, query)
+        except OSError:
+            return None
+        l_type, _w, _s, _l, pid = struct.unpack("hhqqi", answer[: struct.calcsize("hhqqi")])
+        return None if l_type == fcntl.F_UNLCK else (pid or -1)
+    finally:
+        os.close(fd)
+
+
+def writer_holder(lock_file: Path) -> int | None:
+    """The pid holding LMDB's writer mutex, read from ``lock.mdb`` without taking it.
+
+    LMDB on Linux keeps a robust pthread mutex at offset 64 of ``lock.mdb``; glibc
+    stores the owner's thread id in its first word (with ``FUTEX_OWNER_DIED`` set when
+    the owner died, in which case the next writer recovers it). Returns None when the
+    mutex is free or the file is not in the layout we know (then a writer may wait).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        with open(lock_file, "rb") as f:
+            head = f.read(128)
+    except OSError:
+        return None
+    if len(head) < 76 or struct.unpack_from("<I", head, 0)[0] != LOCK_MAGIC:
+        return None
+    word = struct.unpack_from("<I", head, 64)[0]
+    tid = word & FUTEX_TID_MASK
+    if tid == 0 or word & FUTEX_OWNER_DIED:
+        return None
+    try:
+        status = Path(f"/proc/{tid}/status").read_text()
+    except OSError:
+        return None  # the owner is gone: LMDB recovers the mutex
+    for line in status.splitlines():
+        if line.startswith("Tgid:"):
+            pid = int(line.split()[1])
+            return None if pid == os.getpid() else pid
+    return tid
+
+
+def _table_dbs(env: Any, txn: Any, lmdb: Any, where: Path) -> dict[str, Any]:
+    """Named databases of the environment (table name -> handle), metadata included."""
+    out: dict[str, Any] = {}
+    plain: list[bytes] = []
+    for key in txn.cursor().iternext(keys=True, values=False):
+        try:
+            out[key.decode("utf-8")] = env.open_db(key, txn=txn, create=False)
+        except lmdb.IncompatibleError:
+            plain.append(key)
+        except UnicodeDecodeError as exc:
+            raise SourceError(f"{where}: database name {key[:64]!r} is not UTF-8") from exc
+    if plain:
+        raise SourceError(
+            f"{where}: records in LMDB's unnamed database are not in statemigrate's layout "
+            f"(first key {plain[0][:64]!r}); each table must be a named database"
+        )
+    return out
+
+
+def _count_dbs(path: Path, lmdb: Any, lock: bool) -> int:
+    env = lmdb.open(str(path), subdir=True, readonly=True, lock=lock, max_dbs=0, create=False)
+    try:
+        return int(env.stat()["entries"])
+    finally:
+        env.close()
+
+
+class LmdbReader(Reader):
+    """One read transaction over the whole read; see the module notes on locking."""
+
+    def __init__(self, engine: type["LmdbEngine"], path: Path):
+        lmdb = engine.require_driver()
+        self.lmdb = lmdb
+        self.path = path
+        lock_file = path / "lock.mdb"
+        self.locked = lock_file.exists() and env_holder(lock_file) is not None
+        try:
+            n = _count_dbs(path, lmdb, self.locked)
+            self.env = lmdb.open(str(path), subdir=True, readonly=True, lock=self.locked,
+                                 max_dbs=n + 1, create=False)
+            self.txn = self.env.begin(buffers=False)
+            self.txnid = self._last_txnid()
+            self.dbs = _table_dbs(self.env, self.txn, lmdb, path)
+            self._meta = self._read_meta()
+        except lmdb.Error as exc:
+            self.close()
+            raise SourceError(f"{path}: not a readable LMDB store ({_msg(exc)})") from exc
+        except SourceError:
+            self.close()
+            raise
+        versioned = {k[len(KIND_PREFIX):] for k, v in self._meta.items()
+                     if k.startswith(KIND_PREFIX) and v == b"versioned"}
+        self._tables = [TableInfo(n, TableKind.VERSIONED if n in versioned else TableKind.PLAIN)
+                        for n in self.dbs if n != METADATA_TABLE]
+
+    def _last_txnid(self) -> int:
+        return int(self.env.info()["last_txnid"])
+
+    def _read_meta(self) -> dict[str, bytes]:
+        db = self.dbs.get(METADATA_TABLE)
+        if db is None:
+            return {}
+        return {k.decode("utf-8"): v for k, v in self.txn.cursor(db)}
+
+    def _check_unchanged(self) -> None:
+        if not self.locked and self._last_txnid() != self.txnid:
+            raise SourceError(
+                f"{self.path}: another process wrote to the store while it was being read",
+                hint="stop the app (or let it finish) and run again",
+            )
+
+    def list_tables(self) -> list[TableInfo]:
+        return list(self._tables)
+
+    def metadata(self) -> dict[str, bytes]:
+        return {k: v for k, v in self._meta.items() if not k.startswith(KIND_PREFIX)}
+
+    def iter_records(self, table: TableInfo, after: bytes | None = None) -> Iterator[Record]:
+        for batch in self.read_batches(table, after):
+            yield from batch
+
+    def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
+        where = f"{self.path} table {table.name!r}"
+        try:
+            cur = self.txn.cursor(self.dbs[table.name])
+            if after is None:
+                more = cur.first()
+            else:
+                more = cur.set_range(after)
+                if more and cur.key() == after:
+                    more = cur.next()
+            while more:
+                pairs = []
+                size = 0
+                while more and len(pairs) < max_records and size < max_bytes:
+                    k, v = cur.item()
+                    pairs.append((k, v))
+                    size += len(k) + len(v)
+                    more = cur.next()
+                self._check_unchanged()
+                yield decode_versioned(pairs, where) if table.versioned else pairs
+        except self.lmdb.Error as exc:
+            raise SourceError(f"{where}: read failed ({_msg(exc)})") from exc
+
+    def close(self) -> None:
+        txn = getattr(self, "txn", None)
+        if txn is not None:
+            txn.abort()
+            self.txn = None
+        env = getattr(self, "env", None)
+        if env is not None:
+            env.close()
+            self.env = None
+
+
+class LmdbWriter(Writer):
+    """One write transaction per batch; the map grows when it fills."""
+
+    def __init__(self, engine: type["LmdbEngine"], path: Path, create: bool):
+        lmdb = engine.require_driver()
+        self.lmdb = lmdb
+        self.path = path
+        if create:
+            try:
+                path.mkdir()
+            except OSError as exc:
+                raise DestinationError(f"{path}: cannot create ({exc.strerror})") from exc
+            self.max_dbs, self.map_size = 16, MIN_MAP_SIZE
+        else:
+            if not (path / "data.mdb").is_file():
+                raise DestinationError(f"{path}: not an LMDB store (no data.mdb)")
+            pid = writer_holder(path / "lock.mdb")
+            if pid is not None:
+                raise StoreBusyError(busy_message(path, pid))
+            try:
+                self.max_dbs = _count_dbs(path, lmdb, True) + 16
+            except lmdb.Error as exc:
+                raise DestinationError(f"{path}: not a writable LMDB store ({_msg(exc)})") from exc
+            self.map_size = max(MIN_MAP_SIZE, 2 * (path / "data.mdb").stat().st_size)
+        self.env: Any = None
+        self._open()
+
+    def _open(self) -> None:
+        try:
+            # sync off while the store is private: a killed process loses nothing the OS
+            # already has, and finish() syncs before the store is renamed into place.
+            self.env = self.lmdb.open(str(self.path), subdir=True, max_dbs=self.max_dbs,
+                                      map_size=self.map_size, sync=False, metasync=False,
+                                      readahead=False, create=False)
+            with self.env.begin(write=True) as txn:
+                self.dbs = _table_dbs(self.env, txn, self.lmdb, self.path)
+                if METADATA_TABLE not in self.dbs:
+                    self.dbs[METADATA_TABLE] = self.env.open_db(META_DB, txn=txn)
+        except SourceError as exc:
+            raise DestinationError(exc.message) from exc
+        except self.lmdb.Error as exc:
+            raise DestinationError(f"{self.path}: cannot open LMDB for writing ({_msg(exc)})") from exc
+
+    def _reopen(self, *, max_dbs: int | None = None) -> None:
+        self.env.close()
+        self.max_dbs = max_dbs or self.max_dbs
+        self._open()
+
+    def _tx(self, work: Any) -> None:
+        """Run ``work(txn)`` in one write transaction, growing the map when it fills."""
+        while True:
+            txn = self.env.begin(write=True)
+            try:
+                work(txn)
+                txn.commit()
+                return
+            except self.lmdb.MapFullError:
+                txn.abort()
+                self.map_size *= 2
+                try:
+                    self.env.set_mapsize(self.map_size)
+                except self.lmdb.Error as exc:
+                    raise DestinationError(f"{self.path}: cannot grow the map ({_msg(exc)})") from exc
+            except self.lmdb.BadValsizeError as exc:
+                txn.abort()
+                raise DestinationError(f"{self.path}: LMDB refused a key: empty or over 511 bytes") from exc
+            except self.lmdb.Error as exc:
+                txn.abort()
+                text = _msg(exc)
+                if "No space" in text or "ENOSPC" in text:
+                    raise DestinationError(f"{self.path}: disk full ({text})") from exc
+                raise DestinationError(f"{self.path}: write failed ({text})") from exc
+            except BaseException:
+                txn.abort()
+                raise
+
+    def list_tables(self) -> list[TableInfo]:
+        meta = self._all_meta()
+        return [TableInfo(n, TableKind.VERSIONED if meta.get(KIND_PREFIX + n) == b"versioned" else TableKind.PLAIN)
+                for n in self.dbs if n != METADATA_TABLE]
+
+    def _all_meta(self) -> dict[str, bytes]:
+        with self.env.begin(db=self.dbs[METADATA_TABLE], buffers=False) as txn:
+            return {k.decode("utf-8"): v for k, v in txn.cursor()}
+
+    def metadata(self) -> dict[str, bytes]:
+        return {k: v for k, v in self._all_meta().items() if not k.startswith(KIND_PREFIX)}
+
+    def create_table(self, table: TableInfo) -> None:
+        if len(self.dbs) >= self.max_dbs:
+            self._reopen(max_dbs=self.max_dbs * 2)
+        name = table.name.encode("utf-8")
+
+        def work(txn: Any) -> None:
+            self.dbs[table.name] = self.env.open_db(name, txn=txn)
+            if table.versioned:
+                txn.put((KIND_PREFIX + table.name).encode(), b"versioned", db=self.dbs[METADATA_TABLE])
+
+        self._tx(work)
+
+    def _put_meta(self, txn: Any, metadata: Mapping[str, bytes | None]) -> None:
+        db = self.dbs[METADATA_TABLE]
+        for key, value in metadata.items():
+            if value is None:
+                txn.delete(key.encode("utf-8"), db=db)
+            else:
+                txn.put(key.encode("utf-8"), value, db=db)
+
+    def write_batch(self, table: TableInfo, batch: Batch, metadata=None) -> None:  # type: ignore[override]
+        pairs = encode_versioned(batch) if table.versioned else batch
+
+        def work(txn: Any) -> None:
+            _consumed, added = txn.cursor(self.dbs[table.name]).putmulti(pairs, append=True)
+            if added != len(pairs):
+                # MDB_APPEND skips a key that is not after the table's last key.
+                raise DestinationError(
+                    f"{self.path}: table {table.name!r}: {len(pairs) - added} record(s) out of key "
+                    "order or already present; nothing of this batch was written"
+                )
+            if metadata:
+                self._put_meta(txn, metadata)
+
+        self._tx(work)
+
+    def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
+        self._tx(lambda txn: self._put_meta(txn, metadata))
+
+    def finish(self) -> None:
+        try:
+            self.env.sync(True)
+        except self.lmdb.Error as exc:
+            raise DestinationError(f"{self.path}: sync failed ({_msg(exc)})") from exc
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+
+
+class LmdbEngine(Engine):
+    """LMDB through py-lmdb."""
+
+    name = "lmdb"
+    extra = "lmdb"
+    driver_module = "lmdb"
+    description = "LMDB (py-lmdb): one named database per table, a directory holding data.mdb"
+    capabilities = Capabilities(
+        atomic_multi_table=True,
+        read_only_open=True,
+        multi_process_readers=True,
+        directory=True,
+        min_key_len=1,
+        max_key_len=511,
+    )
+    space_factor = 1.6
+
+    @classmethod
+    def detect(cls, path: Path) -> bool:
+        return path.is_dir() and (path / "data.mdb").is_file()
+
+    @classmethod
+    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
+        check_options(cls, options, set())
+        if not cls.detect(path):
+            raise SourceError(f"{path}: not an LMDB store (a directory holding data.mdb)")
+        return LmdbReader(cls, path)
+
+    @classmethod
+    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        check_options(cls, options, set())
+        return LmdbWriter(cls, path, create=True)
+
+    @classmethod
+    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        check_options(cls, options, set())
+        return LmdbWriter(cls, path, create=False)
+
+    @classmethod
+    def format_info(cls, path: Path) -> dict[str, Any]:
+        lock = path / "lock.mdb"
+        return {
+            "data_bytes": (path / "data.mdb").stat().st_size,
+            "open_by_pid": env_holder(lock) if lock.exists() else None,
+            "writer_pid": writer_holder(lock) if lock.exists() else None,
+        }
