@@ -21,13 +21,14 @@ pub fn record_hash(key: &[u8], value: &[u8], version: Option<u64>) -> u128 {
 
 /// Digest a list of `(key, value)` or `(key, value, version)` tuples.
 ///
-/// Returns `(count, sum, unsorted)`: the sum of the record hashes modulo 2^128, and
+/// Returns `(count, sum, unsorted, nbytes)`: the sum of the record hashes modulo 2^128, and
 /// the index of the first record whose key is not strictly greater than the one
-/// before it (or -1 when the batch is in key order, as every reader must yield it).
+/// before it (or -1 when the batch is in key order, as every reader must yield it),
+/// and the payload bytes (keys plus values).
 /// The bytes are borrowed from the Python objects (no copy); the hashing runs
 /// with the GIL released.
 #[pyfunction]
-pub fn batch_digest(py: Python<'_>, records: &Bound<'_, PyList>, versioned: bool) -> PyResult<(u64, u128, i64)> {
+pub fn batch_digest(py: Python<'_>, records: &Bound<'_, PyList>, versioned: bool) -> PyResult<(u64, u128, i64, u64)> {
     let want = if versioned { 3 } else { 2 };
     let mut owned: Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>, Option<u64>)> = Vec::with_capacity(records.len());
     for item in records.iter() {
@@ -48,10 +49,11 @@ pub fn batch_digest(py: Python<'_>, records: &Bound<'_, PyList>, versioned: bool
     let n = owned.len();
     // Python bytes are immutable and `owned` keeps them alive, so borrowing is safe.
     let items: Vec<(&[u8], &[u8], Option<u64>)> = owned.iter().map(|(k, v, ver)| (k.as_bytes(), v.as_bytes(), *ver)).collect();
-    let (sum, unsorted) = py.detach(|| {
+    let (sum, unsorted, nbytes) = py.detach(|| {
         let sum = items.iter().fold(0u128, |acc, (k, v, ver)| acc.wrapping_add(record_hash(k, v, *ver)));
         let unsorted = items.windows(2).position(|w| w[0].0 >= w[1].0).map(|i| i as i64 + 1).unwrap_or(-1);
-        (sum, unsorted)
+        let nbytes: u64 = items.iter().map(|(k, v, _)| (k.len() + v.len()) as u64).sum();
+        (sum, unsorted, nbytes)
     });
-    Ok((n as u64, sum, unsorted))
+    Ok((n as u64, sum, unsorted, nbytes))
 }

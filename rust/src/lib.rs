@@ -5,12 +5,14 @@
 //! around the work that does not touch Python objects.
 use pyo3::prelude::*;
 
+mod batch;
 mod digest;
 mod redb_engine;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(digest::batch_digest, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::take_batch, m)?)?;
     redb_engine::register(m)?;
     Ok(())
 }

@@ -74,7 +74,7 @@ def batch_digest(batch: Batch, versioned: bool) -> Digest:
     """
     from . import _native
 
-    count, total, _unsorted = _native.batch_digest(batch, versioned)
+    count, total, _unsorted, _nbytes = _native.batch_digest(batch, versioned)
     return Digest(count, total)
 
 

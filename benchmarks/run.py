@@ -1,0 +1,159 @@
+"""The benchmark runner: the tool against the drivers' own fastest paths, in one process.
+
+Usage:  python benchmarks/run.py [--n 1000000] [--repeat 3] [--rss-n 1000000,4000000]
+
+Every figure is the median of --repeat runs. Each convert is compared with its
+ceiling: the same work done directly with the drivers, each on its fastest path, one
+after the other (scan the source + bulk-load the destination + scan it back for a
+verified convert; scan + load for --no-verify; the two scans for verify). Ratios
+above 1 mean the tool is faster than that sequence. The naive loop is per-record
+`dst.put(k, v)` calls. Peak RSS is measured in a child process per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import baselines as B  # noqa: E402
+
+from statemigrate import convert, verify  # noqa: E402
+from statemigrate.registry import get_engine  # noqa: E402
+from statemigrate.testing.workload import write_workload  # noqa: E402
+
+
+def timed(fn: Callable[[], object], repeat: int, setup: Callable[[], None] = lambda: None) -> float:
+    times = []
+    for _ in range(repeat):
+        setup()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def clean(*paths: Path) -> Callable[[], None]:
+    def do() -> None:
+        for p in paths:
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    return do
+
+
+def peak_rss_of_convert(src: Path, dst: Path) -> int:
+    """Peak RSS (bytes) of a `statemigrate convert` child process."""
+    clean(dst)()
+    proc = subprocess.Popen([sys.executable, "-m", "statemigrate.cli", "convert", "--quiet", str(src), str(dst)])
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    if status != 0:
+        raise SystemExit(f"convert for the RSS measurement failed ({status})")
+    clean(dst)()
+    return usage.ru_maxrss * 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rss-n", default="1000000,4000000")
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--json", default=None, help="also write the results here")
+    args = ap.parse_args()
+    work = Path(args.dir or tempfile.mkdtemp(prefix="sm-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    sqlite, rocks = get_engine("sqlite"), get_engine("rocksdb")
+    src_sql, src_rdb = work / "src.sqlite", work / "src.rocksdb"
+    clean(src_sql, src_rdb)()
+    print(f"writing the workload: {args.n:,} events + 200 settings + odd keys", file=sys.stderr)
+    write_workload(sqlite, src_sql, args.n)
+    write_workload(rocks, src_rdb, args.n)
+    records = B.sqlite_scan_count(src_sql)
+    r = args.repeat
+    out_sql, out_rdb, out_jsonl = work / "out.sqlite", work / "out.rocksdb", work / "out.jsonl"
+    res: dict[str, float] = {}
+
+    # ceilings: the drivers' own fastest paths
+    res["sqlite scan"] = timed(lambda: B.sqlite_scan_count(src_sql), r)
+    res["rocksdb scan"] = timed(lambda: B.rocksdb_scan_count(src_rdb), r)
+    res["sqlite load"] = timed(lambda: B.sqlite_load(out_sql, ((n, v, list(rows)) for n, v, rows in B.sqlite_scan(src_sql))), r,
+                               clean(out_sql))
+    res["sqlite load (scan+load)"] = res["sqlite load"]
+    res["rocksdb load (scan+load)"] = timed(lambda: B.rocksdb_load(out_rdb, B.sqlite_scan(src_sql)), r, clean(out_rdb))
+    res["sqlite load from rocksdb (scan+load)"] = timed(
+        lambda: B.sqlite_load(out_sql, ((n, v, [(k, x[8:], int.from_bytes(x[:8], 'big', signed=True)) for k, x in rows] if v else list(rows))
+                                        for n, v, rows in B.rocksdb_scan(src_rdb))), r, clean(out_sql))
+    res["jsonl write (scan+write)"] = timed(lambda: B.jsonl_write(out_jsonl, B.sqlite_scan(src_sql)), r, clean(out_jsonl))
+    res["jsonl read"] = timed(lambda: B.jsonl_read_count(out_jsonl), r)
+    clean(out_sql, out_rdb, out_jsonl)()
+
+    # the naive loop: one driver call per record
+    def naive() -> None:
+        import rocksdict as rd
+
+        o = B._rd_opts()
+        db = rd.Rdict(str(out_rdb), o)
+        for name, versioned, rows in B.sqlite_scan(src_sql):
+            cf = db.create_column_family(name, o)
+            for row in rows:
+                cf[row[0]] = ((row[2] % 2**64).to_bytes(8, "big") + row[1]) if versioned else row[1]
+            del cf
+        db.close()
+
+    res["naive sqlite->rocksdb"] = timed(naive, r, clean(out_rdb))
+
+    # the tool
+    res["convert sqlite->rocksdb"] = timed(lambda: convert(str(src_sql), str(out_rdb)), r, clean(out_rdb))
+    res["convert sqlite->rocksdb --no-verify"] = timed(lambda: convert(str(src_sql), str(out_rdb), verify=False), r,
+                                                       clean(out_rdb))
+    res["convert rocksdb->sqlite"] = timed(lambda: convert(str(src_rdb), str(out_sql)), r, clean(out_sql))
+    res["convert sqlite->jsonl"] = timed(lambda: convert(str(src_sql), str(out_jsonl)), r, clean(out_jsonl))
+    res["verify sqlite rocksdb"] = timed(lambda: verify(str(src_sql), str(src_rdb)), r)
+
+    ceilings = {
+        "convert sqlite->rocksdb": res["rocksdb load (scan+load)"] + res["rocksdb scan"],
+        "convert sqlite->rocksdb --no-verify": res["rocksdb load (scan+load)"],
+        "convert rocksdb->sqlite": res["sqlite load from rocksdb (scan+load)"] + res["sqlite scan"],
+        "convert sqlite->jsonl": res["jsonl write (scan+write)"] + res["jsonl read"],
+        "verify sqlite rocksdb": res["sqlite scan"] + res["rocksdb scan"],
+    }
+    rows = []
+    for name, ceiling in ceilings.items():
+        rows.append({"what": name, "seconds": res[name], "records_per_s": records / res[name],
+                     "ceiling_seconds": ceiling, "ratio_to_ceiling": ceiling / res[name]})
+    speedup_naive = res["naive sqlite->rocksdb"] / res["convert sqlite->rocksdb"]
+    rss = {}
+    for n in [int(x) for x in args.rss_n.split(",") if x]:
+        big = work / f"rss-{n}.sqlite"
+        if not big.exists():
+            write_workload(sqlite, big, n)
+        rss[n] = peak_rss_of_convert(big, work / f"rss-{n}.rocksdb")
+    print(f"\n{records:,} records, median of {r} runs\n")
+    print("| what | records/s | ceiling records/s | ratio to ceiling |")
+    print("|---|---:|---:|---:|")
+    for row in rows:
+        print(f"| {row['what']} | {row['records_per_s']:,.0f} | {records / row['ceiling_seconds']:,.0f} | "
+              f"{row['ratio_to_ceiling']:.2f} |")
+    print(f"\nnaive per-record loop sqlite->rocksdb: {records / res['naive sqlite->rocksdb']:,.0f} records/s; "
+          f"verified convert is {speedup_naive:.2f}x faster")
+    for n, b in rss.items():
+        print(f"peak RSS of convert sqlite->rocksdb at {n:,} events: {b / 2**20:.0f} MiB")
+    print("\nraw timings (s):", json.dumps({k: round(v, 3) for k, v in res.items()}))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"records": records, "rows": rows, "naive_speedup": speedup_naive,
+                                               "rss": rss, "raw": res}, indent=2))
+    if not args.dir:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()
