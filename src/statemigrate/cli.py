@@ -286,3 +286,240 @@ def engines(as_json: bool) -> None:
         installed = "installed" if row["driver_installed"] else f"missing: pip install 'statemigrate[{row['extra']}]'"
         caps = ", ".join(k for k, v in row["capabilities"].items() if v is True)
         click.echo(f"{row['name']:<8} {row['description']}  [{installed}]  {caps}")
+
+
+# --- schema upgrades in place (statemigrate.upgrade) --------------------------------
+
+UPGRADE_EXIT_HELP = """\b
+Installer contract (exit codes):
+  0  upgraded, or already at the target (--json: "status": "upgraded" | "up_to_date")
+  1  the store is at a revision this schema does not know (a newer app wrote it);
+     nothing changed ("too_new")
+  3  the store is held by another process (the app is running) ("busy")
+  5  a revision failed; the store stays at the revision before it ("failed")
+  2  usage error; 70 internal error
+"""
+
+
+def _upgrade_status(exc: StateMigrateError) -> str:
+    from .errors import StoreBusyError, UsageError
+    from .upgrade.errors import RevisionUnknownError
+
+    if isinstance(exc, StoreBusyError):
+        return "busy"
+    if isinstance(exc, RevisionUnknownError):
+        return "too_new"
+    if isinstance(exc, UsageError):
+        return "usage_error"
+    return "failed"
+
+
+def _upgrade_call(as_json: bool, store: str | None, fn: Callable[[], Any]) -> Any:
+    """Run ``fn``; with --json an error is also a JSON report on stdout (then the exit code)."""
+    try:
+        return fn()
+    except StateMigrateError as exc:
+        if as_json:
+            _emit_json({"store": store, "status": _upgrade_status(exc), "error": exc.message,
+                        "hint": exc.hint, "exit_code": exc.exit_code})
+        raise
+
+
+def _print_migration(report: Any) -> None:
+    if report.recovered:
+        click.echo(f"recovered: {report.recovered}")
+    for rev in report.revisions:
+        took = "" if report.dry_run else f"  ({rev['seconds']:.2f}s)"
+        click.echo(f"{rev['direction']:<9} {rev['revision']}  {rev['message'].splitlines()[0] if rev['message'] else ''}{took}")
+        if report.dry_run:
+            for line in rev["operations"]:
+                click.echo(f"    op.{line}")
+    was = ", ".join(report.from_revisions) or "base"
+    now = ", ".join(report.to_revisions) or "base"
+    if report.status == "up_to_date":
+        click.echo(f"{report.store}: already at {now}; nothing to do")
+    elif report.status == "dry_run":
+        click.echo(f"dry run: {report.store} would go from {was} to {now}; nothing was changed")
+    else:
+        click.echo(f"{report.store}: {report.status} from {was} to {now}")
+    if report.backup:
+        click.echo(f"backup written to {report.backup}")
+    if report.digest_before and report.status != "dry_run":
+        click.echo(f"store digest before {report.digest_before}, after {report.digest_after}")
+
+
+def _migration_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([
+        click.option("--schema", "schema", required=True, type=click.Path(file_okay=False),
+                     help="The schema directory (an Alembic script directory)."),
+        click.option("--backup", type=click.Path(), help="First write an engine-native backup of the store here."),
+        click.option("--dry-run", is_flag=True, help="Print the revisions and operations that would run; change nothing."),
+        click.option("--no-digest", is_flag=True, help="Skip the store digest before and after (faster)."),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON report on stdout (errors too)."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+@main.command(epilog=UPGRADE_EXIT_HELP)
+@click.argument("store")
+@click.option("--to", "target", default="head", show_default=True, metavar="REV|head|heads|+N",
+              help="The revision to upgrade to.")
+@_migration_options
+@handle_errors
+def upgrade(store: str, target: str, schema: str, backup: str | None, dry_run: bool, no_digest: bool,
+            as_json: bool) -> None:
+    """Bring STORE to the schema's head (or --to REV) in place, one atomic revision at a time.
+
+    An installer step: no prompts; each revision is applied together with its stamp
+    or not at all (a crash leaves the old revision with the old data, and the next
+    run finishes cleanly). At the target already: does nothing, exit 0.
+
+    \b
+    Example:
+      statemigrate upgrade state.sqlite --schema schemas/example --json
+    """
+    from .upgrade import runner
+
+    report = _upgrade_call(as_json, store, lambda: runner.upgrade(
+        store, schema, to=target, dry_run=dry_run, backup=backup, digests=not no_digest))
+    _emit_json(report.to_json()) if as_json else _print_migration(report)
+
+
+@main.command(epilog=UPGRADE_EXIT_HELP)
+@click.argument("store")
+@click.option("--to", "target", required=True, metavar="REV|base|-N", help="The revision to go back to.")
+@_migration_options
+@handle_errors
+def downgrade(store: str, target: str, schema: str, backup: str | None, dry_run: bool, no_digest: bool,
+              as_json: bool) -> None:
+    """Take STORE back to an earlier revision (--to REV, -1 or base) through the downgrades."""
+    from .upgrade import runner
+
+    report = _upgrade_call(as_json, store, lambda: runner.downgrade(
+        store, schema, to=target, dry_run=dry_run, backup=backup, digests=not no_digest))
+    _emit_json(report.to_json()) if as_json else _print_migration(report)
+
+
+@main.command()
+@click.argument("store")
+@click.argument("revision")
+@click.option("--schema", "schema", required=True, type=click.Path(file_okay=False),
+              help="The schema directory (an Alembic script directory).")
+@click.option("--dry-run", is_flag=True, help="Print what the stamp would be; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@handle_errors
+def stamp(store: str, revision: str, schema: str, dry_run: bool, as_json: bool) -> None:
+    """Set STORE's schema revision to REVISION (an id, head or base) without running anything."""
+    from .upgrade import runner
+
+    report = _upgrade_call(as_json, store, lambda: runner.stamp(store, schema, revision, dry_run=dry_run))
+    if as_json:
+        _emit_json(report.to_json())
+    else:
+        now = ", ".join(report.to_revisions) or "base"
+        verb = "would be stamped" if dry_run else "stamped"
+        click.echo(f"{report.store}: {verb} {now} (was {', '.join(report.from_revisions) or 'base'})")
+
+
+def _print_current(report: Any) -> None:
+    if report.recovered:
+        click.echo(f"recovered: {report.recovered}")
+    click.echo(f"{report.store}: at {', '.join(report.current) or 'base (no revision)'}")
+
+
+@main.command()
+@click.argument("store")
+@click.option("--schema", "schema", type=click.Path(file_okay=False), help="Also say whether it is at head.")
+@click.option("--dry-run", is_flag=True, help="Do not finish an interrupted upgrade first (read only).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@handle_errors
+def current(store: str, schema: str | None, dry_run: bool, as_json: bool) -> None:
+    """Print STORE's stamped schema revision(s).
+
+    An upgrade interrupted by a crash is finished or rolled back first (unless
+    --dry-run), so the revision printed is the one the data is at.
+    """
+    from .upgrade import runner
+
+    report = _upgrade_call(as_json, store, lambda: runner.current(store, schema=schema, recover_store=not dry_run))
+    _emit_json(report.to_json()) if as_json else _print_current(report)
+
+
+@main.command()
+@click.argument("store")
+@click.option("--schema", "schema", required=True, type=click.Path(file_okay=False),
+              help="The schema directory (an Alembic script directory).")
+@click.option("--dry-run", is_flag=True, help="Do not finish an interrupted upgrade first (read only).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@handle_errors
+def check(store: str, schema: str, dry_run: bool, as_json: bool) -> None:
+    """Exit 0 when STORE is at the schema's head, 1 otherwise (naming both revisions).
+
+    Also exit 1 when a revision file changed after it was applied (its checksum,
+    recorded beside the stamp, differs) or the store's revision is unknown.
+    """
+    from .upgrade import runner
+
+    report = _upgrade_call(as_json, store, lambda: runner.current(store, schema=schema, recover_store=not dry_run))
+    if as_json:
+        _emit_json(report.to_json())
+    else:
+        at = ", ".join(report.current) or "base"
+        head = ", ".join(report.heads or []) or "base"
+        if report.unknown:
+            click.echo(f"{report.store}: at {at}, unknown to this schema (head {head}): a newer app wrote it")
+        elif report.at_head:
+            click.echo(f"{report.store}: at head {head}")
+        else:
+            click.echo(f"{report.store}: at {at}, schema head is {head}: run `statemigrate upgrade`")
+        for f in report.changed_files:
+            click.echo(f"revision {f['revision']} changed after it was applied: {f['path']}")
+    sys.exit(0 if report.ok else 1)
+
+
+@main.command()
+@click.option("--schema", "schema", required=True, type=click.Path(file_okay=False),
+              help="The schema directory (an Alembic script directory).")
+@click.option("--dry-run", is_flag=True, hidden=True, help="Accepted for symmetry; history changes nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the revisions as JSON.")
+@handle_errors
+def history(schema: str, dry_run: bool, as_json: bool) -> None:
+    """List the schema's revisions, newest first (like `alembic history`)."""
+    from .upgrade import runner
+
+    rows = _upgrade_call(as_json, None, lambda: runner.history(schema))
+    if as_json:
+        _emit_json(rows)
+        return
+    for r in rows:
+        down = ", ".join(r["down_revision"]) or "<base>"
+        tags = [t for t, on in (("head", r["is_head"]), ("merge", r["is_merge"]), ("branchpoint", r["is_branch_point"])) if on]
+        tag = f" ({', '.join(tags)})" if tags else ""
+        first = r["message"].splitlines()[0] if r["message"] else ""
+        click.echo(f"{down} -> {r['revision']}{tag}, {first}")
+
+
+@main.command()
+@click.option("--schema", "schema", required=True, type=click.Path(file_okay=False),
+              help="The schema directory (an Alembic script directory).")
+@click.option("-m", "--message", required=True, help="What the revision does.")
+@click.option("--head", default="head", show_default=True, help="The revision it follows.")
+@click.option("--rev-id", help="The revision id (default: random, as Alembic makes them).")
+@click.option("--dry-run", is_flag=True, help="Say what would be written; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the new file's path as JSON.")
+@handle_errors
+def revision(schema: str, message: str, head: str, rev_id: str | None, dry_run: bool, as_json: bool) -> None:
+    """Write a new revision file into the schema from its script.py.mako template."""
+    from .upgrade import runner
+
+    if dry_run:
+        out = {"schema": schema, "message": message, "head": head, "path": None, "dry_run": True}
+        _emit_json(out) if as_json else click.echo(f"would write a revision after {head}: {message}")
+        return
+    path = _upgrade_call(as_json, None, lambda: runner.revision(schema, message, head=head, rev_id=rev_id))
+    _emit_json({"schema": schema, "message": message, "path": path}) if as_json else click.echo(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

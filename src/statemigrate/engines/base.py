@@ -9,12 +9,13 @@ registry or ``statemigrate --help`` never imports a driver.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Mapping
+from typing import Any, ClassVar, ContextManager, Iterator, Mapping
 
 from ..errors import MissingDriverError, UsageError
 from ..model import Batch, Record, TableInfo
@@ -42,6 +43,12 @@ class Capabilities:
         max_key_len: longest key accepted, or None.
         typed_keys: tables may carry typed keys mapped to bytes (see TableInfo.meta).
         sql: the engine speaks SQL (``op.execute`` in upgrades).
+        in_place: the writer implements the in-place methods that schema upgrades use
+            (:meth:`Writer.read_batches`, :meth:`Writer.drop_table`).
+        transactional_ddl: :meth:`Writer.transaction` makes table creation, drops,
+            renames, records and metadata one atomic commit (SQLite, redb, LMDB).
+        rename_table: :meth:`Writer.rename_table` renames a table cheaply; without it an
+            upgrade moves a rebuilt table into place by copying it.
     """
 
     atomic_multi_table: bool
@@ -52,6 +59,9 @@ class Capabilities:
     max_key_len: int | None = None
     typed_keys: bool = False
     sql: bool = False
+    in_place: bool = False
+    transactional_ddl: bool = False
+    rename_table: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-friendly form, for ``statemigrate engines``."""
@@ -158,6 +168,88 @@ class Writer(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the store (after :meth:`finish`, or to abandon the work)."""
+
+    # In-place methods, used by schema upgrades (statemigrate.upgrade). An engine that
+    # implements read_batches and drop_table declares ``Capabilities.in_place``; the
+    # others have working defaults. Everything else an upgrade does is built from
+    # create_table / write_batch / put_metadata above.
+
+    def read_batches(
+        self,
+        table: TableInfo,
+        after: bytes | None = None,
+        *,
+        max_records: int = DEFAULT_BATCH_RECORDS,
+        max_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> Iterator[Batch]:
+        """Batches of ``table`` in key order as this writer sees it (its own writes included).
+
+        Args:
+            table: the table to read.
+            after: read strictly after this key.
+            max_records: records per batch at most.
+            max_bytes: payload bytes per batch at most (one record may exceed it).
+
+        Raises:
+            UsageError: the engine does not support in-place upgrades.
+        """
+        raise UsageError(f"the {type(self).__name__} writer cannot read tables in place (no upgrades)")
+
+    def drop_table(self, name: str) -> None:
+        """Drop a table and its records (and its kind or other per-table metadata).
+
+        Dropping a table that does not exist does nothing (recovery repeats steps).
+
+        Raises:
+            UsageError: the engine does not support in-place upgrades.
+        """
+        raise UsageError(f"the {type(self).__name__} writer cannot drop tables in place (no upgrades)")
+
+    def rename_table(self, old: str, new: str) -> None:
+        """Rename table ``old`` to ``new`` (which does not exist), keeping its kind.
+
+        Only called when ``Capabilities.rename_table`` is declared.
+
+        Raises:
+            UsageError: the engine cannot rename tables.
+        """
+        raise UsageError(f"the {type(self).__name__} writer cannot rename tables")
+
+    def execute_sql(self, sql: str) -> None:
+        """Run SQL text against the store (``op.execute``); only SQL engines accept it.
+
+        Raises:
+            UsageError: the engine does not speak SQL.
+        """
+        raise UsageError(f"the {type(self).__name__} writer does not speak SQL")
+
+    def transaction(self) -> ContextManager[None]:
+        """One atomic commit around everything done inside the ``with`` block.
+
+        Only called when ``Capabilities.transactional_ddl`` is declared. The default
+        is no transaction at all.
+        """
+        return contextlib.nullcontext()
+
+    def sync(self) -> None:  # noqa: B027 - optional hook
+        """Make everything committed so far durable before a destructive step.
+
+        Engines whose commits are durable when they return need not override it.
+        """
+
+    def backup(self, path: Path) -> None:
+        """Write a consistent engine-native copy of the store to ``path`` (which does not exist).
+
+        The default copies the store's file or directory while this writer holds it
+        and nothing is being written; engines with a backup API override it.
+        """
+        import shutil
+
+        src = Path(getattr(self, "path"))
+        if src.is_dir():
+            shutil.copytree(src, path)
+        else:
+            shutil.copy2(src, path)
 
 
 class Engine(ABC):

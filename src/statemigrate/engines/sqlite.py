@@ -8,6 +8,7 @@ libSQL and Turso reuse the SQL text of :class:`SqlLayout`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping
@@ -294,6 +295,77 @@ class SqliteWriter(Writer):
             self.conn = None
 
 
+    # In-place methods (schema upgrades): everything runs on this one connection, so
+    # a revision's reads see its own uncommitted writes inside transaction().
+
+    def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
+        sql = SqlLayout.select_sql(table, after is not None)
+        try:
+            cur = self.conn.execute(sql, (after,) if after is not None else ())
+            rows: list = []
+            size = 0
+            for row in cur:
+                rows.append(row)
+                size += len(row[0]) + len(row[1])
+                if len(rows) >= max_records or size >= max_bytes:
+                    yield fix_versions(rows) if table.versioned else rows
+                    rows, size = [], 0
+            if rows:
+                yield fix_versions(rows) if table.versioned else rows
+        except self.apsw.Error as exc:
+            raise DestinationError(f"{self.path}: reading table {table.name!r} failed ({_msg(exc)})") from exc
+
+    def drop_table(self, name: str) -> None:
+        self._tx(lambda: self.conn.execute(f"DROP TABLE IF EXISTS {quote(name)}"))
+
+    def rename_table(self, old: str, new: str) -> None:
+        self._tx(lambda: self.conn.execute(f"ALTER TABLE {quote(old)} RENAME TO {quote(new)}"))
+
+    def execute_sql(self, sql: str) -> None:
+        """Run SQL text (``op.execute``) inside the current transaction."""
+        self._tx(lambda: self.conn.execute(sql))
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE … COMMIT: the write lock up front, so a busy store fails fast.
+
+        Inner ``with self.conn`` blocks become savepoints (apsw), so the whole block
+        is one commit, DDL included; an exception rolls everything back.
+        """
+        try:
+            # An in-place upgrade writes the user's own file: full sync, not the
+            # relaxed setting used while a private .partial is built.
+            self.conn.execute("PRAGMA synchronous=FULL")
+            self.conn.execute("BEGIN IMMEDIATE")
+        except self.apsw.BusyError as exc:
+            raise StoreBusyError(f"{self.path}: store is in use by another process") from exc
+        try:
+            yield
+        except BaseException:
+            if not self.conn.get_autocommit():
+                self.conn.execute("ROLLBACK")
+            raise
+        else:
+            try:
+                self.conn.execute("COMMIT")
+            except self.apsw.BusyError as exc:
+                self.conn.execute("ROLLBACK")
+                raise StoreBusyError(f"{self.path}: store is in use by another process") from exc
+
+    def backup(self, path: Path) -> None:
+        """A copy through SQLite's online backup API."""
+        try:
+            dest = self.apsw.Connection(str(path))
+            try:
+                with dest.backup("main", self.conn, "main") as b:
+                    while not b.done:
+                        b.step(-1)
+            finally:
+                dest.close()
+        except self.apsw.Error as exc:
+            raise DestinationError(f"{path}: backup failed ({_msg(exc)})") from exc
+
+
 class SqliteEngine(Engine):
     """SQLite through apsw."""
 
@@ -307,6 +379,9 @@ class SqliteEngine(Engine):
         multi_process_readers=True,
         directory=False,
         sql=True,
+        in_place=True,
+        transactional_ddl=True,
+        rename_table=True,
     )
     sidecar_suffixes = ("-wal", "-shm", "-journal")
     space_factor = 1.6

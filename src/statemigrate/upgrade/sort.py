@@ -1,0 +1,99 @@
+"""An external sort for ``op.rekey``: sorted runs spill to files, then a k-way merge.
+
+Memory stays bounded by ``run_records`` whatever the table's size. The run files
+live in a private directory beside the store (same file system, same free space),
+removed when the sort ends; a leftover from a killed run is removed by the next.
+"""
+
+from __future__ import annotations
+
+import heapq
+import pickle
+import shutil
+import tempfile
+from operator import itemgetter
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+SORT_DIR_INFIX = ".sm-sort-"
+CHUNK = 10_000
+
+
+def _write_run(directory: Path, index: int, records: list) -> Path:
+    path = directory / f"run-{index:05d}"
+    with open(path, "wb") as f:
+        for i in range(0, len(records), CHUNK):
+            pickle.dump(records[i : i + CHUNK], f, protocol=pickle.HIGHEST_PROTOCOL)
+    return path
+
+
+def _read_run(path: Path) -> Iterator[tuple]:
+    with open(path, "rb") as f:
+        while True:
+            try:
+                chunk = pickle.load(f)
+            except EOFError:
+                return
+            yield from chunk
+
+
+def sorted_batches(
+    records: Iterable[tuple],
+    beside: Path,
+    on_duplicate: Callable[[bytes], Exception],
+    *,
+    run_records: int = 250_000,
+    batch_records: int = 10_000,
+) -> Iterator[list]:
+    """``records`` in ascending key order, in batches; raises ``on_duplicate(key)`` on a repeat.
+
+    Args:
+        records: records in any order.
+        beside: the store's path; run files go in a directory next to it.
+        on_duplicate: builds the error raised when two records share a key.
+        run_records: records held in memory at most before a run is spilled.
+        batch_records: records per yielded batch.
+    """
+    key = itemgetter(0)
+    buf: list = []
+    runs: list[Path] = []
+    tmp: Path | None = None
+    try:
+        for rec in records:
+            buf.append(rec)
+            if len(buf) >= run_records:
+                if tmp is None:
+                    tmp = Path(tempfile.mkdtemp(prefix=beside.name + SORT_DIR_INFIX, dir=beside.parent))
+                buf.sort(key=key)
+                runs.append(_write_run(tmp, len(runs), buf))
+                buf = []
+        buf.sort(key=key)
+        if runs:
+            if buf:
+                runs.append(_write_run(tmp, len(runs), buf))  # type: ignore[arg-type]
+            buf = []
+            merged: Iterator[tuple] = heapq.merge(*(_read_run(p) for p in runs), key=key)
+        else:
+            merged = iter(buf)
+        out: list = []
+        last: bytes | None = None
+        for rec in merged:
+            k = rec[0]
+            if k == last:
+                raise on_duplicate(k)
+            last = k
+            out.append(rec)
+            if len(out) >= batch_records:
+                yield out
+                out = []
+        if out:
+            yield out
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remove_leftovers(store: Path) -> None:
+    """Remove sort directories that a killed run left beside ``store``."""
+    for p in store.parent.glob(store.name + SORT_DIR_INFIX + "*"):
+        shutil.rmtree(p, ignore_errors=True)
