@@ -6,7 +6,7 @@
 //! or the application's own `TableDefinition` no longer opens it. Reading uses the
 //! one public view, the derived `Debug` form. Rebuilding takes two names redb makes
 //! itself with the wanted classification (of different lengths), finds the one
-//! `String`-sized window where only the name's length differs between them, and
+//! `String`-sized window holding their (distinct) buffers and their lengths, and
 //! replaces that `String` with the stored name. The result is checked through its
 //! `Debug` form; if anything does not match, an error is returned and the value is
 //! leaked rather than dropped.
@@ -90,8 +90,15 @@ pub fn make<T: Debug>(
     let sw = size_of::<String>() / size_of::<usize>();
     let mut found = None;
     for s in 0..=wa.len().saturating_sub(sw) {
-        let others_equal = (0..wa.len()).filter(|i| *i < s || *i >= s + sw).all(|i| wa[i] == wb[i]);
-        if others_equal && wa[s + il] == a.len() && wb[s + il] == b.len() && wa[s + ip] != 0 && wb[s + ip] != 0 {
+        // The other words (the classification, with padding bytes) are not compared:
+        // padding is not guaranteed equal. The pointer words must be two distinct heap
+        // addresses, the length words the two names' lengths, and any third word (the
+        // capacity) at least the length.
+        let ic: Vec<usize> = (0..sw).filter(|i| *i != ip && *i != il).collect();
+        let plausible = |w: &[usize], len: usize| {
+            w[s + il] == len && w[s + ip] > 4096 && w[s + ip] % std::mem::align_of::<u8>() == 0 && ic.iter().all(|c| w[s + c] >= len)
+        };
+        if plausible(&wa, a.len()) && plausible(&wb, b.len()) && wa[s + ip] != wb[s + ip] {
             if found.is_some() {
                 return Err(fail("ambiguous layout"));
             }

@@ -1,0 +1,41 @@
+//! Writes the redb fixtures with the real redb crates: one file per redb major that
+//! writes a distinct file format (1.5: format 1; 2.6: format 2; 4.x: format 3), each
+//! with plain, versioned, typed (fixed- and variable-width tuples, Option, arrays,
+//! char, signed ints), custom fixed- and variable-width key types, multimap and empty
+//! tables and odd keys, plus `<file>.json`: the stored pairs in redb's own order.
+//!
+//! Run: `cargo run --release --manifest-path rust/fixture-maker/Cargo.toml -- fixtures/redb`
+use std::path::PathBuf;
+
+mod v1 {
+    use redb1 as r;
+    use r::{RedbKey as Key, RedbValue as Value};
+    include!("body.rs");
+}
+
+mod v2 {
+    use redb2 as r;
+    use r::{Key, Value};
+    include!("body.rs");
+}
+
+mod v4 {
+    use redb as r;
+    use r::{Key, ReadableDatabase, Value};
+    include!("body.rs");
+}
+
+fn main() {
+    let dir = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "fixtures/redb".into()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, write) in [
+        ("redb1-format1.redb", v1::write as fn(&std::path::Path) -> String),
+        ("redb2-format2.redb", v2::write),
+        ("redb4-format3.redb", v4::write),
+    ] {
+        let path = dir.join(name);
+        let json = write(&path);
+        std::fs::write(dir.join(format!("{name}.json")), json + "\n").unwrap();
+        println!("{} ({} bytes)", path.display(), std::fs::metadata(&path).unwrap().len());
+    }
+}
