@@ -23,6 +23,7 @@ _BUILTIN = {
     "lmdb": "statemigrate.engines.lmdb:LmdbEngine",
     "libsql": "statemigrate.engines.libsql:LibsqlEngine",
     "turso": "statemigrate.engines.turso:TursoEngine",
+    "helixdb": "statemigrate.engines.helixdb:HelixdbEngine",
     "redb": "statemigrate.engines.redb:RedbEngine",
 }
 
