@@ -342,8 +342,9 @@ class RedbEngine(Engine):
         return fmt
 
     @classmethod
-    def open_reader(cls, path: Path) -> Reader:
+    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
         """Open at one snapshot, read-only (redb 4.x) or through a copy-on-write view."""
+        check_options(cls, options, OPTIONS)
         native = cls.require_driver()
         fmt = cls._source_format(path)
         try:
