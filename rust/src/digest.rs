@@ -4,19 +4,27 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
-use xxhash_rust::xxh3::Xxh3;
+use xxhash_rust::xxh3::xxh3_128;
+
+/// Hash of one record, as the contract defines it, using `buf` as scratch space.
+///
+/// One-shot XXH3 over a contiguous buffer is several times faster than the
+/// streaming hasher for records of a few hundred bytes.
+pub fn record_hash_into(buf: &mut Vec<u8>, key: &[u8], value: &[u8], version: Option<u64>) -> u128 {
+    buf.clear();
+    buf.extend_from_slice(&(key.len() as u64).to_le_bytes());
+    buf.extend_from_slice(key);
+    buf.extend_from_slice(&(value.len() as u64).to_le_bytes());
+    buf.extend_from_slice(value);
+    if let Some(v) = version {
+        buf.extend_from_slice(&v.to_le_bytes());
+    }
+    xxh3_128(buf)
+}
 
 /// Hash of one record, as the contract defines it.
 pub fn record_hash(key: &[u8], value: &[u8], version: Option<u64>) -> u128 {
-    let mut h = Xxh3::new();
-    h.update(&(key.len() as u64).to_le_bytes());
-    h.update(key);
-    h.update(&(value.len() as u64).to_le_bytes());
-    h.update(value);
-    if let Some(v) = version {
-        h.update(&v.to_le_bytes());
-    }
-    h.digest128()
+    record_hash_into(&mut Vec::with_capacity(key.len() + value.len() + 24), key, value, version)
 }
 
 /// Digest a list of `(key, value)` or `(key, value, version)` tuples.
@@ -50,7 +58,8 @@ pub fn batch_digest(py: Python<'_>, records: &Bound<'_, PyList>, versioned: bool
     // Python bytes are immutable and `owned` keeps them alive, so borrowing is safe.
     let items: Vec<(&[u8], &[u8], Option<u64>)> = owned.iter().map(|(k, v, ver)| (k.as_bytes(), v.as_bytes(), *ver)).collect();
     let (sum, unsorted, nbytes) = py.detach(|| {
-        let sum = items.iter().fold(0u128, |acc, (k, v, ver)| acc.wrapping_add(record_hash(k, v, *ver)));
+        let mut buf = Vec::with_capacity(4096);
+        let sum = items.iter().fold(0u128, |acc, (k, v, ver)| acc.wrapping_add(record_hash_into(&mut buf, k, v, *ver)));
         let unsorted = items.windows(2).position(|w| w[0].0 >= w[1].0).map(|i| i as i64 + 1).unwrap_or(-1);
         let nbytes: u64 = items.iter().map(|(k, v, _)| (k.len() + v.len()) as u64).sum();
         (sum, unsorted, nbytes)

@@ -95,23 +95,24 @@ def checksum(store: str, *, engine: str | None = None, options: dict[str, Any] |
     return ChecksumReport(str(path), eng.name, rows, store_digest((t.name, t.kind, digests[t.name]) for t in tables))
 
 
-def _records(reader: Reader, table: TableInfo | None, where: str) -> Iterator[list[Record]]:
-    if table is None:
-        return
-    last = None
-    for batch in reader.read_batches(table):
-        digest_checked(batch, table, last, where)
-        last = batch[-1][0]
-        yield batch
-
-
 class _Stream:
-    """A buffered record stream over batches."""
+    """A table's records in key order, buffered a batch at a time, digested as read."""
 
-    def __init__(self, batches: Iterator[list[Record]]):
-        self.batches = batches
+    def __init__(self, reader: Reader, table: TableInfo | None, where: str):
+        self.batches = self._batches(reader, table, where)
         self.buf: list[Record] = []
         self.pos = 0
+        self.digest = Digest()
+
+    def _batches(self, reader: Reader, table: TableInfo | None, where: str) -> Iterator[list[Record]]:
+        if table is None:
+            return
+        last = None
+        for batch in reader.read_batches(table):
+            d, _nbytes = digest_checked(batch, table, last, where)
+            self.digest = self.digest + d
+            last = batch[-1][0]
+            yield batch
 
     def fill(self) -> bool:
         if self.pos < len(self.buf):
@@ -124,14 +125,11 @@ class _Stream:
         return False
 
     def chunk(self) -> list[Record]:
-        return self.buf[self.pos :]
+        return self.buf[self.pos :] if self.pos else self.buf
 
 
 def _merge(table: str, a: _Stream, b: _Stream, report: VerifyReport, limit: int) -> tuple[Digest, Digest]:
-    from .digest import batch_digest
-
-    da, db = Digest(), Digest()
-    versioned = None
+    """Merge two streams, noting differences; returns both tables' digests."""
 
     def note(key: bytes, what: str) -> None:
         report.difference_count += 1
@@ -145,11 +143,8 @@ def _merge(table: str, a: _Stream, b: _Stream, report: VerifyReport, limit: int)
         if ha and hb:
             ca, cb = a.chunk(), b.chunk()
             n = min(len(ca), len(cb))
-            if versioned is None:
-                versioned = len(ca[0]) == 3
-            if ca[n - 1][0] == cb[n - 1][0] and ca[:n] == cb[:n]:
-                da = da + batch_digest(ca[:n], versioned)
-                db = db + batch_digest(cb[:n], versioned)
+            # Fast path: a whole run equal on both sides, compared in C.
+            if ca[n - 1][0] == cb[n - 1][0] and (ca if n == len(ca) else ca[:n]) == (cb if n == len(cb) else cb[:n]):
                 a.pos += n
                 b.pos += n
                 continue
@@ -159,31 +154,20 @@ def _merge(table: str, a: _Stream, b: _Stream, report: VerifyReport, limit: int)
                     note(ra[0], "value differs")
                 elif ra[2:] != rb[2:]:
                     note(ra[0], "version differs")
-                da = da + batch_digest([ra], len(ra) == 3)
-                db = db + batch_digest([rb], len(rb) == 3)
                 a.pos += 1
                 b.pos += 1
             elif ra[0] < rb[0]:
                 note(ra[0], "missing in B")
-                da = da + batch_digest([ra], len(ra) == 3)
                 a.pos += 1
             else:
                 note(rb[0], "missing in A")
-                db = db + batch_digest([rb], len(rb) == 3)
                 b.pos += 1
-        elif ha:
-            ca = a.chunk()
-            for r in ca:
-                note(r[0], "missing in B")
-            da = da + batch_digest(ca, len(ca[0]) == 3)
-            a.pos = len(a.buf)
         else:
-            cb = b.chunk()
-            for r in cb:
-                note(r[0], "missing in A")
-            db = db + batch_digest(cb, len(cb[0]) == 3)
-            b.pos = len(b.buf)
-    return da, db
+            side, other = (a, "missing in B") if ha else (b, "missing in A")
+            for r in side.chunk():
+                note(r[0], other)
+            side.pos = len(side.buf)
+    return a.digest, b.digest
 
 
 def verify(a: str, b: str, *, engine_a: str | None = None, engine_b: str | None = None,
@@ -216,8 +200,7 @@ def verify(a: str, b: str, *, engine_a: str | None = None, engine_b: str | None 
                 report.difference_count += 1
                 report.differences.append(Difference(name, b"", f"table kind differs ({xa.kind.value} in A, "
                                                                  f"{xb.kind.value} in B)"))
-            da, db = _merge(name, _Stream(_records(ra, xa, str(pa))), _Stream(_records(rb, xb, str(pb))),
-                            report, limit)
+            da, db = _merge(name, _Stream(ra, xa, str(pa)), _Stream(rb, xb, str(pb)), report, limit)
             report.tables[name] = {
                 "a": da.to_json() if xa else None, "b": db.to_json() if xb else None,
                 "equal": xa is not None and xb is not None and da == db and xa.kind is xb.kind,
