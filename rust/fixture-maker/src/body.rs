@@ -132,7 +132,7 @@ pub fn write(path: &std::path::Path) -> String {
             t.insert(i.to_be_bytes(), b"c".as_slice()).unwrap();
         }
         let mut t = txn.open_table(TableDefinition::<ShortLex, u64>::new("custom_var")).unwrap();
-        for k in [b"bb".as_slice(), b"a", b"ccc", b""] {
+        for k in [b"bb".as_slice(), b"a", b"ccc", b"", b"b", b"ab"] {
             t.insert(k, k.len() as u64).unwrap();
         }
         let mut t = txn.open_multimap_table(MultimapTableDefinition::<&str, u64>::new("multimap")).unwrap();

@@ -399,8 +399,8 @@ mod tests {
         let t = TypeExpr::parse("(i32,&str,u8)", false).unwrap();
         let mk = |a: i32, s: &str, c: u8| {
             let mut d = Vec::new();
-            d.extend_from_slice(&a.to_le_bytes());
             put_varint(s.len(), &mut d);
+            d.extend_from_slice(&a.to_le_bytes());
             d.extend_from_slice(s.as_bytes());
             d.push(c);
             d

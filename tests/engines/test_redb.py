@@ -1,0 +1,410 @@
+"""redb quirks: every file format, typed tables, locks, damaged files, an untouched source."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from statemigrate import convert
+from statemigrate.engines.redb import RedbEngine, read_header
+from statemigrate.errors import DestinationError, SourceError, StoreBusyError, UsageError
+from statemigrate.model import MAX_VERSION, TableInfo, TableKind
+from statemigrate.testing.stores import read_store, write_store
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "redb"
+FILES = {1: "redb1-format1.redb", 2: "redb2-format2.redb", 3: "redb4-format3.redb"}
+CUSTOM_TYPES = ["fixture::RevId", "fixture::ShortLex"]
+ODD_KEYS = [b"", b"\x00", b"\x00\x00", b"\x00\xff", b"\xff", b"\xff\xff", b"a", b"a\x00", b"ab", b"k" * 1000]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def all_records(reader, table, **kw):
+    return [r for b in reader.read_batches(table, **kw) for r in b]
+
+
+def encode_key(type_name: str, stored: bytes, fmt: int) -> bytes:
+    from statemigrate import _native
+
+    return _native.redb_encode_key(type_name, stored, fmt < 3)
+
+
+def escaped(b: bytes) -> bytes:
+    return b.replace(b"\x00", b"\x00\xff") + b"\x00\x00"
+
+
+# --- writing and reading back -------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_round_trip_odd_keys_and_extreme_versions(tmp_path, fmt):
+    plain = [(k, k[::-1] * 3) for k in ODD_KEYS]
+    versioned = [(k, b"v" * i, [0, MAX_VERSION, 1, 2**63][i % 4]) for i, k in enumerate(ODD_KEYS)]
+    path = write_store(
+        RedbEngine,
+        tmp_path / "s.redb",
+        {TableInfo("p"): plain, TableInfo("v", TableKind.VERSIONED): versioned, TableInfo("e"): []},
+        metadata={"schema": b"app", "revision": b'["r1"]'},
+        batch=3,
+        options={"redb_format": fmt},
+    )
+    assert read_header(path)["format"] == fmt
+    got = read_store(RedbEngine, path)
+    assert got["tables"]["p"] == ("plain", sorted(plain))
+    assert got["tables"]["v"] == ("versioned", sorted(versioned))
+    assert got["tables"]["e"] == ("plain", [])
+    assert got["metadata"]["schema"] == b"app"
+
+
+def test_batches_are_bounded_and_resume_strictly_after_a_key(tmp_path):
+    recs = [(b"%04d" % i, b"x" * 100) for i in range(50)]
+    path = write_store(RedbEngine, tmp_path / "b.redb", {TableInfo("t"): recs})
+    with RedbEngine.open_reader(path) as reader:
+        (t,) = reader.tables()
+        sizes = [len(b) for b in reader.read_batches(t, max_records=7)]
+        assert sizes == [7] * 7 + [1]
+        by_bytes = [len(b) for b in reader.read_batches(t, max_bytes=1000)]
+        assert max(by_bytes) == 10  # 10 records of 104 bytes reach 1000 bytes
+        rest = all_records(reader, t, after=b"0041")
+        assert [r[0] for r in rest] == [b"%04d" % i for i in range(42, 50)]
+        assert all_records(reader, t, after=b"0041\x00")[0][0] == b"0042"
+
+
+def test_a_batch_is_committed_with_its_metadata(tmp_path):
+    path = tmp_path / "m.redb"
+    w = RedbEngine.create_writer(path)
+    t = TableInfo("t")
+    w.create_table(t)
+    w.write_batch(t, [(b"a", b"1")], {"checkpoint": b"a", "schema": b"s"})
+    w.write_batch(t, [(b"b", b"2")], {"checkpoint": None})
+    assert w.metadata() == {"schema": b"s"}
+    w.finish()
+    w.close()
+    w = RedbEngine.open_writer(path)
+    assert [x.name for x in w.list_tables()] == ["t"]
+    w.close()
+    assert read_store(RedbEngine, path)["tables"]["t"][1] == [(b"a", b"1"), (b"b", b"2")]
+
+
+def test_a_16_mib_value_round_trips(tmp_path):
+    big = os.urandom(16 << 20)
+    path = write_store(RedbEngine, tmp_path / "big.redb", {TableInfo("t"): [(b"k", big), (b"l", b"")]})
+    assert read_store(RedbEngine, path)["tables"]["t"][1] == [(b"k", big), (b"l", b"")]
+
+
+def test_writer_options_are_checked(tmp_path):
+    with pytest.raises(UsageError, match="formats 2 and 3"):
+        RedbEngine.create_writer(tmp_path / "x.redb", {"redb_format": 1})
+    with pytest.raises(UsageError, match="no option"):
+        RedbEngine.create_writer(tmp_path / "x.redb", {"page_size": 1})
+    assert not (tmp_path / "x.redb").exists()
+
+
+# --- the fixtures: every format, every kind of table ---------------------------------
+
+
+def _expected(fmt: int) -> dict[str, list[tuple[bytes, bytes]]]:
+    raw = json.loads((FIXTURES / (FILES[fmt] + ".json")).read_text())
+    return {t: [(bytes.fromhex(k), bytes.fromhex(v)) for k, v in rows] for t, rows in raw.items()}
+
+
+def _versioned(stored: bytes, fmt: int) -> tuple[bytes, int]:
+    # (u64, &[u8]): redb <= 2.x prefixes the u32 length of every element but the last.
+    body = stored[4:] if fmt < 3 else stored
+    return body[8:], struct.unpack("<Q", body[:8])[0]
+
+
+@pytest.mark.parametrize("fmt", [1, 2, 3])
+def test_fixture_records_match_what_redb_itself_reads(fmt):
+    path = FIXTURES / FILES[fmt]
+    before = sha256(path)
+    expected = _expected(fmt)
+    assert RedbEngine.detect(path)
+    assert RedbEngine.format_info(path)["format"] == fmt
+    with RedbEngine.open_reader(path) as reader:
+        tables = {t.name: t for t in reader.tables()}
+        assert set(tables) == set(expected)
+        for name, rows in expected.items():
+            t = tables[name]
+            got = all_records(reader, t, max_records=2)
+            keys = [r[0] for r in got]
+            assert keys == sorted(set(keys)), f"{name}: not in strict key order"
+            meta = t.meta.get("redb")
+            if name in ("plain", "empty"):
+                assert t.kind is TableKind.PLAIN and not meta
+                assert got == rows
+            elif name == "versioned":
+                assert t.kind is TableKind.VERSIONED
+                assert got == [(k, *_versioned(v, fmt)) for k, v in rows]
+            elif name in ("multimap", "empty_multimap"):
+                assert meta["multimap"] is True and meta["order"] == "redb"
+                assert all(v == b"" for _, v in got)
+                if name == "multimap":
+                    # key = &str escaped (not last), then the u64 value big-endian.
+                    want = [escaped(k) + v[::-1] for k, v in rows]
+                    assert keys == want
+            elif name.startswith("custom"):
+                assert meta["order"] == "custom" and meta["key"]["class"] == "UserDefined"
+                # redb's order for these types is not bytewise; records come in byte order.
+                assert [k for k, _ in rows] != sorted(k for k, _ in rows)
+                assert got == sorted(rows)
+            else:
+                # Typed: the encoding of each stored key, in redb's own order, is increasing.
+                assert meta["order"] == "redb" and meta["multimap"] is False
+                assert got == [(encode_key(meta["key"]["name"], k, fmt), v) for k, v in rows]
+    assert sha256(path) == before
+
+
+def test_typed_table_meta_carries_types_widths_and_classification():
+    with RedbEngine.open_reader(FIXTURES / FILES[3]) as reader:
+        meta = {t.name: t.meta.get("redb") for t in reader.tables()}
+    assert meta["tuple_fixed"]["key"] == {"name": "(u32,i16)", "class": "Internal3", "width": 6}
+    assert meta["tuple_fixed"]["value"] == {"name": "[u8;4]", "class": "Internal3", "width": 4}
+    assert meta["u64_keys"]["key"] == {"name": "u64", "class": "Internal", "width": 8}
+    assert meta["custom_fixed"]["key"] == {"name": "fixture::RevId", "class": "UserDefined", "width": 8}
+    assert meta["custom_var"]["key"]["width"] is None
+
+
+@pytest.mark.parametrize(
+    ("type_name", "values", "pack"),
+    [
+        ("i32", [-(2**31), -256, -1, 0, 1, 2**31 - 1], lambda v: struct.pack("<i", v)),
+        ("u64", [0, 1, 255, 256, 2**64 - 1], lambda v: struct.pack("<Q", v)),
+        ("i128", [-(2**127), -1, 0, 2**127 - 1], lambda v: v.to_bytes(16, "little", signed=True)),
+        ("char", ["\x00", "a", "\xe9", "\U0010ffff"], lambda v: ord(v).to_bytes(3, "little")),
+        ("Option<u16>", [None, 0, 7, 65535], lambda v: b"\x00\x00\x00" if v is None else b"\x01" + struct.pack("<H", v)),
+    ],
+)
+def test_key_encoding_preserves_redbs_order(type_name, values, pack):
+    encs = [encode_key(type_name, pack(v), 3) for v in values]
+    assert encs == sorted(encs) and len(set(encs)) == len(encs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-(2**15), 2**15 - 1), st.binary(max_size=6), st.booleans()), min_size=2, max_size=20))
+def test_variable_width_tuple_encoding_order_property(items):
+    """(i16, &[u8], bool) in redb 3+ layout (varint lengths of the variable-width elements
+    but the last, then the elements) and in the redb <= 2.x layout (u32 lengths of every
+    element but the last)."""
+
+    def stored(t):
+        a, b, c = t
+        return bytes([len(b)]) + struct.pack("<h", a) + b + bytes([c])
+
+    def legacy(t):
+        a, b, c = t
+        return struct.pack("<II", 2, len(b)) + struct.pack("<h", a) + b + bytes([c])
+
+    ordered = sorted(set(items))
+    for fmt, enc in ((3, stored), (2, legacy)):
+        keys = [encode_key("(i16,&[u8],bool)", enc(t), fmt) for t in ordered]
+        assert keys == sorted(keys) and len(set(keys)) == len(keys)
+
+
+# --- conversions through other engines -----------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", [1, 2, 3])
+def test_custom_key_types_are_refused_unless_asserted_bytewise(tmp_path, fmt):
+    src = FIXTURES / FILES[fmt]
+    mid = tmp_path / "mid.sqlite"
+    convert(str(src), str(mid))
+    with pytest.raises(DestinationError, match="custom_fixed.*fixture::RevId|fixture::RevId.*custom_fixed"):
+        convert(str(mid), str(tmp_path / "back.redb"))
+    assert not (tmp_path / "back.redb").exists()
+
+
+@pytest.mark.parametrize("fmt", [1, 2, 3])
+@pytest.mark.parametrize("via", ["sqlite", "jsonl"])
+def test_round_trip_through_another_engine_restores_typed_tables(tmp_path, fmt, via):
+    src = FIXTURES / FILES[fmt]
+    before = sha256(src)
+    mid = tmp_path / f"mid.{via}"
+    back = tmp_path / "back.redb"
+    convert(str(src), str(mid))
+    convert(str(mid), str(back), destination_options={"bytewise_key_types": CUSTOM_TYPES})
+    assert sha256(src) == before
+    assert read_header(back)["format"] == 3
+    with RedbEngine.open_reader(src) as a, RedbEngine.open_reader(back) as b:
+        ta = {t.name: t for t in a.tables()}
+        tb = {t.name: t for t in b.tables()}
+        assert set(ta) == set(tb)
+        for name, t in ta.items():
+            assert tb[name].kind == t.kind
+            assert tb[name].meta.get("redb") == t.meta.get("redb"), name
+            assert all_records(b, tb[name]) == all_records(a, t), name
+
+
+def test_format_2_is_written_on_request_and_reads_back(tmp_path):
+    src = FIXTURES / FILES[3]
+    mid = tmp_path / "mid.sqlite"
+    convert(str(src), str(mid), tables=["plain", "versioned", "u64_keys", "multimap", "str_keys"])
+    out = tmp_path / "out.redb"
+    convert(str(mid), str(out), destination_options={"redb_format": 2})
+    assert read_header(out)["format"] == 2
+    got = read_store(RedbEngine, out)["tables"]
+    want = read_store(RedbEngine, src)["tables"]
+    assert sorted(got) == ["multimap", "plain", "str_keys", "u64_keys", "versioned"]
+    for name in got:
+        assert got[name] == want[name], name
+
+
+# --- the source is never modified; locks; damaged files -------------------------------
+
+_CHILD = r"""
+import sys, time
+from pathlib import Path
+from statemigrate.engines.redb import RedbEngine
+from statemigrate.model import TableInfo
+path, fmt, mode = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+if mode == "hold":
+    w = RedbEngine.open_writer(path)
+    print("ready", flush=True)
+    time.sleep(60)
+else:  # write forever, to be killed mid-write
+    w = RedbEngine.open_writer(path)
+    t = TableInfo("t")
+    i = 0
+    print("ready", flush=True)
+    while True:
+        w.write_batch(t, [(b"%08d" % (i * 100 + j), b"x" * 200) for j in range(100)], {"checkpoint": b"%d" % i})
+        i += 1
+"""
+
+
+def _child(path: Path, fmt: int, mode: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(path), str(fmt), mode], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _store(tmp_path: Path, fmt: int) -> Path:
+    return write_store(RedbEngine, tmp_path / f"s{fmt}.redb", {TableInfo("t"): [(b"a", b"1")]}, options={"redb_format": fmt})
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_file_held_by_another_process_is_busy_at_once(tmp_path, fmt):
+    path = _store(tmp_path, fmt)
+    proc = _child(path, fmt, "hold")
+    try:
+        start = time.monotonic()
+        with pytest.raises(StoreBusyError):
+            RedbEngine.open_reader(path)
+        assert time.monotonic() - start < 3
+    finally:
+        proc.kill()
+        proc.wait()
+    assert read_store(RedbEngine, path)["tables"]["t"][1] == [(b"a", b"1")]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_file_left_needing_repair_is_read_without_changing_a_byte(tmp_path, fmt):
+    path = _store(tmp_path, fmt)
+    proc = _child(path, fmt, "write")
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert read_header(path)["needs_repair"], "the killed writer should leave the recovery flag set"
+    before = sha256(path)
+    stat = path.stat()
+    got = read_store(RedbEngine, path)
+    keys = [r[0] for r in got["tables"]["t"][1]]
+    assert keys[0] == b"%08d" % 0 and keys == sorted(keys)
+    assert sha256(path) == before
+    assert path.stat().st_mtime_ns == stat.st_mtime_ns
+    assert read_header(path)["needs_repair"]
+
+
+_DAMAGE = r"""
+import json, sys
+from pathlib import Path
+from statemigrate.engines.redb import RedbEngine
+from statemigrate.errors import StateMigrateError
+from statemigrate.testing.stores import read_store
+out = []
+for p in sys.argv[1:]:
+    try:
+        got = read_store(RedbEngine, Path(p))
+        out.append(["ok", repr(sorted(got["tables"].items()))])
+    except StateMigrateError as e:
+        assert "\n" not in e.message
+        out.append([type(e).__name__, e.message])
+print(json.dumps(out))
+"""
+
+
+def _damaged_outcomes(paths: list[Path]) -> list[list[str]]:
+    proc = subprocess.run([sys.executable, "-c", _DAMAGE, *map(str, paths)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("fmt", [1, 2, 3])
+def test_truncated_files_are_a_source_error(tmp_path, fmt):
+    data = (FIXTURES / FILES[fmt]).read_bytes()
+    paths = []
+    for n in (0, 5, 100, 319, 320, 4096, len(data) // 2, len(data) - 1):
+        p = tmp_path / f"t{n}.redb"
+        p.write_bytes(data[:n])
+        paths.append(p)
+    outcomes = _damaged_outcomes(paths)
+    assert [o[0] for o in outcomes] == ["SourceError"] * len(paths), outcomes
+
+
+@pytest.mark.parametrize("fmt", [1, 2, 3])
+def test_flipped_bytes_never_crash_and_never_read_wrong_records(tmp_path, fmt):
+    src = FIXTURES / FILES[fmt]
+    data = bytearray(src.read_bytes())
+    clean = _damaged_outcomes([src])[0]
+    assert clean[0] == "ok"
+    rng = random.Random(fmt)
+    positions = [0, 9, 64, 100, 192] + [rng.randrange(320, len(data)) for _ in range(24)]
+    paths = []
+    for i, pos in enumerate(positions):
+        d = bytearray(data)
+        d[pos] ^= 0x5A
+        p = tmp_path / f"f{i}.redb"
+        p.write_bytes(d)
+        paths.append(p)
+    outcomes = _damaged_outcomes(paths)
+    assert outcomes[0] == ["SourceError", f"{paths[0]}: not a redb file (bad magic)"]
+    for pos, o in zip(positions, outcomes):
+        assert o[0] == "SourceError" or o == clean, (pos, o)
+
+
+def test_inspect_facts_come_from_the_header_alone(tmp_path):
+    p = tmp_path / "copy.redb"
+    shutil.copy(FIXTURES / FILES[2], p)
+    os.chmod(p, 0o000)
+    try:
+        if os.access(p, os.R_OK):  # root reads anything; the point is no open for writing
+            assert RedbEngine.format_info(p)["written_by"] == "redb 2.0-2.6"
+    finally:
+        os.chmod(p, 0o644)
+    assert not RedbEngine.detect(tmp_path)
+    (tmp_path / "n.txt").write_bytes(b"redb\x1a\n")
+    assert not RedbEngine.detect(tmp_path / "n.txt")
+
+
+def test_native_bulk_load_and_full_scan_ceiling(tmp_path):
+    from statemigrate import _native
+
+    path = tmp_path / "bench.redb"
+    _native.redb_bulk_load(str(path), 1000, 16, 100)
+    assert _native.redb_full_scan(str(path)) == (1000, 1000 * 116)
+    assert read_header(path)["format"] == 3
