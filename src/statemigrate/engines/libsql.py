@@ -111,6 +111,24 @@ def _layout_tables(conn: Any, names: list[str]) -> tuple[list[TableInfo], list[s
     return tables, foreign
 
 
+NAME_PREFIX = "sql.name:"  # + SQL table name -> the table's real name, where they differ
+
+
+def _real_names(tables: list[TableInfo], meta: Mapping[str, bytes]) -> tuple[list[TableInfo], dict[str, str]]:
+    """Tables under their real names, and real name -> SQL table name."""
+    out, sql = [], {}
+    for t in tables:
+        raw = meta.get(NAME_PREFIX + t.name)
+        real = raw.decode("utf-8") if raw is not None else t.name
+        out.append(TableInfo(real, t.kind))
+        sql[real] = t.name
+    return out, sql
+
+
+def _hide(meta: Mapping[str, bytes]) -> dict[str, bytes]:
+    return {k: v for k, v in meta.items() if not k.startswith(NAME_PREFIX)}
+
+
 def _read_meta(conn: Any, names: list[str]) -> dict[str, bytes]:
     meta: dict[str, bytes] = {}
     if METADATA_TABLE in names:
@@ -135,8 +153,9 @@ class DbapiSqlReader(Reader):
         try:
             conn.execute("BEGIN")
             names = _table_names(conn)  # the first read fixes the snapshot
-            self._tables, foreign = _layout_tables(conn, names)
+            tables, foreign = _layout_tables(conn, names)
             self._meta = _read_meta(conn, names)
+            self._tables, self._sql = _real_names(tables, self._meta)
         except Exception as exc:
             self.close()
             if isinstance(exc, StateMigrateError):
@@ -155,7 +174,7 @@ class DbapiSqlReader(Reader):
         return list(self._tables)
 
     def metadata(self) -> dict[str, bytes]:
-        return dict(self._meta)
+        return _hide(self._meta)
 
     def iter_records(self, table: TableInfo, after: bytes | None = None) -> Iterator[Record]:
         for batch in self.read_batches(table, after):
@@ -163,8 +182,9 @@ class DbapiSqlReader(Reader):
 
     def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
         cols = "key, value, version" if table.versioned else "key, value"
-        first = f"SELECT {cols} FROM {quote(table.name)} ORDER BY key LIMIT ?"
-        rest = f"SELECT {cols} FROM {quote(table.name)} WHERE key > ? ORDER BY key LIMIT ?"
+        sql_name = quote(self._sql.get(table.name, table.name))
+        first = f"SELECT {cols} FROM {sql_name} ORDER BY key LIMIT ?"
+        rest = f"SELECT {cols} FROM {sql_name} WHERE key > ? ORDER BY key LIMIT ?"
         page = max(1, min(max_records, 10_000))
         pending: list = []
         done = False
@@ -236,15 +256,27 @@ class DbapiSqlWriter(Writer):
                 raise
             raise map_error(exc, self.path, doing, source=False) from exc
 
-    def list_tables(self) -> list[TableInfo]:
-        return _layout_tables(self.conn, _table_names(self.conn))[0]
-
-    def metadata(self) -> dict[str, bytes]:
+    def _all_meta(self) -> dict[str, bytes]:
         return {k: bytes(v) for k, v in self.conn.execute(SqlLayout.META_SELECT).fetchall()}
 
+    def list_tables(self) -> list[TableInfo]:
+        return _real_names(_layout_tables(self.conn, _table_names(self.conn))[0], self._all_meta())[0]
+
+    def metadata(self) -> dict[str, bytes]:
+        return _hide(self._all_meta())
+
+    def _sql_table(self, table: TableInfo) -> TableInfo:
+        return TableInfo(self.engine.sql_name(table.name), table.kind)
+
     def create_table(self, table: TableInfo) -> None:
-        self.engine.check_table_name(table)
-        self._tx(lambda: self.conn.execute(self.layout.create_table_sql(table)), f"creating table {table.name!r}")
+        sql_table = self._sql_table(table)
+
+        def work() -> None:
+            self.conn.execute(self.layout.create_table_sql(sql_table))
+            if sql_table.name != table.name:
+                self.conn.execute(SqlLayout.META_PUT, (NAME_PREFIX + sql_table.name, table.name.encode("utf-8")))
+
+        self._tx(work, f"creating table {table.name!r}")
 
     def _put_meta(self, metadata: Mapping[str, bytes | None]) -> None:
         for key, value in metadata.items():
@@ -261,7 +293,7 @@ class DbapiSqlWriter(Writer):
 
     def write_batch(self, table: TableInfo, batch: Batch, metadata=None) -> None:  # type: ignore[override]
         rows = self.layout.rows(table, batch)
-        sql = self.layout.insert_sql_for(table)
+        sql = self.layout.insert_sql_for(self._sql_table(table))
 
         def work() -> None:
             if rows:
@@ -302,8 +334,9 @@ class DbapiSqlEngine(Engine):
         return SqliteEngine.detect(path)
 
     @classmethod
-    def check_table_name(cls, table: TableInfo) -> None:
-        """Refuse a name the engine cannot address (none for libSQL)."""
+    def sql_name(cls, name: str) -> str:
+        """The SQL table that holds table ``name`` (the name itself for libSQL)."""
+        return name
 
     @classmethod
     def _check_source(cls, path: Path) -> None:
@@ -347,9 +380,11 @@ class LibsqlEngine(DbapiSqlEngine):
         """The newer ``libsql`` package when installed, else ``libsql_experimental`` (same API)."""
         for module in ("libsql", "libsql_experimental"):
             try:
-                return importlib.import_module(module)
+                driver = importlib.import_module(module)
             except ImportError:
                 continue
+            if hasattr(driver, "connect"):  # not a directory that happens to be called libsql
+                return driver
         raise MissingDriverError(cls.name, cls.extra)
 
     @classmethod

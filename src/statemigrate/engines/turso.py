@@ -17,8 +17,10 @@ copy, and reads the copy. The source is never opened by the driver.
 
 Other quirks: Turso stores table names lower-cased (ASCII only) in ``sqlite_schema``
 but keeps the ``CREATE TABLE`` text, from which the real name is read back; it folds
-non-ASCII capitals when it looks a name up, so a table whose name holds one cannot be
-addressed at all and is refused (exit 5). ``executemany`` takes any iterable and is
+non-ASCII capitals when it looks a name up but not when it stores one, so such a table
+is created with those letters lower-cased and its real name kept in the metadata table
+(see :meth:`TursoEngine.sql_name`). Two names that differ only in case are one table
+to SQLite and Turso alike: the second is refused (exit 5). ``executemany`` takes any iterable and is
 about 3x faster than one call per row.
 """
 
@@ -32,7 +34,6 @@ from typing import Any, ClassVar, Mapping
 
 from ..errors import DestinationError, SourceError, StoreBusyError
 from ..locks import busy_message, fcntl_holder
-from ..model import TableInfo
 from .base import Capabilities, Reader, Writer, check_options
 from .libsql import DbapiLayout, DbapiSqlEngine, DbapiSqlReader, DbapiSqlWriter, map_error
 
@@ -120,13 +121,12 @@ class TursoEngine(DbapiSqlEngine):
     finish_pragmas = ("PRAGMA wal_checkpoint(TRUNCATE)",)
 
     @classmethod
-    def check_table_name(cls, table: TableInfo) -> None:
-        bad = [c for c in table.name if ord(c) > 127 and c.lower() != c]
-        if bad:
-            raise DestinationError(
-                f"the turso engine cannot store table {table.name!r}: Turso cannot look up a table "
-                f"whose name holds a non-ASCII capital letter ({bad[0]!r})"
-            )
+    def sql_name(cls, name: str) -> str:
+        """Non-ASCII letters lower-cased: Turso folds them when it looks a name up, but
+        not when it stores one, so a name with a non-ASCII capital could not be found.
+        The real name is kept in the metadata table (``sql.name:…``); an app using Turso
+        finds the table under either spelling, as Turso ignores case."""
+        return "".join(c.lower() if ord(c) > 127 else c for c in name)
 
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:

@@ -1,0 +1,181 @@
+"""LMDB quirks: putmulti's count, key limits, a held writer mutex, lock-free reads, map growth."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from statemigrate import convert, verify
+from statemigrate.engines import lmdb as lmdb_engine
+from statemigrate.engines.lmdb import LmdbEngine
+from statemigrate.errors import DestinationError, SourceError, StoreBusyError
+from statemigrate.model import TableInfo, TableKind
+from statemigrate.registry import get_engine
+from statemigrate.testing.stores import read_store, tree_sha256, write_store
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+def _hold(script: str, path: Path) -> subprocess.Popen:
+    """A child process that runs ``script`` on the store, prints 'ready' and waits for stdin."""
+    code = f"import lmdb, sys\nenv = lmdb.open({str(path)!r}, subdir=True, max_dbs=8)\n{script}\n" \
+           "print('ready', flush=True)\nsys.stdin.read()\n"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _release(proc: subprocess.Popen) -> None:
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=10)
+
+
+def test_fixture_made_by_py_lmdb_reads_and_converts(tmp_path):
+    src = FIXTURES / "lmdb" / "app.lmdb"
+    before = tree_sha256(src)
+    got = read_store(LmdbEngine, src)
+    assert len(got["tables"]["events"][1]) == 2000
+    assert got["tables"]["settings"][0] == "versioned"
+    assert got["metadata"]["schema"] == b"example-app"
+    out = tmp_path / "app.sqlite"
+    convert(str(src), str(out))  # detected as lmdb by data.mdb
+    assert verify(str(src), str(out)).equal
+    assert tree_sha256(src) == before
+    assert not (src / "lock.mdb").exists()
+
+
+def test_out_of_order_batch_is_refused_whole(tmp_path):
+    path = tmp_path / "s.lmdb"
+    w = LmdbEngine.create_writer(path)
+    t = TableInfo("t")
+    w.create_table(t)
+    w.write_batch(t, [(b"b", b"1")])
+    # putmulti(append=True) skips a key before the last one without raising: we count.
+    with pytest.raises(DestinationError, match="out of key order"):
+        w.write_batch(t, [(b"c", b"2"), (b"a", b"3")], {"checkpoint": b"x"})
+    assert "checkpoint" not in w.metadata()
+    w.close()
+    assert read_store(LmdbEngine, path)["tables"]["t"][1] == [(b"b", b"1")]
+
+
+@pytest.mark.parametrize("key", [b"", b"k" * 512], ids=["empty", "512-bytes"])
+def test_keys_outside_lmdb_limits_are_refused_before_writing(tmp_path, key):
+    src = write_store(get_engine("sqlite"), tmp_path / "a.sqlite", {TableInfo("odd"): [(key, b"v"), (b"ok", b"v")]})
+    dst = tmp_path / "b.lmdb"
+    with pytest.raises(DestinationError, match="'odd'") as err:
+        convert(str(src), str(dst))
+    assert err.value.exit_code == 5
+    assert (key[:64].hex() or "(empty)") in err.value.message
+    assert not dst.exists() and not (tmp_path / "b.lmdb.partial").exists()
+
+
+def test_511_byte_key_is_accepted(tmp_path):
+    path = write_store(LmdbEngine, tmp_path / "s.lmdb", {TableInfo("t"): [(b"k" * 511, b"v")]})
+    assert read_store(LmdbEngine, path)["tables"]["t"][1] == [(b"k" * 511, b"v")]
+
+
+def test_a_held_write_lock_is_busy_at_once(tmp_path):
+    path = write_store(LmdbEngine, tmp_path / "s.lmdb", {TableInfo("t"): [(b"a", b"1")]})
+    proc = _hold("txn = env.begin(write=True)", path)
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreBusyError, match=f"in use by another process \\(pid {proc.pid}\\)") as err:
+            LmdbEngine.open_writer(path)
+        assert time.monotonic() - started < 2
+        assert err.value.exit_code == 3
+        # Readers are never blocked by LMDB's writer.
+        assert read_store(LmdbEngine, path)["tables"]["t"][1] == [(b"a", b"1")]
+    finally:
+        _release(proc)
+    w = LmdbEngine.open_writer(path)  # free again
+    w.close()
+
+
+def test_reading_an_idle_store_creates_no_lock_file(tmp_path):
+    path = write_store(LmdbEngine, tmp_path / "s.lmdb", {TableInfo("t"): [(b"a", b"1")]})
+    (path / "lock.mdb").unlink()
+    before = tree_sha256(path)
+    assert read_store(LmdbEngine, path)["tables"]["t"][1] == [(b"a", b"1")]
+    assert sorted(os.listdir(path)) == ["data.mdb"]
+    assert tree_sha256(path) == before
+
+
+def test_a_write_during_a_lock_free_read_is_caught(tmp_path):
+    recs = [(b"%05d" % i, b"v" * 100) for i in range(2000)]
+    path = write_store(LmdbEngine, tmp_path / "s.lmdb", {TableInfo("t"): recs})
+    (path / "lock.mdb").unlink()
+    with LmdbEngine.open_reader(path) as reader:
+        assert not reader.locked
+        batches = reader.read_batches(reader.tables()[0], max_records=100)
+        next(batches)
+        proc = _hold("db = env.open_db(b't')\nwith env.begin(write=True) as t: t.put(b'zz', b'new', db=db)", path)
+        _release(proc)
+        with pytest.raises(SourceError, match="wrote to the store while it was being read"):
+            list(batches)
+
+
+def test_a_store_open_in_the_app_is_read_through_the_reader_table(tmp_path):
+    path = write_store(LmdbEngine, tmp_path / "s.lmdb", {TableInfo("t"): [(b"a", b"1")]})
+    proc = _hold("pass", path)  # the app has the environment open, idle
+    try:
+        with LmdbEngine.open_reader(path) as reader:
+            assert reader.locked
+            assert [r for b in reader.read_batches(reader.tables()[0]) for r in b] == [(b"a", b"1")]
+    finally:
+        _release(proc)
+
+
+def test_the_map_grows_instead_of_failing(tmp_path, monkeypatch):
+    monkeypatch.setattr(lmdb_engine, "MIN_MAP_SIZE", 1 << 20)
+    recs = [(b"%06d" % i, os.urandom(1000)) for i in range(3000)]  # ~3 MB > 1 MiB map
+    path = write_store(LmdbEngine, tmp_path / "s.lmdb", {TableInfo("t"): recs}, batch=500)
+    env = lmdb.open(str(path), subdir=True, readonly=True, lock=False)
+    assert env.info()["map_size"] > 1 << 20
+    env.close()
+    assert read_store(LmdbEngine, path)["tables"]["t"][1] == recs
+
+
+def test_many_tables_grow_max_dbs(tmp_path):
+    content = {TableInfo(f"t{i:02d}", TableKind.VERSIONED if i % 2 else TableKind.PLAIN):
+               ([(b"k", b"v", i)] if i % 2 else [(b"k", b"v")]) for i in range(40)}
+    path = write_store(LmdbEngine, tmp_path / "s.lmdb", content)
+    got = read_store(LmdbEngine, path)["tables"]
+    assert len(got) == 40 and got["t07"] == ("versioned", [(b"k", b"v", 7)])
+
+
+def test_versioned_layout_is_big_endian_version_then_value(tmp_path):
+    path = write_store(LmdbEngine, tmp_path / "s.lmdb", {TableInfo("s", TableKind.VERSIONED): [(b"a", b"xy", 258)]})
+    env = lmdb.open(str(path), subdir=True, readonly=True, lock=False, max_dbs=4)
+    with env.begin() as txn:
+        assert txn.get(b"a", db=env.open_db(b"s", txn=txn, create=False)) == (258).to_bytes(8, "big") + b"xy"
+        meta = env.open_db(b"__statemigrate__", txn=txn, create=False)
+        assert txn.get(b"kind:s", db=meta) == b"versioned"
+    env.close()
+
+
+def test_records_in_the_unnamed_database_are_refused(tmp_path):
+    path = tmp_path / "plain.lmdb"
+    env = lmdb.open(str(path), subdir=True)
+    with env.begin(write=True) as txn:
+        txn.put(b"user:1", b"alice")
+    env.close()
+    with pytest.raises(SourceError, match="unnamed database"):
+        LmdbEngine.open_reader(path)
+
+
+def test_not_an_lmdb_store(tmp_path):
+    junk = tmp_path / "junk.lmdb"
+    junk.mkdir()
+    with pytest.raises(SourceError, match="no|not"):
+        LmdbEngine.open_reader(junk)
+    (junk / "data.mdb").write_bytes(b"garbage" * 1000)
+    with pytest.raises(SourceError, match="not a readable LMDB store"):
+        LmdbEngine.open_reader(junk)
+    assert sorted(os.listdir(junk)) == ["data.mdb"]
