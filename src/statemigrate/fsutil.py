@@ -7,10 +7,23 @@ import ctypes.util
 import errno
 import os
 import shutil
+import signal
 from pathlib import Path
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
+
+# Fault injection for the kill -9 harness (statemigrate.testing.safety): the process
+# SIGKILLs itself when it reaches the named step, so that steps too short to hit with
+# a timer (between sync and rename, between the two renames of a swap) are tested.
+CRASH_ENV = "STATEMIGRATE_CRASH_AT"
+NO_EXCHANGE_ENV = "STATEMIGRATE_NO_RENAME_EXCHANGE"
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this process if ``$STATEMIGRATE_CRASH_AT`` names this step (tests only)."""
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def fsync_tree(path: Path) -> None:
@@ -43,6 +56,8 @@ def _fsync_dir(path: Path) -> None:
 
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False if unsupported."""
+    if os.environ.get(NO_EXCHANGE_ENV):  # tests of the rename-aside fallback
+        return False
     libc_name = ctypes.util.find_library("c")
     if libc_name is None:
         return False
@@ -65,22 +80,34 @@ def place(built: Path, final: Path) -> None:
     A new path is a plain rename. An existing ``final`` (``--overwrite``) is swapped
     with the new store in one atomic step where the file system can, so ``final``
     always holds either the complete old store or the complete new one; the old one
-    is removed only after the swap is on disk. Where the file system cannot swap, the
-    old store is renamed aside first and put back by :func:`recover_placement` if the
-    process dies before the new one is in place.
+    is removed only after the swap is on disk. Where the file system cannot swap, a
+    file still replaces a file in one rename; an old directory is renamed aside first
+    and put back by :func:`recover_placement` if the process dies before the new one is
+    in place (the only window where ``final`` is briefly absent).
     """
     if not (final.exists() or final.is_symlink()):
         os.rename(built, final)
+        crash_point("place:new")
         _fsync_dir(final.parent)
         return
     swap, aside = _swap_path(final), _aside_path(final)
     os.rename(built, swap)
+    crash_point("place:swap")
     if _exchange(swap, final):
+        crash_point("place:exchanged")
         _fsync_dir(final.parent)
         remove_path(swap)  # the old store
         return
+    if not swap.is_dir() and not final.is_dir():
+        os.rename(swap, final)  # a file replaces a file in one step
+        _fsync_dir(final.parent)
+        return
+    # Directories cannot be swapped here: for a moment the old one stands aside
+    # (recover_placement puts it back if the process dies then).
     os.rename(final, aside)
+    crash_point("place:aside")
     os.rename(swap, final)
+    crash_point("place:renamed")
     _fsync_dir(final.parent)
     remove_path(aside)
 

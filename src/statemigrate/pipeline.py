@@ -29,7 +29,7 @@ from .engines.base import (
     Reader,
 )
 from .errors import DestinationError, InterruptedByUser, SourceError, StoreBusyError, UsageError
-from .fsutil import fsync_tree, place, recover_placement, remove_path, store_size
+from .fsutil import crash_point, fsync_tree, place, recover_placement, remove_path, store_size
 from .model import TableInfo, TableKind
 from .progress import Progress
 from .registry import get_engine, parse_store, resolve_source
@@ -99,16 +99,27 @@ def partial_path(final: Path) -> Path:
 def destination_lock(final: Path) -> Iterator[None]:
     """One convert per destination: an exclusive flock on ``DST.lock``."""
     lock = final.with_name(final.name + ".lock")
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise DestinationError(f"{final.parent}: cannot write here ({exc.strerror})") from exc
-    try:
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise DestinationError(f"{final.parent}: cannot write here ({exc.strerror})") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
             raise StoreBusyError(f"{final}: another statemigrate (pid {pid}) is writing this destination") from exc
+        # The holder unlinks the file before it releases it: a lock taken on a file
+        # that is no longer at the path protects nothing, so take the new one.
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(lock))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         try:
@@ -243,6 +254,7 @@ def convert(
     if not final.parent.is_dir():
         raise DestinationError(f"{final.parent}: no such directory")
     with destination_lock(final):
+        crash_point("locked")
         recover_placement(final)
         if (final.exists() or final.is_symlink()) and not overwrite:
             raise DestinationError(f"{final}: already exists", hint="pass --overwrite to replace it")
@@ -281,6 +293,7 @@ def convert(
                 carried.update({META_TABLE_PREFIX + t.name: json.dumps(t.meta).encode() for t in chosen if t.meta})
                 carried[META_CHECKPOINT] = checkpoint.to_bytes()
                 writer.put_metadata(carried)
+                crash_point("created")
             else:
                 resumed = True
                 writer = dst_engine.open_writer(partial, destination_options)
@@ -288,19 +301,24 @@ def convert(
                 source_digests = _copy_tables(reader, writer, chosen, checkpoint, batch_records, batch_bytes,
                                               progress, should_stop, str(src_path), partial)
                 writer.put_metadata({META_CHECKPOINT: None})
+                crash_point("copied")
                 progress.phase("syncing")
                 writer.finish()
             finally:
                 writer.close()
+        crash_point("finished")
         report.resumed = resumed
         if verify:
             progress.phase("verifying")
             _verify_built(src_engine, src_path, source_options, dst_engine, partial, chosen,
                           source_digests, resumed, progress)
             report.verified = True
+        crash_point("verified")
         fsync_tree(partial)
+        crash_point("synced")
         progress.phase("renaming into place")
         place(partial, final)
+        crash_point("placed")
         for sidecar in dst_engine.store_paths(partial):
             remove_path(sidecar)
     sizes = source_digests
@@ -352,6 +370,7 @@ def _copy_tables(reader: Reader, writer: Any, chosen: list[TableInfo], cp: Check
             after = batch[-1][0]
             cp.last_key, cp.so_far = after, total
             writer.write_batch(table, batch, {META_CHECKPOINT: cp.to_bytes()})
+            crash_point("batch")
             progress.advance(d.count, sum(len(r[0]) + len(r[1]) for r in batch))
             if should_stop():
                 raise InterruptedByUser(
@@ -386,6 +405,7 @@ def _verify_built(src_engine: type[Engine], src_path: Path, src_options: Any, ds
         for name, t in want.items():
             if built[name].kind is not t.kind:
                 raise DestinationError(f"{partial}: verification failed: table {name!r} lost its kind")
+        crash_point("verifying")
         got = digest_store(reader, chosen, str(partial), progress)
     expected = source_digests
     if resumed:

@@ -10,6 +10,9 @@ Tables are written in table format 5 by default (readable since RocksDB 6.6).
 from __future__ import annotations
 
 import gc
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -56,6 +59,24 @@ def decode_versioned(pairs: list[tuple[bytes, bytes]], where: str) -> list[tuple
     return out
 
 
+def _shadow(path: Path) -> Path:
+    """A private directory of symlinks to the store's files, opened instead of the store.
+
+    rocksdict (re)writes ``rocksdict-config.json`` in the directory it opens, even
+    read-only, and RocksDB may write its info ``LOG`` there: the source must not change
+    at all (and a changed mtime would refuse every ``--resume``). Data files are read
+    through the links; what the driver writes lands in the private directory.
+    """
+    shadow = Path(tempfile.mkdtemp(prefix="statemigrate-rocksdb-ro-"))
+    for entry in os.scandir(path):
+        if entry.name in ("LOCK", "rocksdict-config.json") or entry.name.startswith("LOG"):
+            continue
+        os.symlink(os.path.abspath(entry.path), shadow / entry.name)
+    if (path / "rocksdict-config.json").is_file():
+        shutil.copyfile(path / "rocksdict-config.json", shadow / "rocksdict-config.json")
+    return shadow
+
+
 class RocksdbReader(Reader):
     """A read-only instance: it sees the store as it was when opened (one snapshot)."""
 
@@ -67,14 +88,19 @@ class RocksdbReader(Reader):
             raise StoreBusyError(busy_message(path, holder))
         opts = _options(rd)
         try:
-            names = rd.Rdict.list_cf(str(path), opts)
+            self.shadow = _shadow(path)
+        except OSError as exc:
+            raise SourceError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+        try:
+            names = rd.Rdict.list_cf(str(self.shadow), opts)
             self.db = rd.Rdict(
-                str(path),
+                str(self.shadow),
                 opts,
                 column_families={n: opts for n in names if n != DEFAULT_CF},
                 access_type=rd.AccessType.read_only(),
             )
         except Exception as exc:  # rocksdict raises plain Exception
+            shutil.rmtree(self.shadow, ignore_errors=True)
             raise SourceError(f"{path}: not a readable RocksDB store ({_msg(exc)})") from exc
         self._cfs: dict[str, Any] = {}
         self._meta = self._read_meta(names)
@@ -142,6 +168,10 @@ class RocksdbReader(Reader):
             gc.collect()
             db.close()
             self.db = None
+        shadow = getattr(self, "shadow", None)
+        if shadow is not None:
+            shutil.rmtree(shadow, ignore_errors=True)
+            self.shadow = None
 
 
 class RocksdbWriter(Writer):
@@ -165,6 +195,7 @@ class RocksdbWriter(Writer):
             raise DestinationError(f"{path}: cannot open RocksDB for writing ({_msg(exc)})") from exc
         self.write_opts = rd.WriteOptions()
         self.write_opts.disable_wal = True
+        self.wal_opts = rd.WriteOptions()
         self._handles: dict[str, Any] = {}
 
     def _handle(self, name: str) -> Any:
@@ -193,15 +224,19 @@ class RocksdbWriter(Writer):
         ]
 
     def create_table(self, table: TableInfo) -> None:
+        # The kind goes first and through the WAL: a column family is durable as soon
+        # as it is created, while WAL-off writes survive a kill only once flushed, and a
+        # table found after a kill must not read back as plain. Always written, so a
+        # kind left by a dropped table of the same name never sticks.
+        self._write(None, [], {KIND_PREFIX + table.name: b"versioned" if table.versioned else None}, wal=True)
         try:
             if table.name != DEFAULT_CF:
                 self.db.create_column_family(table.name, self.opts)
         except Exception as exc:
             raise DestinationError(f"{self.path}: cannot create table {table.name!r} ({_msg(exc)})") from exc
-        if table.versioned:
-            self.put_metadata({KIND_PREFIX + table.name: b"versioned"})
 
-    def _write(self, table: TableInfo | None, batch: Batch, metadata: Mapping[str, bytes | None] | None) -> None:
+    def _write(self, table: TableInfo | None, batch: Batch, metadata: Mapping[str, bytes | None] | None,
+               wal: bool = False) -> None:
         wb = self.rd.WriteBatch(raw_mode=True)
         if table is not None:
             handle = self._handle(table.name) if table.name != DEFAULT_CF else None
@@ -220,7 +255,7 @@ class RocksdbWriter(Writer):
                 else:
                     wb.put(key.encode("utf-8"), value, meta)
         try:
-            self.db.write(wb, self.write_opts)
+            self.db.write(wb, self.wal_opts if wal else self.write_opts)
         except Exception as exc:
             text = _msg(exc)
             if "No space" in text or "ENOSPC" in text:

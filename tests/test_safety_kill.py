@@ -1,0 +1,149 @@
+"""The kill -9 harness: a real ``statemigrate convert`` killed at many points of its life.
+
+After every kill: the final path holds nothing, or a complete store equal to the
+source (or, with ``--overwrite``, the complete old store); the source's files are
+unchanged; ``--resume`` then finishes and the result equals the source exactly.
+
+Kill points are fractions of an uninterrupted run of the same pair (measured once per
+pair), spread over the whole life of the process (start-up, opening, batches,
+verification, finalisation), plus named crash points (fsutil.crash_point) for steps
+too short to hit with a timer: between sync and rename, between the renames of a swap.
+
+CI: 200,000 records, 26 timed points and the crash points, pairs taking turns.
+``STATEMIGRATE_LONG=1``: 1,000,000 records, 60 points, every pair at every point.
+``STATEMIGRATE_KILL_DESTINATIONS=rocksdb,sqlite``: only these destination engines.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from statemigrate.registry import engine_names, get_engine
+from statemigrate.testing.safety import (
+    CRASH_POINTS,
+    LONG,
+    OVERWRITE_CRASH_POINTS,
+    KillPoint,
+    build_store,
+    crash_points,
+    describe,
+    digest_of,
+    engine_pairs,
+    environment_for,
+    files_sha256,
+    leftovers,
+    run_and_kill,
+    run_cli,
+    spec,
+    spread_points,
+    store_exists,
+    store_file,
+)
+
+RECORDS = 1_000_000 if LONG else 200_000
+TIMED_POINTS = 60 if LONG else 26
+OVERWRITE_POINTS = 24 if LONG else 8
+SOURCES = ["sqlite", "rocksdb"]
+BATCH = ["--batch-records", "2000"]
+
+# STATEMIGRATE_KILL_DESTINATIONS=a,b narrows the run to some engines (while working on them).
+DESTINATIONS = [e for e in os.environ.get("STATEMIGRATE_KILL_DESTINATIONS", "").split(",") if e] or engine_names()
+PAIRS = engine_pairs(SOURCES, DESTINATIONS)
+POINTS: list[KillPoint] = (
+    spread_points(PAIRS, TIMED_POINTS, every_pair=LONG)
+    + crash_points(PAIRS, CRASH_POINTS, every_pair=LONG)
+    + spread_points(PAIRS, OVERWRITE_POINTS, every_pair=LONG, overwrite=True)
+    + crash_points(PAIRS, OVERWRITE_CRASH_POINTS, every_pair=LONG, overwrite=True)
+)
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    """One store of RECORDS records per source engine: path, digest, sha256 of its files."""
+    base = tmp_path_factory.mktemp("kill-sources")
+    out = {}
+    for name in SOURCES:
+        path = store_file(name, base, "source")
+        digest = build_store(name, path, RECORDS, seed=7)
+        out[name] = (path, digest, files_sha256(name, path))
+    return out
+
+
+@pytest.fixture(scope="module")
+def durations(sources, tmp_path_factory):
+    """Seconds of one uninterrupted run per pair, measured on first use."""
+    measured: dict[tuple[str, str], float] = {}
+    base = tmp_path_factory.mktemp("kill-timing")
+
+    def get(src: str, dst: str) -> float:
+        if (src, dst) not in measured:
+            final = store_file(dst, base, f"{src}-to-{dst}")
+            started = time.monotonic()
+            run = run_cli(["convert", "--quiet", *BATCH, spec(src, sources[src][0]), spec(dst, final)], timeout=600)
+            measured[src, dst] = time.monotonic() - started
+            assert run.returncode == 0, describe(run)
+        return measured[src, dst]
+
+    return get
+
+
+def old_store(engine: str, final: Path) -> str:
+    """An existing destination for --overwrite runs: different content, same engine."""
+    return build_store(engine, final, 3_000, seed=99)
+
+
+@pytest.mark.parametrize("point", POINTS, ids=lambda p: p.id)
+def test_kill_then_resume(point: KillPoint, sources, durations, tmp_path: Path) -> None:
+    src_path, src_digest, src_sha = sources[point.source]
+    dst = point.destination
+    final = store_file(dst, tmp_path, "dst with space é")
+    args = ["convert", "--quiet", *BATCH, spec(point.source, src_path), spec(dst, final)]
+    old_digest = None
+    if point.overwrite:
+        old_digest = old_store(dst, final)
+        args.append("--overwrite")
+
+    if point.fraction is not None:
+        killed = run_and_kill(args, point.fraction * durations(point.source, dst))
+    else:
+        killed = run_and_kill(args, 120, env=environment_for(point))
+        # Every named step must be reached, else the point tests nothing; without a swap
+        # a file replaces a file in one rename, and only directories stand aside.
+        aside_step = point.crash_at in ("place:aside", "place:renamed")
+        reached = not aside_step or get_engine(dst).capabilities.directory
+        assert killed.returncode == (-signal.SIGKILL if reached else 0), describe(killed)
+    assert killed.returncode in (0, -signal.SIGKILL), describe(killed)
+
+    # The final path: nothing, or complete and verified (new), or the old one intact.
+    if store_exists(dst, final):
+        got = digest_of(dst, final)
+        allowed = {src_digest} | ({old_digest} if old_digest else set())
+        assert got in allowed, f"{final} holds a store that is neither the old nor the new one"
+    elif point.overwrite:
+        # Only a directory store being replaced without a swap stands aside, intact, and
+        # the next run puts it back (fsutil.recover_placement).
+        aside = final.with_name(final.name + ".replaced")
+        assert point.crash_at == "place:aside" and aside.exists(), "the old destination disappeared"
+        assert digest_of(dst, aside) == old_digest
+    assert files_sha256(point.source, src_path) == src_sha, "the source was modified"
+
+    # --resume finishes (or, when the store is already in place, there is nothing to do).
+    if point.overwrite or not store_exists(dst, final):
+        resumed = run_cli(args + ["--resume"], timeout=600)
+        assert resumed.returncode == 0, describe(resumed)
+    assert digest_of(dst, final) == src_digest
+    assert leftovers(final) == [] or leftovers(final) == [final.name + ".lock"], leftovers(final)
+    assert files_sha256(point.source, src_path) == src_sha, "the source was modified"
+
+
+def test_points_cover_every_destination_and_enough_of_the_run() -> None:
+    timed = [p for p in POINTS if p.fraction is not None and not p.overwrite]
+    assert len(timed) >= 25
+    assert {p.destination for p in POINTS} == set(DESTINATIONS)
+    assert len({p.source for p in POINTS}) >= 2
+    assert min(p.fraction for p in timed) < 0.05 and max(p.fraction for p in timed) > 0.95
