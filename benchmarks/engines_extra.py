@@ -1,0 +1,268 @@
+"""Baselines of the driver engines: each driver's own fastest bulk load and full scan.
+
+Same shape as ``baselines.py``: ``<engine>_load(path, source)`` takes what
+``baselines.sqlite_scan`` yields (``(table, versioned, rows)``) and returns the number
+of records written; ``<engine>_scan_count(path)`` reads every record of a store in key
+order and returns the count. ``EXTRA`` maps each engine to the two.
+
+Run alone to measure each baseline against ``statemigrate convert`` from SQLite, in
+the same run:  python benchmarks/engines_extra.py --n 100000 [--engines lmdb,libsql]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+Source = Iterator[tuple[str, bool, Iterator]]
+U64 = 2**64
+
+
+def _versions(rows: Any, versioned: bool) -> Any:
+    """Rows with versions as unsigned (SQLite's scan gives them signed)."""
+    return ((k, v, ver % U64) for k, v, ver in rows) if versioned else rows
+
+
+# --- LMDB: putmulti(append=True), one write transaction per table ---------------------
+
+def lmdb_load(path: Path, source: Source) -> int:
+    import lmdb
+
+    env = lmdb.open(str(path), subdir=True, max_dbs=64, map_size=1 << 36, sync=False, metasync=False)
+    n = 0
+    for name, versioned, rows in source:
+        db = env.open_db(name.encode())
+        pairs = ((k, ver.to_bytes(8, "big") + v) for k, v, ver in _versions(rows, True)) if versioned else rows
+        with env.begin(write=True) as txn:
+            n += txn.cursor(db).putmulti(pairs, append=True)[1]
+    env.sync(True)
+    env.close()
+    return n
+
+
+def lmdb_scan_count(path: Path) -> int:
+    import lmdb
+
+    env = lmdb.open(str(path), subdir=True, readonly=True, lock=False, max_dbs=64)
+    n = 0
+    with env.begin() as txn:
+        for name, _ in txn.cursor():
+            for _rec in txn.cursor(env.open_db(name, txn=txn, create=False)):
+                n += 1
+    env.close()
+    return n
+
+
+# --- libSQL and Turso: executemany in one transaction, journal off --------------------
+
+def _counted(rows: Any, count: list[int]) -> Iterator:
+    for r in rows:
+        count[0] += 1
+        yield r
+
+
+def _sql_load(conn: Any, source: Source, without_rowid: bool, as_list: bool) -> int:
+    conn.execute("PRAGMA synchronous=OFF")
+    n = 0
+    conn.execute("BEGIN")
+    for name, versioned, rows in source:
+        extra = ", version INTEGER NOT NULL" if versioned else ""
+        tail = " WITHOUT ROWID" if without_rowid else ""
+        conn.execute(f'CREATE TABLE "{name}" (key BLOB PRIMARY KEY NOT NULL, value BLOB NOT NULL{extra}){tail}')
+        q = "?, ?, CAST(? AS INTEGER)" if versioned and as_list else ("?, ?, ?" if versioned else "?, ?")
+        rows = [(k, v, str(ver)) for k, v, ver in rows] if versioned and as_list else rows
+        if as_list:  # libSQL's executemany wants a list
+            rows = list(rows)
+            n += len(rows)
+        else:
+            rows = _counted(rows, count := [0])
+        conn.executemany(f'INSERT INTO "{name}" VALUES ({q})', rows)
+        n += 0 if as_list else count[0]
+    conn.execute("COMMIT")
+    return n
+
+
+def _sql_scan_count(conn: Any) -> int:
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type='table' AND name NOT IN "
+                                        "('__statemigrate__','alembic_version')").fetchall()]
+    n = 0
+    for name in names:
+        cur = conn.execute(f'SELECT * FROM "{name}" ORDER BY key')
+        while True:
+            rows = cur.fetchmany(10_000)
+            if not rows:
+                break
+            n += len(rows)
+    return n
+
+
+def libsql_load(path: Path, source: Source) -> int:
+    import libsql_experimental as libsql
+
+    conn = libsql.connect(str(path), isolation_level=None)
+    conn.execute("PRAGMA journal_mode=OFF")
+    n = _sql_load(conn, source, True, True)
+    conn.close()
+    return n
+
+
+def libsql_scan_count(path: Path) -> int:
+    import libsql_experimental as libsql
+
+    conn = libsql.connect("file:" + str(path.absolute()) + "?mode=ro", isolation_level=None)
+    n = _sql_scan_count(conn)
+    conn.close()
+    return n
+
+
+def turso_load(path: Path, source: Source) -> int:
+    import turso
+
+    conn = turso.connect(str(path), isolation_level=None)
+    n = _sql_load(conn, source, False, False)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return n
+
+
+def turso_scan_count(path: Path) -> int:
+    import turso
+
+    conn = turso.connect(str(path), isolation_level=None)  # no read-only open in pyturso
+    n = _sql_scan_count(conn)
+    conn.close()
+    return n
+
+
+# --- HelixDB: write_batch().for_each_param in pages, ordered range reads ---------------
+
+def helixdb_load(path: Path, source: Source, page: int = 2_000) -> int:
+    from helixdb import Client, Disk, IndexSpec, PropertyInput, g, write_batch
+
+    b64 = base64.b64encode
+    client = Client.embedded(Disk(str(path.parent.absolute()), path.name))
+    n = 0
+    for name, versioned, rows in source:
+        label = "t" + name.encode().hex()
+        client.query(write_batch().var_as("ix", g().create_index_if_not_exists(IndexSpec.node_range(label, "k")))
+                     .to_query_request())
+        entry = base64.b64encode(json.dumps({"name": name, "kind": "versioned" if versioned else "plain"}).encode())
+        client.query(write_batch().var_as("m", g().add_n("__statemigrate__", [
+            ("key", PropertyInput.value("helixdb.table:" + label)), ("value", PropertyInput.value(entry.decode()))]))
+            .to_query_request())
+        props = [("k", PropertyInput.param("k")), ("v", PropertyInput.param("v"))]
+        if versioned:
+            props.append(("ver", PropertyInput.param("ver")))
+        query = write_batch().for_each_param("rows", write_batch().var_as("n", g().add_n(label, props)))
+        chunk: list = []
+
+        def flush() -> None:
+            client.query(query.to_query_request().with_untyped_parameter("rows", chunk))
+
+        for r in rows:
+            row = {"k": r[0].hex(), "v": b64(r[1]).decode()}
+            if versioned:
+                row["ver"] = r[2]
+            chunk.append(row)
+            if len(chunk) == page:
+                flush()
+                n += len(chunk)
+                chunk = []
+        if chunk:
+            flush()
+            n += len(chunk)
+    client.close()
+    return n
+
+
+def helixdb_scan_count(path: Path, page: int = 1_000) -> int:
+    from helixdb import Client, Disk, SourcePredicate, g, read_batch
+
+    client = Client.embedded_reader(Disk(str(path.parent.absolute()), path.name))
+    labels = set()
+    rows = client.query(read_batch().var_as("m", g().n_with_label("__statemigrate__").value_map(["key"]))
+                        .returning(["m"]).to_query_request())["m"]
+    for r in rows:
+        if r["key"].startswith("helixdb.table:"):
+            labels.add(r["key"][len("helixdb.table:"):])
+    n = 0
+    for label in sorted(labels):
+        last = None
+        while True:
+            where = SourcePredicate.gte("k", "") if last is None else SourcePredicate.gt("k", last)
+            got = client.query(read_batch().var_as("o", g().n_with_label_where(label, where).limit(page)
+                                                   .value_map(["k", "v", "ver"])).returning(["o"])
+                               .to_query_request())["o"]
+            for r in got:
+                base64.b64decode(r["v"])
+            n += len(got)
+            if len(got) < page:
+                break
+            last = got[-1]["k"]
+    client.close()
+    return n
+
+
+EXTRA: dict[str, tuple[Callable[[Path, Source], int], Callable[[Path], int]]] = {
+    "lmdb": (lmdb_load, lmdb_scan_count),
+    "libsql": (libsql_load, libsql_scan_count),
+    "turso": (turso_load, turso_scan_count),
+    "helixdb": (helixdb_load, helixdb_scan_count),
+}
+
+
+def main() -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    import baselines as B
+
+    from statemigrate import convert
+    from statemigrate.fsutil import store_size
+    from statemigrate.registry import get_engine
+    from statemigrate.testing.workload import write_workload
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--engines", default=",".join(EXTRA))
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="sm-bench-extra-"))
+    try:
+        src = write_workload(get_engine("sqlite"), tmp / "src.sqlite", args.n)
+        # The workload's ``odd`` table holds keys LMDB refuses: measure the other two.
+        tables = ["events", "settings"]
+
+        def source() -> Source:
+            return ((t, v, list(rows)) for t, v, rows in B.sqlite_scan(src) if t in tables)
+
+        total = sum(len(rows) for _t, _v, rows in source())
+        payload = store_size(src)
+        print(f"records {total:,} (sqlite source {payload:,} bytes)")
+        for name in args.engines.split(","):
+            load, scan = EXTRA[name]
+            base = tmp / f"base.{name}"
+            t0 = time.perf_counter()
+            n = load(base, source())
+            t_load = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            assert scan(base) == total, name
+            t_scan = time.perf_counter() - t0
+            out = tmp / f"out.{name}"
+            t0 = time.perf_counter()
+            convert(str(src), f"{name}:{out}", tables=tables)
+            t_conv = time.perf_counter() - t0
+            print(f"{name:8} bulk load {n / t_load:10,.0f} rec/s   scan {total / t_scan:10,.0f} rec/s   "
+                  f"convert (verified) {total / t_conv:10,.0f} rec/s   ratio convert/(load+scan) "
+                  f"{(t_load + t_scan) / t_conv:.2f}   size {store_size(out) / payload:.1f}x the sqlite file")
+            shutil.rmtree(base, ignore_errors=True) if base.is_dir() else base.unlink(missing_ok=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
