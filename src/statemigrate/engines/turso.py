@@ -17,8 +17,8 @@ copy, and reads the copy. The source is never opened by the driver.
 
 Other quirks: Turso stores table names lower-cased (ASCII only) in ``sqlite_schema``
 but keeps the ``CREATE TABLE`` text, from which the real name is read back; it folds
-non-ASCII capitals when it looks a name up but not when it stores one, so such a table
-is created with those letters lower-cased and its real name kept in the metadata table
+non-ASCII capitals when it looks a name up for an INSERT but not when it stores one, so
+such a table is created with those letters lower-cased and its real name kept in the metadata table
 (see :meth:`TursoEngine.sql_name`). Two names that differ only in case are one table
 to SQLite and Turso alike: the second is refused (exit 5). ``executemany`` takes any iterable and is
 about 3x faster than one call per row.
@@ -122,10 +122,10 @@ class TursoEngine(DbapiSqlEngine):
 
     @classmethod
     def sql_name(cls, name: str) -> str:
-        """Non-ASCII letters lower-cased: Turso folds them when it looks a name up, but
-        not when it stores one, so a name with a non-ASCII capital could not be found.
-        The real name is kept in the metadata table (``sql.name:…``); an app using Turso
-        finds the table under either spelling, as Turso ignores case."""
+        """Non-ASCII letters lower-cased: Turso folds them when it looks a name up for an
+        INSERT but not when it stores one, so no row could ever be inserted into a table
+        spelled with a non-ASCII capital. The real name is kept in the metadata table
+        (``sql.name:…``); an app using Turso uses the lower-cased spelling."""
         return "".join(c.lower() if ord(c) > 127 else c for c in name)
 
     @classmethod
