@@ -1,0 +1,144 @@
+"""HelixDB quirks: ordered reads through the range index, a reader that writes manifests,
+no lock file, the synchronous client under a running event loop, labels for any name."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helixdb import Client, Disk, PropertyInput, g, write_batch
+
+from statemigrate import convert, verify
+from statemigrate.engines.helixdb import HelixdbEngine, HelixdbReader, label_of
+from statemigrate.errors import SourceError, StoreBusyError
+from statemigrate.fsutil import store_size
+from statemigrate.model import TableInfo, TableKind
+from statemigrate.testing.stores import read_store, tree_sha256, write_store
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+def test_fixture_reads_unchanged_and_converts(tmp_path):
+    src = FIXTURES / "helixdb" / "app.helixdb"
+    before = tree_sha256(src)
+    got = read_store(HelixdbEngine, src)
+    assert len(got["tables"]["events"][1]) == 2000
+    assert got["tables"]["settings"][0] == "versioned"
+    out = tmp_path / "app.sqlite"
+    convert(str(src), str(out))  # detected as helixdb by manifest/ and wal/
+    assert verify(str(src), str(out)).equal
+    # The driver's reader writes new manifests; ours reads a private image instead.
+    assert tree_sha256(src) == before
+
+
+def test_keys_come_back_ascending_whatever_the_insertion_order(tmp_path):
+    path = tmp_path / "s.helixdb"
+    w = HelixdbEngine.create_writer(path)
+    w.create_table(TableInfo("t"))
+    w.finish()
+    w.close()
+    rnd = random.Random(5)
+    keys = list({rnd.randbytes(rnd.randint(0, 6)) for _ in range(1500)})
+    rnd.shuffle(keys)  # written straight through the driver, in random order
+    client = Client.embedded(Disk(str(tmp_path), "s.helixdb"))
+    body = write_batch().var_as("n", g().add_n(label_of("t"), [("k", PropertyInput.param("k")),
+                                                                 ("v", PropertyInput.param("v"))]))
+    for i in range(0, len(keys), 500):
+        rows = [{"k": k.hex(), "v": base64.b64encode(k).decode()} for k in keys[i:i + 500]]
+        client.query(write_batch().for_each_param("rows", body).to_query_request().with_untyped_parameter("rows", rows))
+    client.close()
+    with HelixdbEngine.open_reader(path) as reader:
+        (table,) = reader.tables()
+        got = [r[0] for b in reader.read_batches(table, max_records=97) for r in b]
+        assert got == sorted(keys)
+        middle = sorted(keys)[700]
+        assert [r[0] for b in reader.read_batches(table, middle) for r in b] == sorted(keys)[701:]
+
+
+def test_an_out_of_order_answer_is_refused(tmp_path):
+    path = write_store(HelixdbEngine, tmp_path / "s.helixdb", {TableInfo("t"): [(b"a", b"")]})
+    with HelixdbEngine.open_reader(path) as reader:
+        assert isinstance(reader, HelixdbReader)
+        with pytest.raises(SourceError, match="out of key order"):
+            reader._decode([{"k": "02", "v": ""}, {"k": "01", "v": ""}], None, TableInfo("t"))
+
+
+def test_works_under_a_running_event_loop(tmp_path):
+    async def app() -> dict:
+        # The driver's synchronous client refuses to run here; the engine uses a private thread.
+        path = write_store(HelixdbEngine, tmp_path / "s.helixdb", {TableInfo("t", TableKind.VERSIONED): [(b"k", b"v", 3)]})
+        return read_store(HelixdbEngine, path)
+
+    assert asyncio.run(app())["tables"] == {"t": ("versioned", [(b"k", b"v", 3)])}
+
+
+def _child(code: str, path: Path) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _release(proc: subprocess.Popen) -> None:
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+def test_a_second_statemigrate_writer_is_busy(tmp_path):
+    path = write_store(HelixdbEngine, tmp_path / "s.helixdb", {TableInfo("t"): [(b"a", b"1")]})
+    proc = _child("import sys\nfrom pathlib import Path\nfrom statemigrate.engines.helixdb import HelixdbEngine\n"
+                  "w = HelixdbEngine.open_writer(Path(sys.argv[1]))\nprint('ready', flush=True)\nsys.stdin.read()\n"
+                  "w.close()\n", path)
+    try:
+        with pytest.raises(StoreBusyError, match=f"pid {proc.pid}") as err:
+            HelixdbEngine.open_writer(path)
+        assert err.value.exit_code == 3
+    finally:
+        _release(proc)
+
+
+def test_a_writer_taken_over_by_another_client_fails_busy(tmp_path):
+    path = write_store(HelixdbEngine, tmp_path / "s.helixdb", {TableInfo("t"): [(b"a", b"1")]})
+    w = HelixdbEngine.open_writer(path)
+    try:
+        proc = _child("import sys\nfrom pathlib import Path\nfrom helixdb import Client, Disk\n"
+                      "p = Path(sys.argv[1])\nc = Client.embedded(Disk(str(p.parent), p.name))\n"
+                      "print('ready', flush=True)\nsys.stdin.read()\nc.close()\n", path)
+        try:
+            with pytest.raises(StoreBusyError, match="another HelixDB client") as err:
+                w.write_batch(TableInfo("t"), [(b"b", b"2")])
+            assert err.value.exit_code == 3
+        finally:
+            _release(proc)
+    finally:
+        w.close()
+
+
+def test_labels_are_reversible_and_plain():
+    for name in ['x"; DROP TABLE y; --', "../../etc", "状态", "é" * 127 + "x"]:
+        label = label_of(name)
+        assert label.isalnum() and label.isascii()
+        assert bytes.fromhex(label[1:]).decode() == name
+
+
+def test_space_factor_covers_the_measured_footprint():
+    src = FIXTURES / "helixdb" / "app.helixdb"
+    payload = sum(len(r[0]) + len(r[1]) for t in read_store(HelixdbEngine, src)["tables"].values() for r in t[1])
+    assert store_size(src) / payload < HelixdbEngine.space_factor
+
+
+def test_not_a_helixdb_store(tmp_path):
+    with pytest.raises(SourceError):
+        HelixdbEngine.open_reader(tmp_path / "missing.helixdb")
+    (tmp_path / "empty.helixdb").mkdir()
+    with pytest.raises(SourceError, match="not a HelixDB store"):
+        HelixdbEngine.open_reader(tmp_path / "empty.helixdb")
+    assert sorted(os.listdir(tmp_path)) == ["empty.helixdb"]
+    assert os.listdir(tmp_path / "empty.helixdb") == []
