@@ -145,7 +145,14 @@ pub fn write(path: &std::path::Path) -> String {
     // Keep the committed files small.
     while db.compact().unwrap() {}
 
-    // The expected content, read back by redb itself with the real types.
+    drop(db);
+    dump(path)
+}
+
+/// The stored pairs of every fixture table, as redb itself reads them with the real
+/// types (`TableDefinition`s as an app declares them), as JSON.
+pub fn dump(path: &std::path::Path) -> String {
+    let db = r::Database::open(path).unwrap();
     let rtxn = db.begin_read().unwrap();
     let mut json = String::from("{");
     macro_rules! dump {

@@ -4,7 +4,8 @@
 //! char, signed ints), custom fixed- and variable-width key types, multimap and empty
 //! tables and odd keys, plus `<file>.json`: the stored pairs in redb's own order.
 //!
-//! Run: `cargo run --release --manifest-path rust/fixture-maker/Cargo.toml -- fixtures/redb`
+//! Run: `cargo run --release --manifest-path rust/fixture-maker/Cargo.toml -- fixtures/redb`;
+//! `... -- dump FORMAT FILE` prints what that redb reads from FILE with the fixtures' types.
 use std::path::PathBuf;
 
 mod v1 {
@@ -26,6 +27,18 @@ mod v4 {
 }
 
 fn main() {
+    // `dump FORMAT FILE`: print what redb of that format's version reads from FILE.
+    if std::env::args().nth(1).as_deref() == Some("dump") {
+        let fmt = std::env::args().nth(2).expect("dump FORMAT FILE");
+        let file = PathBuf::from(std::env::args().nth(3).expect("dump FORMAT FILE"));
+        let json = match fmt.as_str() {
+            "1" => v1::dump(&file),
+            "2" => v2::dump(&file),
+            _ => v4::dump(&file),
+        };
+        println!("{json}");
+        return;
+    }
     let dir = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "fixtures/redb".into()));
     std::fs::create_dir_all(&dir).unwrap();
     for (name, write) in [

@@ -78,7 +78,7 @@ pub fn type_parts(t: &redb::TypeName) -> (String, String) {
 
 fn describe(t: &redb::TypeName, width: Option<usize>) -> TypeDesc {
     let (class, name) = type_parts(t);
-    TypeDesc { name, class, width }
+    TypeDesc { name, class, width, legacy: None }
 }
 
 /// Classify any redb error into the engine's error kinds.

@@ -65,6 +65,9 @@ pub struct TypeDesc {
     pub name: String,
     pub class: String,
     pub width: Option<usize>,
+    /// Whether stored tuples use the redb <= 2.x layout (None: as the file's format and
+    /// the classification say).
+    pub legacy: Option<bool>,
 }
 
 #[derive(Debug, Clone)]
@@ -114,7 +117,37 @@ fn stand_in(t: &TypeDesc) -> TypeExpr {
 }
 
 fn legacy_tuples(format: u8, t: &TypeDesc) -> bool {
-    format < 3 || t.class == "Internal"
+    t.legacy.unwrap_or(format < 3 || t.class == "Internal")
+}
+
+fn is_composite(name: &str) -> bool {
+    (name.starts_with('(') && name != "()") || name.starts_with("Option<") || name.starts_with("Vec<") || name.starts_with('[')
+}
+
+/// A table as a writer of `format` writes it: built-in composite types get that
+/// redb's own spelling and tuple layout (redb 4.x's for format 3, redb 2.x's for
+/// format 2), so that a file converted from another format opens with the app's
+/// plain `TableDefinition` in the redb it targets (not only through `Legacy<T>`).
+/// Also returns how to re-lay stored values, when their layout changes.
+fn target_desc(format: u8, d: &TableDesc) -> (TableDesc, Option<(TypeExpr, bool)>) {
+    let to_legacy = format < 3;
+    let mut out = d.clone();
+    let mut relayout = None;
+    for (is_value, t) in [(false, &mut out.key), (true, &mut out.value)] {
+        if t.class == "UserDefined" || !is_composite(&t.name) {
+            continue;
+        }
+        let src_legacy = legacy_tuples(format, t);
+        let Some(expr) = TypeExpr::parse(&t.name, src_legacy).filter(|e| e.fixed_width() == t.width) else {
+            continue; // not understood: carried as it is
+        };
+        t.class = if to_legacy { "Internal" } else { "Internal3" }.to_string();
+        t.legacy = Some(to_legacy);
+        if is_value && !d.multimap && expr.has_layout() && src_legacy != to_legacy {
+            relayout = Some((expr, to_legacy));
+        }
+    }
+    (out, relayout)
 }
 
 fn plan(format: u8, d: &TableDesc) -> Plan {
@@ -182,6 +215,7 @@ fn desc_to_py<'py>(py: Python<'py>, d: &TableDesc, format: u8) -> PyResult<Bound
         td.set_item("name", &t.name)?;
         td.set_item("class", &t.class)?;
         td.set_item("width", t.width)?;
+        td.set_item("legacy", legacy_tuples(format, t))?;
         out.set_item(field, td)?;
     }
     Ok(out)
@@ -199,6 +233,7 @@ fn desc_from_py(d: &Bound<'_, PyDict>) -> PyResult<TableDesc> {
             name: item("name")?.extract()?,
             class: item("class")?.extract()?,
             width: item("width")?.extract()?,
+            legacy: t.get_item("legacy").ok().flatten().map(|x| x.extract::<bool>()).transpose()?,
         })
     };
     Ok(TableDesc {
@@ -508,12 +543,12 @@ impl RedbWriter {
 
     /// The kind (`plain`, `versioned`, `typed`, `custom`) a table description gets.
     fn kind_of(&self, table: &Bound<'_, PyDict>) -> PyResult<&'static str> {
-        Ok(plan(self.format, &desc_from_py(table)?).kind.as_str())
+        Ok(plan(self.format, &target_desc(self.format, &desc_from_py(table)?).0).kind.as_str())
     }
 
     /// Create an empty table: `kind` `plain`/`versioned`, or `typed` with the stored types in `table`.
     fn create_table(&self, py: Python<'_>, table: &Bound<'_, PyDict>, kind: &str) -> PyResult<()> {
-        let d = desc_from_py(table)?;
+        let d = target_desc(self.format, &desc_from_py(table)?).0;
         let k = match kind {
             "plain" => v4::TableKindN::Plain,
             "versioned" => v4::TableKindN::Versioned,
@@ -546,7 +581,7 @@ impl RedbWriter {
         records: &Bound<'_, PyList>,
         metadata: MetaUpdates,
     ) -> PyResult<()> {
-        let d = desc_from_py(table)?;
+        let (d, relayout) = target_desc(self.format, &desc_from_py(table)?);
         let versioned = kind == "versioned";
         let want = if versioned { 3 } else { 2 };
         let mut owned: Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>, u64)> = Vec::with_capacity(records.len());
@@ -572,9 +607,14 @@ impl RedbWriter {
             let p = plan(format, &d);
             let mut pairs = Vec::with_capacity(recs.len());
             for (k, v, _) in &recs {
-                let pair = p.stored(d.multimap, k, v).map_err(|e| {
+                let mut pair = p.stored(d.multimap, k, v).map_err(|e| {
                     NErr::Refused(format!("key {} of table {:?} is not a valid {}: {e}", hex(k), d.name, d.key.name))
                 })?;
+                if let Some((expr, to_legacy)) = &relayout {
+                    pair.1 = expr.relayout(&pair.1, *to_legacy).map_err(|e| {
+                        NErr::Refused(format!("a value of table {:?} is not a valid {}: {e}", d.name, d.value.name))
+                    })?;
+                }
                 pairs.push(pair);
             }
             each_w!(w, x => x.write_raw(&d, p.key.clone(), p.value.clone(), &pairs, &metadata))

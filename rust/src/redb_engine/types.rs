@@ -24,6 +24,11 @@ pub enum TypeExpr {
     FixedBytes(usize),
     Array(Box<TypeExpr>, usize),
     Option(Box<TypeExpr>),
+    /// `Vec<T>` (a value type only): varint count, then the elements (each with a
+    /// varint length when `T` is variable width).
+    Vec(Box<TypeExpr>),
+    /// `f32`/`f64` (value types only).
+    Float(usize),
     /// Elements, and whether a variable-width tuple uses the redb <= 2.x layout
     /// (u32 lengths of every element but the last) rather than the 3.0 one
     /// (varint lengths of the variable-width elements but the last).
@@ -68,9 +73,13 @@ impl TypeExpr {
             "char" => TypeExpr::Char,
             "()" => TypeExpr::Unit,
             "&[u8]" | "&str" | "String" => TypeExpr::Bytes,
+            "f32" => TypeExpr::Float(4),
+            "f64" => TypeExpr::Float(8),
             _ => {
                 if let Some(inner) = n.strip_prefix("Option<").and_then(|r| r.strip_suffix('>')) {
                     TypeExpr::Option(Box::new(Self::parse(inner, legacy_tuples)?))
+                } else if let Some(inner) = n.strip_prefix("Vec<").and_then(|r| r.strip_suffix('>')) {
+                    TypeExpr::Vec(Box::new(Self::parse(inner, legacy_tuples)?))
                 } else if let Some(inner) = n.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
                     let parts = split_top(inner);
                     if parts.len() != 1 {
@@ -98,7 +107,8 @@ impl TypeExpr {
 
     pub fn fixed_width(&self) -> Option<usize> {
         match self {
-            TypeExpr::UInt(w) | TypeExpr::SInt(w) => Some(*w),
+            TypeExpr::UInt(w) | TypeExpr::SInt(w) | TypeExpr::Float(w) => Some(*w),
+            TypeExpr::Vec(_) => None,
             TypeExpr::Bool => Some(1),
             TypeExpr::Char => Some(3),
             TypeExpr::Unit => Some(0),
@@ -134,6 +144,7 @@ impl TypeExpr {
             }
         }
         match self {
+            TypeExpr::Vec(_) | TypeExpr::Float(_) => return Err("not a key type".into()),
             TypeExpr::UInt(_) => out.extend(d.iter().rev()),
             TypeExpr::SInt(_) => {
                 let start = out.len();
@@ -193,6 +204,7 @@ impl TypeExpr {
             Ok(s)
         };
         Ok(match self {
+            TypeExpr::Vec(_) | TypeExpr::Float(_) => return Err("not a key type".into()),
             TypeExpr::UInt(w) => take(pos, *w)?.iter().rev().copied().collect(),
             TypeExpr::SInt(w) => {
                 let mut b: Vec<u8> = take(pos, *w)?.to_vec();
@@ -265,6 +277,76 @@ impl TypeExpr {
                     ts.iter().enumerate().map(|(i, t)| t.dec(e, pos, last && i + 1 == k)).collect::<Result<_, _>>()?;
                 join_tuple(ts, *legacy, self.fixed_width().is_some(), parts)
             }
+        })
+    }
+}
+
+impl TypeExpr {
+    /// Whether any tuple inside is laid out differently by redb <= 2.x and >= 3.0
+    /// (a variable-width tuple of two or more elements).
+    pub fn has_layout(&self) -> bool {
+        match self {
+            TypeExpr::Tuple(ts, _) => (ts.len() > 1 && self.fixed_width().is_none()) || ts.iter().any(|t| t.has_layout()),
+            TypeExpr::Option(t) | TypeExpr::Vec(t) | TypeExpr::Array(t, _) => t.has_layout(),
+            _ => false,
+        }
+    }
+
+    /// The same type with every tuple in the given layout.
+    pub fn with_layout(&self, legacy: bool) -> TypeExpr {
+        match self {
+            TypeExpr::Tuple(ts, _) => TypeExpr::Tuple(ts.iter().map(|t| t.with_layout(legacy)).collect(), legacy),
+            TypeExpr::Option(t) => TypeExpr::Option(Box::new(t.with_layout(legacy))),
+            TypeExpr::Vec(t) => TypeExpr::Vec(Box::new(t.with_layout(legacy))),
+            TypeExpr::Array(t, n) => TypeExpr::Array(Box::new(t.with_layout(legacy)), *n),
+            other => other.clone(),
+        }
+    }
+
+    /// Re-lay a stored value of this type (in this type's tuple layout) in the
+    /// other layout (`to_legacy`): what redb <= 2.x or >= 3.0 would have written.
+    pub fn relayout(&self, d: &[u8], to_legacy: bool) -> Result<Vec<u8>, String> {
+        Ok(match self {
+            TypeExpr::Option(t) => match d.first() {
+                Some(1) => {
+                    let mut out = vec![1u8];
+                    out.extend(t.relayout(&d[1..], to_legacy)?);
+                    out
+                }
+                Some(0) => d.to_vec(),
+                _ => return Err("an Option with a bad tag".into()),
+            },
+            TypeExpr::Array(t, n) => {
+                let parts = split_array(t, *n, d)?;
+                let parts = parts.into_iter().map(|p| t.relayout(p, to_legacy)).collect::<Result<Vec<_>, _>>()?;
+                join_array(t, parts)
+            }
+            TypeExpr::Vec(t) => {
+                let mut pos = 0;
+                let n = varint(d, &mut pos)?;
+                let mut out = Vec::with_capacity(d.len());
+                put_varint(n, &mut out);
+                for _ in 0..n {
+                    let len = match t.fixed_width() {
+                        Some(w) => w,
+                        None => varint(d, &mut pos)?,
+                    };
+                    let e = d.get(pos..pos + len).ok_or("a stored Vec shorter than its lengths")?;
+                    pos += len;
+                    let e = t.relayout(e, to_legacy)?;
+                    if t.fixed_width().is_none() {
+                        put_varint(e.len(), &mut out);
+                    }
+                    out.extend(e);
+                }
+                out
+            }
+            TypeExpr::Tuple(ts, legacy) => {
+                let parts = split_tuple(ts, *legacy, d)?;
+                let parts = ts.iter().zip(parts).map(|(t, p)| t.relayout(p, to_legacy)).collect::<Result<Vec<_>, _>>()?;
+                join_tuple(ts, to_legacy, self.fixed_width().is_some(), parts)
+            }
+            _ => d.to_vec(),
         })
     }
 }
