@@ -20,6 +20,7 @@ mutex layout on Linux) and refuse with exit 3 naming the pid.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import struct
@@ -237,17 +238,21 @@ class LmdbWriter(Writer):
                 self.max_dbs = _count_dbs(path, lmdb, True) + 16
             except lmdb.Error as exc:
                 raise DestinationError(f"{path}: not a writable LMDB store ({_msg(exc)})") from exc
-            self.map_size = max(MIN_MAP_SIZE, 2 * (path / "data.mdb").stat().st_size)
+            # Room for an upgrade's single transaction (address space only, not disk).
+            self.map_size = max(1 << 30, 4 * (path / "data.mdb").stat().st_size)
         self.env: Any = None
+        self._outer: Any = None
+        self.private = create
         self._open()
 
     def _open(self) -> None:
         try:
-            # sync off while the store is private: a killed process loses nothing the OS
-            # already has, and finish() syncs before the store is renamed into place.
+            # sync off while the store is a private .partial: a killed process loses
+            # nothing the OS already has, and finish() syncs before it is renamed into
+            # place. An existing store (resume, upgrade) commits durably.
             self.env = self.lmdb.open(str(self.path), subdir=True, max_dbs=self.max_dbs,
-                                      map_size=self.map_size, sync=False, metasync=False,
-                                      readahead=False, create=False)
+                                      map_size=self.map_size, sync=not self.private,
+                                      metasync=not self.private, readahead=False, create=False)
             with self.env.begin(write=True) as txn:
                 self.dbs = _table_dbs(self.env, txn, self.lmdb, self.path)
                 if METADATA_TABLE not in self.dbs:
@@ -263,7 +268,21 @@ class LmdbWriter(Writer):
         self._open()
 
     def _tx(self, work: Any) -> None:
-        """Run ``work(txn)`` in one write transaction, growing the map when it fills."""
+        """Run ``work(txn)`` in one write transaction, growing the map when it fills.
+
+        Inside :meth:`transaction` the work joins the open transaction instead.
+        """
+        if self._outer is not None:
+            try:
+                work(self._outer)
+            except self.lmdb.MapFullError as exc:
+                raise DestinationError(f"{self.path}: the map filled inside one upgrade transaction "
+                                       f"({self.map_size:,} bytes)") from exc
+            except self.lmdb.BadValsizeError as exc:
+                raise DestinationError(f"{self.path}: LMDB refused a key: empty or over 511 bytes") from exc
+            except self.lmdb.Error as exc:
+                raise DestinationError(f"{self.path}: write failed ({_msg(exc)})") from exc
+            return
         while True:
             txn = self.env.begin(write=True)
             try:
@@ -296,6 +315,8 @@ class LmdbWriter(Writer):
                 for n in self.dbs if n != METADATA_TABLE]
 
     def _all_meta(self) -> dict[str, bytes]:
+        if self._outer is not None:
+            return {k.decode("utf-8"): v for k, v in self._outer.cursor(self.dbs[METADATA_TABLE])}
         with self.env.begin(db=self.dbs[METADATA_TABLE], buffers=False) as txn:
             return {k.decode("utf-8"): v for k, v in txn.cursor()}
 
@@ -303,7 +324,7 @@ class LmdbWriter(Writer):
         return {k: v for k, v in self._all_meta().items() if not k.startswith(KIND_PREFIX)}
 
     def create_table(self, table: TableInfo) -> None:
-        if len(self.dbs) >= self.max_dbs:
+        if len(self.dbs) >= self.max_dbs and self._outer is None:
             self._reopen(max_dbs=self.max_dbs * 2)
         name = table.name.encode("utf-8")
 
@@ -326,9 +347,13 @@ class LmdbWriter(Writer):
         pairs = encode_versioned(batch) if table.versioned else batch
 
         def work(txn: Any) -> None:
-            _consumed, added = txn.cursor(self.dbs[table.name]).putmulti(pairs, append=True)
+            cur = txn.cursor(self.dbs[table.name])
+            # The fast path appends after the table's last key (a conversion always
+            # does); an upgrade may insert anywhere. Neither overwrites a record.
+            append = not pairs or not cur.last() or cur.key() < pairs[0][0]
+            _consumed, added = cur.putmulti(pairs, append=append, overwrite=False)
             if added != len(pairs):
-                # MDB_APPEND skips a key that is not after the table's last key.
+                # MDB_APPEND skips a key that is not after the previous one, without raising.
                 raise DestinationError(
                     f"{self.path}: table {table.name!r}: {len(pairs) - added} record(s) out of key "
                     "order or already present; nothing of this batch was written"
@@ -340,6 +365,75 @@ class LmdbWriter(Writer):
 
     def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
         self._tx(lambda txn: self._put_meta(txn, metadata))
+
+    # In-place methods (schema upgrades).
+
+    def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
+        """Batches as this writer sees them: inside :meth:`transaction`, its own writes too."""
+        where = f"{self.path} table {table.name!r}"
+        own = self._outer is None
+        txn = self.env.begin(buffers=False) if own else self._outer
+        try:
+            db = self.dbs.get(table.name)
+            if db is None:
+                return
+            cur = txn.cursor(db)
+            more = cur.first() if after is None else cur.set_range(after)
+            if more and after is not None and cur.key() == after:
+                more = cur.next()
+            while more:
+                pairs, size = [], 0
+                while more and len(pairs) < max_records and size < max_bytes:
+                    k, v = cur.item()
+                    pairs.append((bytes(k), bytes(v)))
+                    size += len(k) + len(v)
+                    more = cur.next()
+                yield decode_versioned(pairs, where) if table.versioned else pairs
+        except self.lmdb.Error as exc:
+            raise DestinationError(f"{where}: read failed ({_msg(exc)})") from exc
+        finally:
+            if own:
+                txn.abort()
+
+    def drop_table(self, name: str) -> None:
+        db = self.dbs.get(name)
+        if db is None:
+            return
+
+        def work(txn: Any) -> None:
+            txn.drop(db, delete=True)
+            txn.delete((KIND_PREFIX + name).encode(), db=self.dbs[METADATA_TABLE])
+
+        self._tx(work)
+        del self.dbs[name]
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One LMDB write transaction around the block: tables, records and metadata."""
+        pid = writer_holder(self.path / "lock.mdb")
+        if pid is not None:
+            raise StoreBusyError(busy_message(self.path, pid))
+        if len(self.dbs) + 64 > self.max_dbs:  # no reopening inside the transaction
+            self._reopen(max_dbs=len(self.dbs) + 128)
+        dbs = dict(self.dbs)
+        self._outer = self.env.begin(write=True)
+        try:
+            yield
+        except BaseException:
+            self._outer.abort()
+            self.dbs = dbs  # handles opened or dropped inside are gone with the abort
+            raise
+        else:
+            try:
+                self._outer.commit()
+            except self.lmdb.Error as exc:
+                self.dbs = dbs
+                raise DestinationError(f"{self.path}: commit failed ({_msg(exc)})") from exc
+        finally:
+            self._outer = None
+
+    def sync(self) -> None:
+        self.finish()
 
     def finish(self) -> None:
         try:
@@ -367,6 +461,8 @@ class LmdbEngine(Engine):
         directory=True,
         min_key_len=1,
         max_key_len=511,
+        in_place=True,
+        transactional_ddl=True,
     )
     space_factor = 1.6
 
