@@ -17,6 +17,7 @@ Driver quirks handled here:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import re
@@ -139,6 +140,42 @@ def _read_meta(conn: Any, names: list[str]) -> dict[str, bytes]:
     return decode_revision_meta(meta, alembic)
 
 
+def page_batches(conn: Any, path: Path, sql_name: str, table: TableInfo, after: bytes | None,
+                 max_records: int, max_bytes: int, *, source: bool) -> Iterator[Batch]:
+    """Batches of a table paged by key (``WHERE key > ? ORDER BY key LIMIT n``): no cursor
+    stays open between batches, so other statements may run on the connection meanwhile."""
+    cols = "key, value, version" if table.versioned else "key, value"
+    first = f"SELECT {cols} FROM {quote(sql_name)} ORDER BY key LIMIT ?"
+    rest = f"SELECT {cols} FROM {quote(sql_name)} WHERE key > ? ORDER BY key LIMIT ?"
+    page = max(1, min(max_records, 10_000))
+    pending: list = []
+    done = False
+    try:
+        while True:
+            batch, size = [], 0
+            while len(batch) < max_records and size < max_bytes:
+                if not pending:
+                    if done:
+                        break
+                    args = (page,) if after is None else (after, page)
+                    pending = conn.execute(first if after is None else rest, args).fetchall()
+                    pending.reverse()
+                    done = len(pending) < page
+                    if not pending:
+                        break
+                row = pending.pop()
+                after = row[0]
+                batch.append(row)
+                size += len(row[0]) + len(row[1])
+            if not batch:
+                return
+            yield fix_versions(batch) if table.versioned else batch
+    except StateMigrateError:
+        raise
+    except Exception as exc:
+        raise map_error(exc, path, f"reading table {table.name!r}", source=source) from exc
+
+
 class DbapiSqlReader(Reader):
     """Reads one snapshot through a DB-API driver: everything inside one read transaction.
 
@@ -181,37 +218,8 @@ class DbapiSqlReader(Reader):
             yield from batch
 
     def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
-        cols = "key, value, version" if table.versioned else "key, value"
-        sql_name = quote(self._sql.get(table.name, table.name))
-        first = f"SELECT {cols} FROM {sql_name} ORDER BY key LIMIT ?"
-        rest = f"SELECT {cols} FROM {sql_name} WHERE key > ? ORDER BY key LIMIT ?"
-        page = max(1, min(max_records, 10_000))
-        pending: list = []
-        done = False
-        try:
-            while True:
-                batch, size = [], 0
-                while len(batch) < max_records and size < max_bytes:
-                    if not pending:
-                        if done:
-                            break
-                        args = (page,) if after is None else (after, page)
-                        pending = self.conn.execute(first if after is None else rest, args).fetchall()
-                        pending.reverse()
-                        done = len(pending) < page
-                        if not pending:
-                            break
-                    row = pending.pop()
-                    after = row[0]
-                    batch.append(row)
-                    size += len(row[0]) + len(row[1])
-                if not batch:
-                    return
-                yield fix_versions(batch) if table.versioned else batch
-        except StateMigrateError:
-            raise
-        except Exception as exc:
-            raise map_error(exc, self.path, f"reading table {table.name!r}", source=True) from exc
+        return page_batches(self.conn, self.path, self._sql.get(table.name, table.name), table, after,
+                            max_records, max_bytes, source=True)
 
     def close(self) -> None:
         conn = getattr(self, "conn", None)
@@ -234,6 +242,7 @@ class DbapiSqlWriter(Writer):
         self.path = path
         self.conn = conn
         self.layout = engine.layout
+        self._in_tx = False
         try:
             for pragma in engine.writer_pragmas:
                 conn.execute(pragma).fetchall()
@@ -243,6 +252,14 @@ class DbapiSqlWriter(Writer):
             raise map_error(exc, path, "opening for writing", source=False) from exc
 
     def _tx(self, work: Callable[[], None], doing: str) -> None:
+        if self._in_tx:  # inside transaction(): join it; its end commits or rolls back
+            try:
+                work()
+            except StateMigrateError:
+                raise
+            except Exception as exc:
+                raise map_error(exc, self.path, doing, source=False) from exc
+            return
         try:
             self.conn.execute("BEGIN")
             work()
@@ -306,6 +323,77 @@ class DbapiSqlWriter(Writer):
     def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
         self._tx(lambda: self._put_meta(metadata), "writing metadata")
 
+    # In-place methods (schema upgrades): everything runs on this one connection, so
+    # reads inside transaction() see the transaction's own writes.
+
+    def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
+        return page_batches(self.conn, self.path, self.engine.sql_name(table.name), table, after,
+                            max_records, max_bytes, source=False)
+
+    def drop_table(self, name: str) -> None:
+        sql_name = self.engine.sql_name(name)
+
+        def work() -> None:
+            self.conn.execute(f"DROP TABLE IF EXISTS {quote(sql_name)}")
+            self.conn.execute(SqlLayout.META_DELETE, (NAME_PREFIX + sql_name,))
+
+        self._tx(work, f"dropping table {name!r}")
+
+    def rename_table(self, old: str, new: str) -> None:
+        old_sql, new_sql = self.engine.sql_name(old), self.engine.sql_name(new)
+
+        def work() -> None:
+            self.conn.execute(f"ALTER TABLE {quote(old_sql)} RENAME TO {quote(new_sql)}")
+            self.conn.execute(SqlLayout.META_DELETE, (NAME_PREFIX + old_sql,))
+            if new_sql != new:
+                self.conn.execute(SqlLayout.META_PUT, (NAME_PREFIX + new_sql, new.encode("utf-8")))
+
+        self._tx(work, f"renaming table {old!r}")
+
+    def execute_sql(self, sql: str) -> None:
+        """Run SQL text (``op.execute``) inside the current transaction."""
+        self._tx(lambda: self.conn.execute(sql).fetchall(), "running SQL")
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE … COMMIT around the block: DDL, records and metadata in one commit."""
+        try:
+            self.conn.execute("PRAGMA synchronous=FULL").fetchall()  # the user's own file now
+            self.conn.execute("BEGIN IMMEDIATE")
+        except Exception as exc:
+            raise map_error(exc, self.path, "starting a transaction", source=False) from exc
+        self._in_tx = True
+        try:
+            yield
+        except BaseException:
+            self._in_tx = False
+            try:
+                self.conn.execute("ROLLBACK")
+            except Exception:  # noqa: BLE001 - the failure may have ended it
+                pass
+            raise
+        self._in_tx = False
+        try:
+            self.conn.execute("COMMIT")
+        except Exception as exc:
+            try:
+                self.conn.execute("ROLLBACK")
+            except Exception:  # noqa: BLE001
+                pass
+            raise map_error(exc, self.path, "committing", source=False) from exc
+
+    def sync(self) -> None:
+        """Commits so far on disk: a checkpoint syncs what synchronous=OFF left unsynced.
+
+        Inside :meth:`transaction` nothing is committed yet (it commits with synchronous=FULL).
+        """
+        if self._in_tx:
+            return
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(FULL)").fetchall()
+        except Exception as exc:
+            raise map_error(exc, self.path, "syncing", source=False) from exc
+
     def finish(self) -> None:
         try:
             for pragma in self.engine.finish_pragmas:
@@ -368,6 +456,9 @@ class LibsqlEngine(DbapiSqlEngine):
         multi_process_readers=True,
         directory=False,
         sql=True,
+        in_place=True,
+        transactional_ddl=True,
+        rename_table=True,
     )
     space_factor = 1.6
     # WAL keeps each committed batch whole across a kill of this process; finish()

@@ -113,6 +113,9 @@ class TursoEngine(DbapiSqlEngine):
         multi_process_readers=False,
         directory=False,
         sql=True,
+        in_place=True,
+        transactional_ddl=True,
+        rename_table=True,
     )
     layout = TursoLayout
     space_factor = 2.0
