@@ -173,11 +173,14 @@ def test_fixture_records_match_what_redb_itself_reads(fmt):
 def test_typed_table_meta_carries_types_widths_and_classification():
     with RedbEngine.open_reader(FIXTURES / FILES[3]) as reader:
         meta = {t.name: t.meta.get("redb") for t in reader.tables()}
-    assert meta["tuple_fixed"]["key"] == {"name": "(u32,i16)", "class": "Internal3", "width": 6}
-    assert meta["tuple_fixed"]["value"] == {"name": "[u8;4]", "class": "Internal3", "width": 4}
-    assert meta["u64_keys"]["key"] == {"name": "u64", "class": "Internal", "width": 8}
-    assert meta["custom_fixed"]["key"] == {"name": "fixture::RevId", "class": "UserDefined", "width": 8}
+    assert meta["tuple_fixed"]["key"] == {"name": "(u32,i16)", "class": "Internal3", "width": 6, "legacy": False}
+    assert meta["tuple_fixed"]["value"] == {"name": "[u8;4]", "class": "Internal3", "width": 4, "legacy": False}
+    assert meta["u64_keys"]["key"] == {"name": "u64", "class": "Internal", "width": 8, "legacy": False}
+    assert meta["custom_fixed"]["key"] == {"name": "fixture::RevId", "class": "UserDefined", "width": 8, "legacy": False}
     assert meta["custom_var"]["key"]["width"] is None
+    with RedbEngine.open_reader(FIXTURES / FILES[2]) as reader:
+        old = {t.name: t.meta.get("redb") for t in reader.tables()}
+    assert old["tuple_var"]["key"] == {"name": "(u64,&str,Option<u8>)", "class": "Internal", "width": None, "legacy": True}
 
 
 @pytest.mark.parametrize(

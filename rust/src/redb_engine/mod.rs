@@ -215,7 +215,9 @@ fn desc_to_py<'py>(py: Python<'py>, d: &TableDesc, format: u8) -> PyResult<Bound
         td.set_item("name", &t.name)?;
         td.set_item("class", &t.class)?;
         td.set_item("width", t.width)?;
-        td.set_item("legacy", legacy_tuples(format, t))?;
+        // Only built-in composites have a tuple layout to speak of.
+        let composite = t.class != "UserDefined" && is_composite(&t.name);
+        td.set_item("legacy", composite && legacy_tuples(format, t))?;
         out.set_item(field, td)?;
     }
     Ok(out)
