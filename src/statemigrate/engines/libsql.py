@@ -463,7 +463,8 @@ class LibsqlEngine(DbapiSqlEngine):
     space_factor = 1.6
     # WAL keeps each committed batch whole across a kill of this process; finish()
     # checkpoints and leaves a self-contained file in rollback-journal mode.
-    writer_pragmas = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=OFF", "PRAGMA busy_timeout=2000")
+    writer_pragmas = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=OFF", "PRAGMA busy_timeout=2000",
+                      "PRAGMA cache_size=-65536", "PRAGMA wal_autocheckpoint=10000")
     finish_pragmas = ("PRAGMA wal_checkpoint(TRUNCATE)", "PRAGMA journal_mode=DELETE", "PRAGMA synchronous=FULL")
 
     @classmethod
