@@ -9,6 +9,11 @@ use super::NErr;
 
 const RUN_BYTES: usize = 64 << 20;
 
+/// The run size: `RUN_BYTES`, or `STATEMIGRATE_REDB_SORT_RUN_BYTES` (tests make it tiny).
+fn run_bytes() -> usize {
+    std::env::var("STATEMIGRATE_REDB_SORT_RUN_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(RUN_BYTES)
+}
+
 pub type Pair = (Vec<u8>, Vec<u8>);
 
 fn io(e: std::io::Error) -> NErr {
@@ -44,7 +49,7 @@ pub struct Sorter {
     heap: BinaryHeap<Reverse<(Vec<u8>, usize, Vec<u8>)>>,
     mem: std::vec::IntoIter<Pair>,
     merging: bool,
-    pub spilled: usize,
+    run_bytes: usize,
 }
 
 impl Sorter {
@@ -56,14 +61,14 @@ impl Sorter {
             heap: BinaryHeap::new(),
             mem: Vec::new().into_iter(),
             merging: false,
-            spilled: 0,
+            run_bytes: run_bytes(),
         }
     }
 
     pub fn push(&mut self, k: &[u8], v: &[u8]) -> Result<(), NErr> {
         self.bytes += k.len() + v.len() + 48;
         self.buf.push((k.to_vec(), v.to_vec()));
-        if self.bytes >= RUN_BYTES {
+        if self.bytes >= self.run_bytes {
             self.spill()?;
         }
         Ok(())
@@ -84,7 +89,6 @@ impl Sorter {
         f.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
         self.runs.push(Run { r: BufReader::new(f) });
         self.bytes = 0;
-        self.spilled += 1;
         Ok(())
     }
 
