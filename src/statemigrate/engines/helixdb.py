@@ -184,6 +184,67 @@ def private_copy(path: Path, into: Path) -> Path:
     return dest
 
 
+def decode_rows(path: Path, rows: list[dict[str, Any]], last: str | None, table: TableInfo) -> list[Record]:
+    """Records of one page, refusing a page that is not strictly ascending after ``last``."""
+    out: list[Record] = []
+    prev = last
+    for r in rows:
+        k = r["k"]
+        if prev is not None and not k > prev:
+            raise SourceError(
+                f"{path}: HelixDB returned table {table.name!r} out of key order "
+                f"({k[:32]!r} after {prev[:32]!r}); refusing to convert it"
+            )
+        prev = k
+        if table.versioned:
+            ver = int(r["ver"])
+            out.append((bytes.fromhex(k), base64.b64decode(r["v"]), ver + U64 if ver < 0 else ver))
+        else:
+            out.append((bytes.fromhex(k), base64.b64decode(r["v"])))
+    return out
+
+
+def read_table(hx: _Helix, path: Path, table: TableInfo, after: bytes | None, max_records: int,
+               max_bytes: int, *, source: bool) -> Iterator[Batch]:
+    """Batches of a table through its range index: pages of ``k > last``, sized to the records."""
+    helix = hx.helix
+    label = label_of(table.name)
+    props = ["k", "v", "ver"] if table.versioned else ["k", "v"]
+    last = after.hex() if after is not None else None
+    size = max(1, min(max_records, FIRST_PAGE))
+    pending: list[Record] = []
+    done = False
+    try:
+        while True:
+            batch: list[Record] = []
+            nbytes = 0
+            while len(batch) < max_records and nbytes < max_bytes:
+                if not pending:
+                    if done:
+                        break
+                    where = helix.SourcePredicate.gte("k", "") if last is None else helix.SourcePredicate.gt("k", last)
+                    rows = hx.read("o", helix.g().n_with_label_where(label, where).limit(size).value_map(props))
+                    done = len(rows) < size
+                    pending = decode_rows(path, rows, last, table)
+                    if pending:
+                        last = pending[-1][0].hex()
+                        avg = max(1, sum(len(r[0]) + len(r[1]) for r in pending) // len(pending))
+                        size = max(1, min(MAX_PAGE, max_records, max_bytes // avg))
+                    pending.reverse()
+                    if not pending:
+                        break
+                rec = pending.pop()
+                batch.append(rec)
+                nbytes += len(rec[0]) + len(rec[1])
+            if not batch:
+                return
+            yield batch
+    except StateMigrateError:
+        raise
+    except Exception as exc:
+        raise _map(exc, path, f"reading table {table.name!r}", source=source) from exc
+
+
 class HelixdbReader(Reader):
     """Reads a private image of the store through ``Client.embedded_reader``.
 
@@ -222,65 +283,12 @@ class HelixdbReader(Reader):
         for batch in self.read_batches(table, after):
             yield from batch
 
-    def _page(self, label: str, last: str | None, size: int, versioned: bool) -> list[dict[str, Any]]:
-        assert self.hx is not None
-        helix = self.hx.helix
-        where = helix.SourcePredicate.gte("k", "") if last is None else helix.SourcePredicate.gt("k", last)
-        props = ["k", "v", "ver"] if versioned else ["k", "v"]
-        return self.hx.read("o", helix.g().n_with_label_where(label, where).limit(size).value_map(props))  # type: ignore[no-any-return]
-
     def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
-        label = label_of(table.name)
-        last = after.hex() if after is not None else None
-        size = max(1, min(max_records, FIRST_PAGE))
-        pending: list[Record] = []
-        done = False
-        try:
-            while True:
-                batch: list[Record] = []
-                nbytes = 0
-                while len(batch) < max_records and nbytes < max_bytes:
-                    if not pending:
-                        if done:
-                            break
-                        rows = self._page(label, last, size, table.versioned)
-                        done = len(rows) < size
-                        pending = self._decode(rows, last, table)
-                        if pending:
-                            last = pending[-1][0].hex()
-                            avg = max(1, sum(len(r[0]) + len(r[1]) for r in pending) // len(pending))
-                            size = max(1, min(MAX_PAGE, max_records, max_bytes // avg))
-                        pending.reverse()
-                        if not pending:
-                            break
-                    rec = pending.pop()
-                    batch.append(rec)
-                    nbytes += len(rec[0]) + len(rec[1])
-                if not batch:
-                    return
-                yield batch
-        except StateMigrateError:
-            raise
-        except Exception as exc:
-            raise _map(exc, self.path, f"reading table {table.name!r}", source=True) from exc
+        assert self.hx is not None
+        return read_table(self.hx, self.path, table, after, max_records, max_bytes, source=True)
 
     def _decode(self, rows: list[dict[str, Any]], last: str | None, table: TableInfo) -> list[Record]:
-        out: list[Record] = []
-        prev = last
-        for r in rows:
-            k = r["k"]
-            if prev is not None and not k > prev:
-                raise SourceError(
-                    f"{self.path}: HelixDB returned table {table.name!r} out of key order "
-                    f"({k[:32]!r} after {prev[:32]!r}); refusing to convert it"
-                )
-            prev = k
-            if table.versioned:
-                ver = int(r["ver"])
-                out.append((bytes.fromhex(k), base64.b64decode(r["v"]), ver + U64 if ver < 0 else ver))
-            else:
-                out.append((bytes.fromhex(k), base64.b64decode(r["v"])))
-        return out
+        return decode_rows(self.path, rows, last, table)
 
     def close(self) -> None:
         try:
@@ -416,6 +424,25 @@ class HelixdbWriter(Writer):
         self._run(query, "writing metadata", **params)
         self._commit_meta(metadata)
 
+    # In-place methods (schema upgrades); no multi-step transaction (each write batch
+    # commits on its own), so upgrades stage their work and rename by copying.
+
+    def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
+        entry = _registry(self._meta).get(label_of(table.name))
+        if entry is not None:
+            _wait_for_indexes(self.hx, [entry], self.path, source=False)
+        return read_table(self.hx, self.path, table, after, max_records, max_bytes, source=False)
+
+    def drop_table(self, name: str) -> None:
+        label = label_of(name)
+        if TABLE_PREFIX + label not in self._meta:
+            return
+        # The range index stays: a table created again under the name finds it active.
+        query = self.helix.write_batch().var_as("x", self.helix.g().n_with_label(label).drop())
+        query, params = self._with_meta(query, {TABLE_PREFIX + label: None})
+        self._run(query, f"dropping table {name!r}", **params)
+        self._commit_meta({TABLE_PREFIX + label: None})
+
     def finish(self) -> None:
         try:
             _wait_for_indexes(self.hx, list(_registry(self._meta).values()), self.path, source=False)
@@ -446,6 +473,7 @@ class HelixdbEngine(Engine):
         read_only_open=True,
         multi_process_readers=True,
         directory=True,
+        in_place=True,
     )
     # Measured: about 10x the payload on disk (hex keys, base64 values, index, WAL).
     space_factor = 12.0
