@@ -18,10 +18,11 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
-Source = Iterator[tuple[str, bool, Iterator]]
+Source = Iterator[tuple[str, bool, Any]]
 U64 = 2**64
 
 
@@ -32,14 +33,21 @@ def _versions(rows: Any, versioned: bool) -> Any:
 
 # --- LMDB: putmulti(append=True), one write transaction per table ---------------------
 
+
 def lmdb_load(path: Path, source: Source) -> int:
     import lmdb
 
-    env = lmdb.open(str(path), subdir=True, max_dbs=64, map_size=1 << 36, sync=False, metasync=False)
+    env = lmdb.open(
+        str(path), subdir=True, max_dbs=64, map_size=1 << 36, sync=False, metasync=False
+    )
     n = 0
     for name, versioned, rows in source:
         db = env.open_db(name.encode())
-        pairs = ((k, ver.to_bytes(8, "big") + v) for k, v, ver in _versions(rows, True)) if versioned else rows
+        pairs = (
+            ((k, ver.to_bytes(8, "big") + v) for k, v, ver in _versions(rows, True))
+            if versioned
+            else rows
+        )
         with env.begin(write=True) as txn:
             n += txn.cursor(db).putmulti(pairs, append=True)[1]
     env.sync(True)
@@ -62,6 +70,7 @@ def lmdb_scan_count(path: Path) -> int:
 
 # --- libSQL and Turso: executemany in one transaction, journal off --------------------
 
+
 def _counted(rows: Any, count: list[int]) -> Iterator:
     for r in rows:
         count[0] += 1
@@ -75,8 +84,14 @@ def _sql_load(conn: Any, source: Source, without_rowid: bool, as_list: bool) -> 
     for name, versioned, rows in source:
         extra = ", version INTEGER NOT NULL" if versioned else ""
         tail = " WITHOUT ROWID" if without_rowid else ""
-        conn.execute(f'CREATE TABLE "{name}" (key BLOB PRIMARY KEY NOT NULL, value BLOB NOT NULL{extra}){tail}')
-        q = "?, ?, CAST(? AS INTEGER)" if versioned and as_list else ("?, ?, ?" if versioned else "?, ?")
+        conn.execute(
+            f'CREATE TABLE "{name}" (key BLOB PRIMARY KEY NOT NULL, value BLOB NOT NULL{extra}){tail}'
+        )
+        q = (
+            "?, ?, CAST(? AS INTEGER)"
+            if versioned and as_list
+            else ("?, ?, ?" if versioned else "?, ?")
+        )
         rows = [(k, v, str(ver)) for k, v, ver in rows] if versioned and as_list else rows
         if as_list:  # libSQL's executemany wants a list
             rows = list(rows)
@@ -90,8 +105,13 @@ def _sql_load(conn: Any, source: Source, without_rowid: bool, as_list: bool) -> 
 
 
 def _sql_scan_count(conn: Any) -> int:
-    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type='table' AND name NOT IN "
-                                        "('__statemigrate__','alembic_version')").fetchall()]
+    names = [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type='table' AND name NOT IN "
+            "('__statemigrate__','alembic_version')"
+        ).fetchall()
+    ]
     n = 0
     for name in names:
         cur = conn.execute(f'SELECT * FROM "{name}" ORDER BY key')
@@ -143,6 +163,7 @@ def turso_scan_count(path: Path) -> int:
 
 # --- HelixDB: write_batch().for_each_param in pages, ordered range reads ---------------
 
+
 def helixdb_load(path: Path, source: Source, page: int = 2_000) -> int:
     from helixdb import Client, Disk, IndexSpec, PropertyInput, g, write_batch
 
@@ -151,19 +172,37 @@ def helixdb_load(path: Path, source: Source, page: int = 2_000) -> int:
     n = 0
     for name, versioned, rows in source:
         label = "t" + name.encode().hex()
-        client.query(write_batch().var_as("ix", g().create_index_if_not_exists(IndexSpec.node_range(label, "k")))
-                     .to_query_request())
-        entry = base64.b64encode(json.dumps({"name": name, "kind": "versioned" if versioned else "plain"}).encode())
-        client.query(write_batch().var_as("m", g().add_n("__statemigrate__", [
-            ("key", PropertyInput.value("helixdb.table:" + label)), ("value", PropertyInput.value(entry.decode()))]))
-            .to_query_request())
+        client.query(
+            write_batch()
+            .var_as("ix", g().create_index_if_not_exists(IndexSpec.node_range(label, "k")))
+            .to_query_request()
+        )
+        entry = base64.b64encode(
+            json.dumps({"name": name, "kind": "versioned" if versioned else "plain"}).encode()
+        )
+        client.query(
+            write_batch()
+            .var_as(
+                "m",
+                g().add_n(
+                    "__statemigrate__",
+                    [
+                        ("key", PropertyInput.value("helixdb.table:" + label)),
+                        ("value", PropertyInput.value(entry.decode())),
+                    ],
+                ),
+            )
+            .to_query_request()
+        )
         props = [("k", PropertyInput.param("k")), ("v", PropertyInput.param("v"))]
         if versioned:
             props.append(("ver", PropertyInput.param("ver")))
-        query = write_batch().for_each_param("rows", write_batch().var_as("n", g().add_n(label, props)))
+        query = write_batch().for_each_param(
+            "rows", write_batch().var_as("n", g().add_n(label, props))
+        )
         chunk: list = []
 
-        def flush() -> None:
+        def flush(query: Any = query, chunk: list = chunk) -> None:
             client.query(query.to_query_request().with_untyped_parameter("rows", chunk))
 
         for r in rows:
@@ -172,11 +211,11 @@ def helixdb_load(path: Path, source: Source, page: int = 2_000) -> int:
                 row["ver"] = r[2]
             chunk.append(row)
             if len(chunk) == page:
-                flush()
+                flush(query, chunk)
                 n += len(chunk)
                 chunk = []
         if chunk:
-            flush()
+            flush(query, chunk)
             n += len(chunk)
     client.close()
     return n
@@ -187,19 +226,29 @@ def helixdb_scan_count(path: Path, page: int = 1_000) -> int:
 
     client = Client.embedded_reader(Disk(str(path.parent.absolute()), path.name))
     labels = set()
-    rows = client.query(read_batch().var_as("m", g().n_with_label("__statemigrate__").value_map(["key"]))
-                        .returning(["m"]).to_query_request())["m"]
+    rows = client.query(
+        read_batch()
+        .var_as("m", g().n_with_label("__statemigrate__").value_map(["key"]))
+        .returning(["m"])
+        .to_query_request()
+    )["m"]
     for r in rows:
         if r["key"].startswith("helixdb.table:"):
-            labels.add(r["key"][len("helixdb.table:"):])
+            labels.add(r["key"][len("helixdb.table:") :])
     n = 0
     for label in sorted(labels):
         last = None
         while True:
             where = SourcePredicate.gte("k", "") if last is None else SourcePredicate.gt("k", last)
-            got = client.query(read_batch().var_as("o", g().n_with_label_where(label, where).limit(page)
-                                                   .value_map(["k", "v", "ver"])).returning(["o"])
-                               .to_query_request())["o"]
+            got = client.query(
+                read_batch()
+                .var_as(
+                    "o",
+                    g().n_with_label_where(label, where).limit(page).value_map(["k", "v", "ver"]),
+                )
+                .returning(["o"])
+                .to_query_request()
+            )["o"]
             for r in got:
                 base64.b64decode(r["v"])
             n += len(got)
@@ -240,7 +289,7 @@ def main() -> None:
         def source() -> Source:
             return ((t, v, list(rows)) for t, v, rows in B.sqlite_scan(src) if t in tables)
 
-        total = sum(len(rows) for _t, _v, rows in source())
+        total: int = sum(len(rows) for _t, _v, rows in source())
         payload = store_size(src)
         print(f"records {total:,} (sqlite source {payload:,} bytes)")
         for name in args.engines.split(","):
@@ -256,10 +305,14 @@ def main() -> None:
             t0 = time.perf_counter()
             convert(str(src), f"{name}:{out}", tables=tables)
             t_conv = time.perf_counter() - t0
-            print(f"{name:8} bulk load {n / t_load:10,.0f} rec/s   scan {total / t_scan:10,.0f} rec/s   "
-                  f"convert (verified) {total / t_conv:10,.0f} rec/s   ratio convert/(load+scan) "
-                  f"{(t_load + t_scan) / t_conv:.2f}   size {store_size(out) / payload:.1f}x the sqlite file")
-            shutil.rmtree(base, ignore_errors=True) if base.is_dir() else base.unlink(missing_ok=True)
+            print(
+                f"{name:8} bulk load {n / t_load:10,.0f} rec/s   scan {total / t_scan:10,.0f} rec/s   "
+                f"convert (verified) {total / t_conv:10,.0f} rec/s   ratio convert/(load+scan) "
+                f"{(t_load + t_scan) / t_conv:.2f}   size {store_size(out) / payload:.1f}x the sqlite file"
+            )
+            shutil.rmtree(base, ignore_errors=True) if base.is_dir() else base.unlink(
+                missing_ok=True
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -47,11 +47,20 @@ def test_keys_come_back_ascending_whatever_the_insertion_order(tmp_path):
     keys = list({rnd.randbytes(rnd.randint(0, 6)) for _ in range(1500)})
     rnd.shuffle(keys)  # written straight through the driver, in random order
     client = Client.embedded(Disk(str(tmp_path), "s.helixdb"))
-    body = write_batch().var_as("n", g().add_n(label_of("t"), [("k", PropertyInput.param("k")),
-                                                                 ("v", PropertyInput.param("v"))]))
+    body = write_batch().var_as(
+        "n",
+        g().add_n(
+            label_of("t"), [("k", PropertyInput.param("k")), ("v", PropertyInput.param("v"))]
+        ),
+    )
     for i in range(0, len(keys), 500):
-        rows = [{"k": k.hex(), "v": base64.b64encode(k).decode()} for k in keys[i:i + 500]]
-        client.query(write_batch().for_each_param("rows", body).to_query_request().with_untyped_parameter("rows", rows))
+        rows = [{"k": k.hex(), "v": base64.b64encode(k).decode()} for k in keys[i : i + 500]]
+        client.query(
+            write_batch()
+            .for_each_param("rows", body)
+            .to_query_request()
+            .with_untyped_parameter("rows", rows)
+        )
     client.close()
     with HelixdbEngine.open_reader(path) as reader:
         (table,) = reader.tables()
@@ -72,15 +81,23 @@ def test_an_out_of_order_answer_is_refused(tmp_path):
 def test_works_under_a_running_event_loop(tmp_path):
     async def app() -> dict:
         # The driver's synchronous client refuses to run here; the engine uses a private thread.
-        path = write_store(HelixdbEngine, tmp_path / "s.helixdb", {TableInfo("t", TableKind.VERSIONED): [(b"k", b"v", 3)]})
+        path = write_store(
+            HelixdbEngine,
+            tmp_path / "s.helixdb",
+            {TableInfo("t", TableKind.VERSIONED): [(b"k", b"v", 3)]},
+        )
         return read_store(HelixdbEngine, path)
 
     assert asyncio.run(app())["tables"] == {"t": ("versioned", [(b"k", b"v", 3)])}
 
 
 def _child(code: str, path: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -93,9 +110,12 @@ def _release(proc: subprocess.Popen) -> None:
 
 def test_a_second_statemigrate_writer_is_busy(tmp_path):
     path = write_store(HelixdbEngine, tmp_path / "s.helixdb", {TableInfo("t"): [(b"a", b"1")]})
-    proc = _child("import sys\nfrom pathlib import Path\nfrom statemigrate.engines.helixdb import HelixdbEngine\n"
-                  "w = HelixdbEngine.open_writer(Path(sys.argv[1]))\nprint('ready', flush=True)\nsys.stdin.read()\n"
-                  "w.close()\n", path)
+    proc = _child(
+        "import sys\nfrom pathlib import Path\nfrom statemigrate.engines.helixdb import HelixdbEngine\n"
+        "w = HelixdbEngine.open_writer(Path(sys.argv[1]))\nprint('ready', flush=True)\nsys.stdin.read()\n"
+        "w.close()\n",
+        path,
+    )
     try:
         with pytest.raises(StoreBusyError, match=f"pid {proc.pid}") as err:
             HelixdbEngine.open_writer(path)
@@ -108,9 +128,12 @@ def test_a_writer_taken_over_by_another_client_fails_busy(tmp_path):
     path = write_store(HelixdbEngine, tmp_path / "s.helixdb", {TableInfo("t"): [(b"a", b"1")]})
     w = HelixdbEngine.open_writer(path)
     try:
-        proc = _child("import sys\nfrom pathlib import Path\nfrom helixdb import Client, Disk\n"
-                      "p = Path(sys.argv[1])\nc = Client.embedded(Disk(str(p.parent), p.name))\n"
-                      "print('ready', flush=True)\nsys.stdin.read()\nc.close()\n", path)
+        proc = _child(
+            "import sys\nfrom pathlib import Path\nfrom helixdb import Client, Disk\n"
+            "p = Path(sys.argv[1])\nc = Client.embedded(Disk(str(p.parent), p.name))\n"
+            "print('ready', flush=True)\nsys.stdin.read()\nc.close()\n",
+            path,
+        )
         try:
             with pytest.raises(StoreBusyError, match="another HelixDB client") as err:
                 w.write_batch(TableInfo("t"), [(b"b", b"2")])
@@ -130,7 +153,11 @@ def test_labels_are_reversible_and_plain():
 
 def test_space_factor_covers_the_measured_footprint():
     src = FIXTURES / "helixdb" / "app.helixdb"
-    payload = sum(len(r[0]) + len(r[1]) for t in read_store(HelixdbEngine, src)["tables"].values() for r in t[1])
+    payload = sum(
+        len(r[0]) + len(r[1])
+        for t in read_store(HelixdbEngine, src)["tables"].values()
+        for r in t[1]
+    )
     assert store_size(src) / payload < HelixdbEngine.space_factor
 
 

@@ -23,10 +23,16 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def _hold_exclusive(path: Path) -> subprocess.Popen:
-    code = ("import apsw, sys\nc = apsw.Connection(sys.argv[1])\nc.execute('BEGIN EXCLUSIVE')\n"
-            "print('ready', flush=True)\nsys.stdin.read()\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
+    code = (
+        "import apsw, sys\nc = apsw.Connection(sys.argv[1])\nc.execute('BEGIN EXCLUSIVE')\n"
+        "print('ready', flush=True)\nsys.stdin.read()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -56,7 +62,9 @@ def test_versions_over_32_bits_stay_integers(tmp_path):
     # The driver binds such Python ints as REAL (2**63-1 came back as 9.223372036854776e18).
     versions = [0, 2**31, 2**53 + 1, 2**63 - 1, 2**63, MAX_VERSION]
     recs = [(b"%02d" % i, b"v", ver) for i, ver in enumerate(versions)]
-    path = write_store(LibsqlEngine, tmp_path / "v.libsql", {TableInfo("s", TableKind.VERSIONED): recs})
+    path = write_store(
+        LibsqlEngine, tmp_path / "v.libsql", {TableInfo("s", TableKind.VERSIONED): recs}
+    )
     con = apsw.Connection(str(path))
     assert {r[0] for r in con.execute("SELECT typeof(version) FROM s")} == {"integer"}
     con.close()
@@ -90,10 +98,14 @@ def test_driver_errors_map_to_exit_codes_by_message(tmp_path):
     rw.close()
     (tmp_path / "junk.db").write_bytes(b"SQLite format 3\x00" + os.urandom(4000))
     with pytest.raises(ValueError) as corrupt:
-        libsql_experimental.connect(str(tmp_path / "junk.db")).execute("SELECT * FROM sqlite_schema").fetchall()
+        libsql_experimental.connect(str(tmp_path / "junk.db")).execute(
+            "SELECT * FROM sqlite_schema"
+        ).fetchall()
     assert isinstance(map_error(readonly.value, path, "x", source=False), DestinationError)
     assert map_error(readonly.value, path, "x", source=False).exit_code == 5
-    assert "duplicate or out-of-order key" in map_error(unique.value, path, "x", source=False).message
+    assert (
+        "duplicate or out-of-order key" in map_error(unique.value, path, "x", source=False).message
+    )
     assert map_error(corrupt.value, path, "x", source=True).exit_code == 4
 
 

@@ -24,9 +24,13 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 def _hold(script: str, path: Path) -> subprocess.Popen:
     """A child process that runs ``script`` on the store, prints 'ready' and waits for stdin."""
-    code = f"import lmdb, sys\nenv = lmdb.open({str(path)!r}, subdir=True, max_dbs=8)\n{script}\n" \
-           "print('ready', flush=True)\nsys.stdin.read()\n"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    code = (
+        f"import lmdb, sys\nenv = lmdb.open({str(path)!r}, subdir=True, max_dbs=8)\n{script}\n"
+        "print('ready', flush=True)\nsys.stdin.read()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -67,7 +71,11 @@ def test_out_of_order_batch_is_refused_whole(tmp_path):
 
 @pytest.mark.parametrize("key", [b"", b"k" * 512], ids=["empty", "512-bytes"])
 def test_keys_outside_lmdb_limits_are_refused_before_writing(tmp_path, key):
-    src = write_store(get_engine("sqlite"), tmp_path / "a.sqlite", {TableInfo("odd"): [(key, b"v"), (b"ok", b"v")]})
+    src = write_store(
+        get_engine("sqlite"),
+        tmp_path / "a.sqlite",
+        {TableInfo("odd"): [(key, b"v"), (b"ok", b"v")]},
+    )
     dst = tmp_path / "b.lmdb"
     with pytest.raises(DestinationError, match="'odd'") as err:
         convert(str(src), str(dst))
@@ -86,7 +94,9 @@ def test_a_held_write_lock_is_busy_at_once(tmp_path):
     proc = _hold("txn = env.begin(write=True)", path)
     try:
         started = time.monotonic()
-        with pytest.raises(StoreBusyError, match=f"in use by another process \\(pid {proc.pid}\\)") as err:
+        with pytest.raises(
+            StoreBusyError, match=f"in use by another process \\(pid {proc.pid}\\)"
+        ) as err:
             LmdbEngine.open_writer(path)
         assert time.monotonic() - started < 2
         assert err.value.exit_code == 3
@@ -115,7 +125,10 @@ def test_a_write_during_a_lock_free_read_is_caught(tmp_path):
         assert not reader.locked
         batches = reader.read_batches(reader.tables()[0], max_records=100)
         next(batches)
-        proc = _hold("db = env.open_db(b't')\nwith env.begin(write=True) as t: t.put(b'zz', b'new', db=db)", path)
+        proc = _hold(
+            "db = env.open_db(b't')\nwith env.begin(write=True) as t: t.put(b'zz', b'new', db=db)",
+            path,
+        )
         _release(proc)
         with pytest.raises(SourceError, match="wrote to the store while it was being read"):
             list(batches)
@@ -143,18 +156,27 @@ def test_the_map_grows_instead_of_failing(tmp_path, monkeypatch):
 
 
 def test_many_tables_grow_max_dbs(tmp_path):
-    content = {TableInfo(f"t{i:02d}", TableKind.VERSIONED if i % 2 else TableKind.PLAIN):
-               ([(b"k", b"v", i)] if i % 2 else [(b"k", b"v")]) for i in range(40)}
+    content = {
+        TableInfo(f"t{i:02d}", TableKind.VERSIONED if i % 2 else TableKind.PLAIN): (
+            [(b"k", b"v", i)] if i % 2 else [(b"k", b"v")]
+        )
+        for i in range(40)
+    }
     path = write_store(LmdbEngine, tmp_path / "s.lmdb", content)
     got = read_store(LmdbEngine, path)["tables"]
     assert len(got) == 40 and got["t07"] == ("versioned", [(b"k", b"v", 7)])
 
 
 def test_versioned_layout_is_big_endian_version_then_value(tmp_path):
-    path = write_store(LmdbEngine, tmp_path / "s.lmdb", {TableInfo("s", TableKind.VERSIONED): [(b"a", b"xy", 258)]})
+    path = write_store(
+        LmdbEngine, tmp_path / "s.lmdb", {TableInfo("s", TableKind.VERSIONED): [(b"a", b"xy", 258)]}
+    )
     env = lmdb.open(str(path), subdir=True, readonly=True, lock=False, max_dbs=4)
     with env.begin() as txn:
-        assert txn.get(b"a", db=env.open_db(b"s", txn=txn, create=False)) == (258).to_bytes(8, "big") + b"xy"
+        assert (
+            txn.get(b"a", db=env.open_db(b"s", txn=txn, create=False))
+            == (258).to_bytes(8, "big") + b"xy"
+        )
         meta = env.open_db(b"__statemigrate__", txn=txn, create=False)
         assert txn.get(b"kind:s", db=meta) == b"versioned"
     env.close()

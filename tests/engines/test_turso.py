@@ -15,7 +15,7 @@ import turso
 
 from statemigrate import convert, verify
 from statemigrate.engines.turso import TursoEngine
-from statemigrate.errors import SourceError, StoreBusyError
+from statemigrate.errors import DestinationError, SourceError, StoreBusyError
 from statemigrate.model import MAX_VERSION, TableInfo, TableKind
 from statemigrate.testing.stores import read_store, tree_sha256, write_store
 
@@ -29,10 +29,16 @@ def _shell(db: Path, sql: str) -> str:
 
 
 def _hold(path: Path) -> subprocess.Popen:
-    code = ("import turso, sys\nc = turso.connect(sys.argv[1])\nc.execute('SELECT 1').fetchall()\n"
-            "print('ready', flush=True)\nsys.stdin.read()\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
+    code = (
+        "import turso, sys\nc = turso.connect(sys.argv[1])\nc.execute('SELECT 1').fetchall()\n"
+        "print('ready', flush=True)\nsys.stdin.read()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -66,7 +72,7 @@ def test_a_missing_source_creates_nothing(tmp_path):
     # pyturso would create it, or a file literally named '…?mode=ro'.
     with pytest.raises(SourceError):
         TursoEngine.open_reader(tmp_path / "nope.turso")
-    with pytest.raises(Exception):
+    with pytest.raises(DestinationError):
         TursoEngine.open_writer(tmp_path / "nope.turso")
     assert os.listdir(tmp_path) == []
 
@@ -111,7 +117,13 @@ def test_names_differing_only_in_case_are_refused(tmp_path):
 
 def test_versions_round_trip_at_the_extremes(tmp_path):
     recs = [(b"a", b"", 0), (b"b", b"x", 2**63 - 1), (b"c", b"y", 2**63), (b"d", b"z", MAX_VERSION)]
-    path = write_store(TursoEngine, tmp_path / "v.turso", {TableInfo("s", TableKind.VERSIONED): recs})
+    path = write_store(
+        TursoEngine, tmp_path / "v.turso", {TableInfo("s", TableKind.VERSIONED): recs}
+    )
     assert _shell(path, "SELECT version FROM s ORDER BY key;").split() == [
-        "0", "9223372036854775807", "-9223372036854775808", "-1"]
+        "0",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "-1",
+    ]
     assert read_store(TursoEngine, path)["tables"]["s"][1] == recs

@@ -41,9 +41,10 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from ..errors import DestinationError, SourceError, StateMigrateError, StoreBusyError
 from ..locks import busy_message, fcntl_holder
@@ -73,8 +74,10 @@ def _map(exc: BaseException, path: Path, doing: str, *, source: bool) -> StateMi
     text = _msg(exc)
     low = text.lower()
     if "newer db client" in low or "fenced" in low:
-        return StoreBusyError(f"{path}: store is in use by another process (another HelixDB client "
-                              f"opened it for writing while {doing})")
+        return StoreBusyError(
+            f"{path}: store is in use by another process (another HelixDB client "
+            f"opened it for writing while {doing})"
+        )
     if "no space" in low or "disk full" in low:
         return DestinationError(f"{path}: disk full ({text})")
     if source:
@@ -93,11 +96,21 @@ def other_helix_process(path: Path) -> int | None:
             with open(f"/proc/{entry.name}/maps", "rb") as f:
                 if b"helixdb" not in f.read():
                     continue
-            cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cmdline = (
+                Path(f"/proc/{entry.name}/cmdline")
+                .read_bytes()
+                .replace(b"\0", b" ")
+                .decode(errors="replace")
+            )
             cwd = os.readlink(f"/proc/{entry.name}/cwd")
         except OSError:
             continue
-        if target in cmdline or path.name in cmdline.split() or cwd == target or cwd.startswith(target + "/"):
+        if (
+            target in cmdline
+            or path.name in cmdline.split()
+            or cwd == target
+            or cwd.startswith(target + "/")
+        ):
             return int(entry.name)
     return None
 
@@ -105,7 +118,7 @@ def other_helix_process(path: Path) -> int | None:
 class _Helix:
     """A HelixDB client whose every call runs on one private thread."""
 
-    def __init__(self, engine: type["HelixdbEngine"], path: Path, *, reader: bool):
+    def __init__(self, engine: type[HelixdbEngine], path: Path, *, reader: bool):
         self.helix = engine.require_driver()
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statemigrate-helixdb")
         self.client: Any = None
@@ -145,10 +158,14 @@ def _read_meta(hx: _Helix) -> dict[str, bytes]:
 
 
 def _registry(meta: Mapping[str, bytes]) -> dict[str, dict[str, Any]]:
-    return {k[len(TABLE_PREFIX):]: json.loads(v) for k, v in meta.items() if k.startswith(TABLE_PREFIX)}
+    return {
+        k[len(TABLE_PREFIX) :]: json.loads(v) for k, v in meta.items() if k.startswith(TABLE_PREFIX)
+    }
 
 
-def _wait_for_indexes(hx: _Helix, tables: list[dict[str, Any]], path: Path, *, source: bool) -> None:
+def _wait_for_indexes(
+    hx: _Helix, tables: list[dict[str, Any]], path: Path, *, source: bool
+) -> None:
     """Wait until every table's range index is built (reads are ordered only through it)."""
     g = hx.helix.g
     deadline = time.monotonic() + INDEX_WAIT_SECONDS
@@ -161,7 +178,9 @@ def _wait_for_indexes(hx: _Helix, tables: list[dict[str, Any]], path: Path, *, s
                 break
             if state in ("aborted", "failed") or time.monotonic() > deadline:
                 err = SourceError if source else DestinationError
-                raise err(f"{path}: the key index of table {entry['name']!r} is not usable ({state})")
+                raise err(
+                    f"{path}: the key index of table {entry['name']!r} is not usable ({state})"
+                )
             time.sleep(0.05)
 
 
@@ -184,7 +203,9 @@ def private_copy(path: Path, into: Path) -> Path:
     return dest
 
 
-def decode_rows(path: Path, rows: list[dict[str, Any]], last: str | None, table: TableInfo) -> list[Record]:
+def decode_rows(
+    path: Path, rows: list[dict[str, Any]], last: str | None, table: TableInfo
+) -> list[Record]:
     """Records of one page, refusing a page that is not strictly ascending after ``last``."""
     out: list[Record] = []
     prev = last
@@ -204,8 +225,16 @@ def decode_rows(path: Path, rows: list[dict[str, Any]], last: str | None, table:
     return out
 
 
-def read_table(hx: _Helix, path: Path, table: TableInfo, after: bytes | None, max_records: int,
-               max_bytes: int, *, source: bool) -> Iterator[Batch]:
+def read_table(
+    hx: _Helix,
+    path: Path,
+    table: TableInfo,
+    after: bytes | None,
+    max_records: int,
+    max_bytes: int,
+    *,
+    source: bool,
+) -> Iterator[Batch]:
     """Batches of a table through its range index: pages of ``k > last``, sized to the records."""
     helix = hx.helix
     label = label_of(table.name)
@@ -222,8 +251,14 @@ def read_table(hx: _Helix, path: Path, table: TableInfo, after: bytes | None, ma
                 if not pending:
                     if done:
                         break
-                    where = helix.SourcePredicate.gte("k", "") if last is None else helix.SourcePredicate.gt("k", last)
-                    rows = hx.read("o", helix.g().n_with_label_where(label, where).limit(size).value_map(props))
+                    where = (
+                        helix.SourcePredicate.gte("k", "")
+                        if last is None
+                        else helix.SourcePredicate.gt("k", last)
+                    )
+                    rows = hx.read(
+                        "o", helix.g().n_with_label_where(label, where).limit(size).value_map(props)
+                    )
                     done = len(rows) < size
                     pending = decode_rows(path, rows, last, table)
                     if pending:
@@ -253,7 +288,7 @@ class HelixdbReader(Reader):
     hard links in a private temporary directory, and the source is left byte-identical.
     """
 
-    def __init__(self, engine: type["HelixdbEngine"], path: Path):
+    def __init__(self, engine: type[HelixdbEngine], path: Path):
         self.path = path
         self.hx: _Helix | None = None
         self.tmpdir: str | None = tempfile.mkdtemp(prefix="statemigrate-helixdb-")
@@ -287,7 +322,9 @@ class HelixdbReader(Reader):
         assert self.hx is not None
         return read_table(self.hx, self.path, table, after, max_records, max_bytes, source=True)
 
-    def _decode(self, rows: list[dict[str, Any]], last: str | None, table: TableInfo) -> list[Record]:
+    def _decode(
+        self, rows: list[dict[str, Any]], last: str | None, table: TableInfo
+    ) -> list[Record]:
         return decode_rows(self.path, rows, last, table)
 
     def close(self) -> None:
@@ -304,7 +341,7 @@ class HelixdbReader(Reader):
 class HelixdbWriter(Writer):
     """Each batch is one write batch (records and metadata together)."""
 
-    def __init__(self, engine: type["HelixdbEngine"], path: Path, create: bool):
+    def __init__(self, engine: type[HelixdbEngine], path: Path, create: bool):
         self.path = path
         self.lock_fd: int | None = None
         if create:
@@ -335,7 +372,8 @@ class HelixdbWriter(Writer):
             raise _map(exc, path, "reading metadata", source=False) from exc
         g, PI = self.helix.g, self.helix.PropertyInput
         self._meta_body = self.helix.write_batch().var_as(
-            "m", g().add_n(METADATA_TABLE, [("key", PI.param("key")), ("value", PI.param("value"))]))
+            "m", g().add_n(METADATA_TABLE, [("key", PI.param("key")), ("value", PI.param("value"))])
+        )
 
     def _lock(self) -> None:
         lock = self.path / LOCK_NAME
@@ -366,11 +404,15 @@ class HelixdbWriter(Writer):
         except Exception as exc:
             raise _map(exc, self.path, doing, source=False) from exc
 
-    def _with_meta(self, batch: Any, metadata: Mapping[str, bytes | None]) -> tuple[Any, dict[str, Any]]:
+    def _with_meta(
+        self, batch: Any, metadata: Mapping[str, bytes | None]
+    ) -> tuple[Any, dict[str, Any]]:
         g, SP = self.helix.g, self.helix.SourcePredicate
         rows = []
         for i, (key, value) in enumerate(metadata.items()):
-            batch = batch.var_as(f"d{i}", g().n_with_label_where(METADATA_TABLE, SP.eq("key", key)).drop())
+            batch = batch.var_as(
+                f"d{i}", g().n_with_label_where(METADATA_TABLE, SP.eq("key", key)).drop()
+            )
             if value is not None:
                 rows.append({"key": key, "value": base64.b64encode(value).decode()})
         params: dict[str, Any] = {}
@@ -396,8 +438,11 @@ class HelixdbWriter(Writer):
         label = label_of(table.name)
         spec = self.helix.IndexSpec.node_range(label, "k")
         try:
-            answer = self.hx.query(self.helix.write_batch().var_as(
-                "ix", self.helix.g().create_index_if_not_exists(spec)).returning(["ix"]))
+            answer = self.hx.query(
+                self.helix.write_batch()
+                .var_as("ix", self.helix.g().create_index_if_not_exists(spec))
+                .returning(["ix"])
+            )
         except Exception as exc:
             raise _map(exc, self.path, f"creating table {table.name!r}", source=False) from exc
         op = answer.get("ix", {}).get("operation_id")
@@ -409,8 +454,14 @@ class HelixdbWriter(Writer):
         props = [("k", PI.param("k")), ("v", PI.param("v"))]
         if table.versioned:
             props.append(("ver", PI.param("ver")))
-            rows = [{"k": k.hex(), "v": base64.b64encode(v).decode(), "ver": ver - U64 if ver > I64_MAX else ver}
-                    for k, v, ver in batch]
+            rows = [
+                {
+                    "k": k.hex(),
+                    "v": base64.b64encode(v).decode(),
+                    "ver": ver - U64 if ver > I64_MAX else ver,
+                }
+                for k, v, ver in batch
+            ]
         else:
             rows = [{"k": r[0].hex(), "v": base64.b64encode(r[1]).decode()} for r in batch]
         body = self.helix.write_batch().var_as("n", g().add_n(label_of(table.name), props))
@@ -445,7 +496,9 @@ class HelixdbWriter(Writer):
 
     def finish(self) -> None:
         try:
-            _wait_for_indexes(self.hx, list(_registry(self._meta).values()), self.path, source=False)
+            _wait_for_indexes(
+                self.hx, list(_registry(self._meta).values()), self.path, source=False
+            )
         except StateMigrateError:
             raise
         except Exception as exc:
@@ -467,7 +520,9 @@ class HelixdbEngine(Engine):
     name = "helixdb"
     extra = "helixdb"
     driver_module = "helixdb"
-    description = "HelixDB embedded: one node label per table, k (hex, range index), v (base64), ver"
+    description = (
+        "HelixDB embedded: one node label per table, k (hex, range index), v (base64), ver"
+    )
     capabilities = Capabilities(
         atomic_multi_table=True,
         read_only_open=False,  # its reader writes manifests: we read a private image
@@ -493,7 +548,12 @@ class HelixdbEngine(Engine):
     @classmethod
     def detect(cls, path: Path) -> bool:
         manifest = path / "manifest"
-        return path.is_dir() and manifest.is_dir() and (path / "wal").is_dir() and any(manifest.glob("*.manifest"))
+        return (
+            path.is_dir()
+            and manifest.is_dir()
+            and (path / "wal").is_dir()
+            and any(manifest.glob("*.manifest"))
+        )
 
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:

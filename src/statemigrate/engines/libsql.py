@@ -21,13 +21,20 @@ import contextlib
 import importlib
 import json
 import re
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator, Mapping
+from typing import Any, ClassVar
 from urllib.parse import quote as urlquote
 
-from ..errors import DestinationError, MissingDriverError, SourceError, StateMigrateError, StoreBusyError
+from ..errors import (
+    DestinationError,
+    MissingDriverError,
+    SourceError,
+    StateMigrateError,
+    StoreBusyError,
+)
 from ..locks import busy_message, fcntl_holder
-from ..model import METADATA_TABLE, Batch, Record, TableInfo, TableKind
+from ..model import METADATA_TABLE, Batch, Record, TableInfo
 from .base import META_REVISION, Capabilities, Engine, Reader, Writer, check_options
 from .sqlite import (
     ALEMBIC_TABLE,
@@ -42,7 +49,9 @@ from .sqlite import (
     to_signed,
 )
 
-_CREATE_NAME = re.compile(r'\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?"((?:[^"]|"")*)"', re.IGNORECASE)
+_CREATE_NAME = re.compile(
+    r'\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?"((?:[^"]|"")*)"', re.IGNORECASE
+)
 
 
 def _msg(exc: BaseException) -> str:
@@ -90,7 +99,9 @@ class DbapiLayout(SqlLayout):
 def _table_names(conn: Any) -> list[str]:
     """Table names as created; Turso lower-cases ``name`` but keeps the ``sql`` text."""
     out = []
-    for name, sql in conn.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'table'").fetchall():
+    for name, sql in conn.execute(
+        "SELECT name, sql FROM sqlite_schema WHERE type = 'table'"
+    ).fetchall():
         m = _CREATE_NAME.match(sql or "")
         if m and m.group(1).replace('""', '"').lower() == name.lower():
             name = m.group(1).replace('""', '"')
@@ -103,7 +114,10 @@ def _layout_tables(conn: Any, names: list[str]) -> tuple[list[TableInfo], list[s
     for name in names:
         if name in INTERNAL_TABLES or name.lower().startswith("sqlite_"):
             continue
-        cols = [(r[1], r[2], r[3], r[5]) for r in conn.execute(f"PRAGMA table_info({quote(name)})").fetchall()]
+        cols = [
+            (r[1], r[2], r[3], r[5])
+            for r in conn.execute(f"PRAGMA table_info({quote(name)})").fetchall()
+        ]
         kind = classify_columns(cols)
         if kind is None:
             foreign.append(name)
@@ -115,7 +129,9 @@ def _layout_tables(conn: Any, names: list[str]) -> tuple[list[TableInfo], list[s
 NAME_PREFIX = "sql.name:"  # + SQL table name -> the table's real name, where they differ
 
 
-def _real_names(tables: list[TableInfo], meta: Mapping[str, bytes]) -> tuple[list[TableInfo], dict[str, str]]:
+def _real_names(
+    tables: list[TableInfo], meta: Mapping[str, bytes]
+) -> tuple[list[TableInfo], dict[str, str]]:
     """Tables under their real names, and real name -> SQL table name."""
     out, sql = [], {}
     for t in tables:
@@ -136,12 +152,23 @@ def _read_meta(conn: Any, names: list[str]) -> dict[str, bytes]:
         meta = {k: bytes(v) for k, v in conn.execute(SqlLayout.META_SELECT).fetchall()}
     alembic = []
     if ALEMBIC_TABLE in names:
-        alembic = [r[0] for r in conn.execute(f"SELECT version_num FROM {ALEMBIC_TABLE}").fetchall()]
+        alembic = [
+            r[0] for r in conn.execute(f"SELECT version_num FROM {ALEMBIC_TABLE}").fetchall()
+        ]
     return decode_revision_meta(meta, alembic)
 
 
-def page_batches(conn: Any, path: Path, sql_name: str, table: TableInfo, after: bytes | None,
-                 max_records: int, max_bytes: int, *, source: bool) -> Iterator[Batch]:
+def page_batches(
+    conn: Any,
+    path: Path,
+    sql_name: str,
+    table: TableInfo,
+    after: bytes | None,
+    max_records: int,
+    max_bytes: int,
+    *,
+    source: bool,
+) -> Iterator[Batch]:
     """Batches of a table paged by key (``WHERE key > ? ORDER BY key LIMIT n``): no cursor
     stays open between batches, so other statements may run on the connection meanwhile."""
     cols = "key, value, version" if table.versioned else "key, value"
@@ -152,7 +179,8 @@ def page_batches(conn: Any, path: Path, sql_name: str, table: TableInfo, after: 
     done = False
     try:
         while True:
-            batch, size = [], 0
+            batch: list = []
+            size = 0
             while len(batch) < max_records and size < max_bytes:
                 if not pending:
                     if done:
@@ -183,7 +211,9 @@ class DbapiSqlReader(Reader):
     stays open between batches.
     """
 
-    def __init__(self, engine: type["DbapiSqlEngine"], path: Path, conn: Any, options: Mapping[str, Any]):
+    def __init__(
+        self, engine: type[DbapiSqlEngine], path: Path, conn: Any, options: Mapping[str, Any]
+    ):
         self.engine = engine
         self.path = path
         self.conn = conn
@@ -218,16 +248,22 @@ class DbapiSqlReader(Reader):
             yield from batch
 
     def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
-        return page_batches(self.conn, self.path, self._sql.get(table.name, table.name), table, after,
-                            max_records, max_bytes, source=True)
+        return page_batches(
+            self.conn,
+            self.path,
+            self._sql.get(table.name, table.name),
+            table,
+            after,
+            max_records,
+            max_bytes,
+            source=True,
+        )
 
     def close(self) -> None:
         conn = getattr(self, "conn", None)
         if conn is not None:
-            try:
+            with contextlib.suppress(Exception):  # nothing left to end
                 conn.execute("ROLLBACK")
-            except Exception:  # noqa: BLE001 - no transaction left to end
-                pass
             conn.close()
             self.conn = None
 
@@ -235,9 +271,7 @@ class DbapiSqlReader(Reader):
 class DbapiSqlWriter(Writer):
     """Explicit transactions (the driver in autocommit mode), one per batch."""
 
-    layout: ClassVar[type[DbapiLayout]] = DbapiLayout
-
-    def __init__(self, engine: type["DbapiSqlEngine"], path: Path, conn: Any):
+    def __init__(self, engine: type[DbapiSqlEngine], path: Path, conn: Any):
         self.engine = engine
         self.path = path
         self.conn = conn
@@ -265,10 +299,8 @@ class DbapiSqlWriter(Writer):
             work()
             self.conn.execute("COMMIT")
         except Exception as exc:
-            try:
+            with contextlib.suppress(Exception):  # nothing left to end
                 self.conn.execute("ROLLBACK")
-            except Exception:  # noqa: BLE001 - the failed statement may have ended it
-                pass
             if isinstance(exc, StateMigrateError):
                 raise
             raise map_error(exc, self.path, doing, source=False) from exc
@@ -277,7 +309,9 @@ class DbapiSqlWriter(Writer):
         return {k: bytes(v) for k, v in self.conn.execute(SqlLayout.META_SELECT).fetchall()}
 
     def list_tables(self) -> list[TableInfo]:
-        return _real_names(_layout_tables(self.conn, _table_names(self.conn))[0], self._all_meta())[0]
+        return _real_names(_layout_tables(self.conn, _table_names(self.conn))[0], self._all_meta())[
+            0
+        ]
 
     def metadata(self) -> dict[str, bytes]:
         return _hide(self._all_meta())
@@ -291,7 +325,9 @@ class DbapiSqlWriter(Writer):
         def work() -> None:
             self.conn.execute(self.layout.create_table_sql(sql_table))
             if sql_table.name != table.name:
-                self.conn.execute(SqlLayout.META_PUT, (NAME_PREFIX + sql_table.name, table.name.encode("utf-8")))
+                self.conn.execute(
+                    SqlLayout.META_PUT, (NAME_PREFIX + sql_table.name, table.name.encode("utf-8"))
+                )
 
         self._tx(work, f"creating table {table.name!r}")
 
@@ -306,7 +342,9 @@ class DbapiSqlWriter(Writer):
                 self.conn.execute(SqlLayout.ALEMBIC_CREATE)
                 self.conn.execute(f"DELETE FROM {ALEMBIC_TABLE}")
                 for rev in revisions:
-                    self.conn.execute(f"INSERT INTO {ALEMBIC_TABLE} (version_num) VALUES (?)", (rev,))
+                    self.conn.execute(
+                        f"INSERT INTO {ALEMBIC_TABLE} (version_num) VALUES (?)", (rev,)
+                    )
 
     def write_batch(self, table: TableInfo, batch: Batch, metadata=None) -> None:  # type: ignore[override]
         rows = self.layout.rows(table, batch)
@@ -327,8 +365,16 @@ class DbapiSqlWriter(Writer):
     # reads inside transaction() see the transaction's own writes.
 
     def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
-        return page_batches(self.conn, self.path, self.engine.sql_name(table.name), table, after,
-                            max_records, max_bytes, source=False)
+        return page_batches(
+            self.conn,
+            self.path,
+            self.engine.sql_name(table.name),
+            table,
+            after,
+            max_records,
+            max_bytes,
+            source=False,
+        )
 
     def drop_table(self, name: str) -> None:
         sql_name = self.engine.sql_name(name)
@@ -367,19 +413,15 @@ class DbapiSqlWriter(Writer):
             yield
         except BaseException:
             self._in_tx = False
-            try:
+            with contextlib.suppress(Exception):  # nothing left to end
                 self.conn.execute("ROLLBACK")
-            except Exception:  # noqa: BLE001 - the failure may have ended it
-                pass
             raise
         self._in_tx = False
         try:
             self.conn.execute("COMMIT")
         except Exception as exc:
-            try:
+            with contextlib.suppress(Exception):  # nothing left to end
                 self.conn.execute("ROLLBACK")
-            except Exception:  # noqa: BLE001
-                pass
             raise map_error(exc, self.path, "committing", source=False) from exc
 
     def sync(self) -> None:
@@ -414,7 +456,7 @@ class DbapiSqlEngine(Engine):
     layout: ClassVar[type[DbapiLayout]] = DbapiLayout
     writer_pragmas: ClassVar[tuple[str, ...]] = ()
     finish_pragmas: ClassVar[tuple[str, ...]] = ()
-    sidecar_suffixes = ("-wal", "-shm", "-journal")
+    sidecar_suffixes: ClassVar[tuple[str, ...]] = ("-wal", "-shm", "-journal")
 
     @classmethod
     def detect(cls, path: Path) -> bool:
@@ -449,7 +491,9 @@ class LibsqlEngine(DbapiSqlEngine):
     name = "libsql"
     extra = "libsql"
     driver_module = "libsql_experimental"
-    description = "libSQL (libsql / libsql-experimental): SQLite's layout, one WITHOUT ROWID table per table"
+    description = (
+        "libSQL (libsql / libsql-experimental): SQLite's layout, one WITHOUT ROWID table per table"
+    )
     capabilities = Capabilities(
         atomic_multi_table=True,
         read_only_open=True,
@@ -463,9 +507,18 @@ class LibsqlEngine(DbapiSqlEngine):
     space_factor = 1.6
     # WAL keeps each committed batch whole across a kill of this process; finish()
     # checkpoints and leaves a self-contained file in rollback-journal mode.
-    writer_pragmas = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=OFF", "PRAGMA busy_timeout=2000",
-                      "PRAGMA cache_size=-65536", "PRAGMA wal_autocheckpoint=10000")
-    finish_pragmas = ("PRAGMA wal_checkpoint(TRUNCATE)", "PRAGMA journal_mode=DELETE", "PRAGMA synchronous=FULL")
+    writer_pragmas = (
+        "PRAGMA journal_mode=WAL",
+        "PRAGMA synchronous=OFF",
+        "PRAGMA busy_timeout=2000",
+        "PRAGMA cache_size=-65536",
+        "PRAGMA wal_autocheckpoint=10000",
+    )
+    finish_pragmas = (
+        "PRAGMA wal_checkpoint(TRUNCATE)",
+        "PRAGMA journal_mode=DELETE",
+        "PRAGMA synchronous=FULL",
+    )
 
     @classmethod
     def require_driver(cls) -> Any:

@@ -25,8 +25,9 @@ import fcntl
 import os
 import struct
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from ..errors import DestinationError, SourceError, StoreBusyError
 from ..locks import busy_message
@@ -130,7 +131,7 @@ def _count_dbs(path: Path, lmdb: Any, lock: bool) -> int:
 class LmdbReader(Reader):
     """One read transaction over the whole read; see the module notes on locking."""
 
-    def __init__(self, engine: type["LmdbEngine"], path: Path):
+    def __init__(self, engine: type[LmdbEngine], path: Path):
         lmdb = engine.require_driver()
         self.lmdb = lmdb
         self.path = path
@@ -138,8 +139,9 @@ class LmdbReader(Reader):
         self.locked = lock_file.exists() and env_holder(lock_file) is not None
         try:
             n = _count_dbs(path, lmdb, self.locked)
-            self.env = lmdb.open(str(path), subdir=True, readonly=True, lock=self.locked,
-                                 max_dbs=n + 1, create=False)
+            self.env = lmdb.open(
+                str(path), subdir=True, readonly=True, lock=self.locked, max_dbs=n + 1, create=False
+            )
             self.txn = self.env.begin(buffers=False)
             self.txnid = self._last_txnid()
             self.dbs = _table_dbs(self.env, self.txn, lmdb, path)
@@ -150,10 +152,16 @@ class LmdbReader(Reader):
         except SourceError:
             self.close()
             raise
-        versioned = {k[len(KIND_PREFIX):] for k, v in self._meta.items()
-                     if k.startswith(KIND_PREFIX) and v == b"versioned"}
-        self._tables = [TableInfo(n, TableKind.VERSIONED if n in versioned else TableKind.PLAIN)
-                        for n in self.dbs if n != METADATA_TABLE]
+        versioned = {
+            k[len(KIND_PREFIX) :]
+            for k, v in self._meta.items()
+            if k.startswith(KIND_PREFIX) and v == b"versioned"
+        }
+        self._tables = [
+            TableInfo(n, TableKind.VERSIONED if n in versioned else TableKind.PLAIN)
+            for n in self.dbs
+            if n != METADATA_TABLE
+        ]
 
     def _last_txnid(self) -> int:
         return int(self.env.info()["last_txnid"])
@@ -218,7 +226,7 @@ class LmdbReader(Reader):
 class LmdbWriter(Writer):
     """One write transaction per batch; the map grows when it fills."""
 
-    def __init__(self, engine: type["LmdbEngine"], path: Path, create: bool):
+    def __init__(self, engine: type[LmdbEngine], path: Path, create: bool):
         lmdb = engine.require_driver()
         self.lmdb = lmdb
         self.path = path
@@ -250,9 +258,16 @@ class LmdbWriter(Writer):
             # sync off while the store is a private .partial: a killed process loses
             # nothing the OS already has, and finish() syncs before it is renamed into
             # place. An existing store (resume, upgrade) commits durably.
-            self.env = self.lmdb.open(str(self.path), subdir=True, max_dbs=self.max_dbs,
-                                      map_size=self.map_size, sync=not self.private,
-                                      metasync=not self.private, readahead=False, create=False)
+            self.env = self.lmdb.open(
+                str(self.path),
+                subdir=True,
+                max_dbs=self.max_dbs,
+                map_size=self.map_size,
+                sync=not self.private,
+                metasync=not self.private,
+                readahead=False,
+                create=False,
+            )
             with self.env.begin(write=True) as txn:
                 self.dbs = _table_dbs(self.env, txn, self.lmdb, self.path)
                 if METADATA_TABLE not in self.dbs:
@@ -260,7 +275,9 @@ class LmdbWriter(Writer):
         except SourceError as exc:
             raise DestinationError(exc.message) from exc
         except self.lmdb.Error as exc:
-            raise DestinationError(f"{self.path}: cannot open LMDB for writing ({_msg(exc)})") from exc
+            raise DestinationError(
+                f"{self.path}: cannot open LMDB for writing ({_msg(exc)})"
+            ) from exc
 
     def _reopen(self, *, max_dbs: int | None = None) -> None:
         self.env.close()
@@ -276,10 +293,14 @@ class LmdbWriter(Writer):
             try:
                 work(self._outer)
             except self.lmdb.MapFullError as exc:
-                raise DestinationError(f"{self.path}: the map filled inside one upgrade transaction "
-                                       f"({self.map_size:,} bytes)") from exc
+                raise DestinationError(
+                    f"{self.path}: the map filled inside one upgrade transaction "
+                    f"({self.map_size:,} bytes)"
+                ) from exc
             except self.lmdb.BadValsizeError as exc:
-                raise DestinationError(f"{self.path}: LMDB refused a key: empty or over 511 bytes") from exc
+                raise DestinationError(
+                    f"{self.path}: LMDB refused a key: empty or over 511 bytes"
+                ) from exc
             except self.lmdb.Error as exc:
                 raise DestinationError(f"{self.path}: write failed ({_msg(exc)})") from exc
             return
@@ -295,10 +316,14 @@ class LmdbWriter(Writer):
                 try:
                     self.env.set_mapsize(self.map_size)
                 except self.lmdb.Error as exc:
-                    raise DestinationError(f"{self.path}: cannot grow the map ({_msg(exc)})") from exc
+                    raise DestinationError(
+                        f"{self.path}: cannot grow the map ({_msg(exc)})"
+                    ) from exc
             except self.lmdb.BadValsizeError as exc:
                 txn.abort()
-                raise DestinationError(f"{self.path}: LMDB refused a key: empty or over 511 bytes") from exc
+                raise DestinationError(
+                    f"{self.path}: LMDB refused a key: empty or over 511 bytes"
+                ) from exc
             except self.lmdb.Error as exc:
                 txn.abort()
                 text = _msg(exc)
@@ -311,8 +336,16 @@ class LmdbWriter(Writer):
 
     def list_tables(self) -> list[TableInfo]:
         meta = self._all_meta()
-        return [TableInfo(n, TableKind.VERSIONED if meta.get(KIND_PREFIX + n) == b"versioned" else TableKind.PLAIN)
-                for n in self.dbs if n != METADATA_TABLE]
+        return [
+            TableInfo(
+                n,
+                TableKind.VERSIONED
+                if meta.get(KIND_PREFIX + n) == b"versioned"
+                else TableKind.PLAIN,
+            )
+            for n in self.dbs
+            if n != METADATA_TABLE
+        ]
 
     def _all_meta(self) -> dict[str, bytes]:
         if self._outer is not None:
@@ -331,7 +364,9 @@ class LmdbWriter(Writer):
         def work(txn: Any) -> None:
             self.dbs[table.name] = self.env.open_db(name, txn=txn)
             if table.versioned:
-                txn.put((KIND_PREFIX + table.name).encode(), b"versioned", db=self.dbs[METADATA_TABLE])
+                txn.put(
+                    (KIND_PREFIX + table.name).encode(), b"versioned", db=self.dbs[METADATA_TABLE]
+                )
 
         self._tx(work)
 

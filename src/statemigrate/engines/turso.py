@@ -29,8 +29,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 from ..errors import DestinationError, SourceError, StoreBusyError
 from ..locks import busy_message, fcntl_holder
@@ -59,7 +60,7 @@ def _state(paths: list[Path]) -> list[tuple[int, int]]:
 class TursoReader(DbapiSqlReader):
     """Reads a private copy of the store (see the module notes); removes it on close."""
 
-    def __init__(self, engine: type["TursoEngine"], path: Path, options: Mapping[str, Any]):
+    def __init__(self, engine: type[TursoEngine], path: Path, options: Mapping[str, Any]):
         driver = engine.require_driver()
         self.tmpdir: str | None = tempfile.mkdtemp(prefix="statemigrate-turso-")
         copy = Path(self.tmpdir) / "store.db"
