@@ -224,6 +224,12 @@ fn read_plain_in(
     Ok(out)
 }
 
+/// A callback taking each stored pair of a scan.
+pub type PairSink<'a> = dyn FnMut(&[u8], &[u8]) -> Result<(), NErr> + 'a;
+
+/// Stored (key, value) pairs.
+pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// Raw stored pairs of a typed table, in redb's order, starting after the stored key
 /// `after_raw` (already bytes of the stored type); opened with the stored types.
 fn read_raw_in(
@@ -233,7 +239,7 @@ fn read_raw_in(
     start: Bound<&[u8]>,
     max_records: usize,
     max_bytes: usize,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>, NErr> {
+) -> Result<Pairs, NErr> {
     set_spec(spec);
     let mut out = Vec::new();
     let mut size = 0usize;
@@ -311,7 +317,7 @@ impl Reader {
         start: Bound<&[u8]>,
         max_records: usize,
         max_bytes: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, NErr> {
+    ) -> Result<Pairs, NErr> {
         let spec = spec_for(desc, key_order, value_order)?;
         read_raw_in(&self.txn, desc, spec, start, max_records, max_bytes)
     }
@@ -485,9 +491,6 @@ impl Writer {
         Ok(())
     }
 
-    pub fn close(&mut self) {
-        self.db = None;
-    }
 }
 
 /// Which table definition a writer uses.
@@ -498,6 +501,7 @@ pub enum TableKindN {
     Typed,
 }
 
+#[allow(dead_code)] // the ceiling runs on redb 4.x only
 /// Insert `n` generated records into table `bench` in one durable transaction
 /// and compact: redb's own fastest load, the benchmarks' ceiling.
 pub fn bulk_load(path: &Path, n: u64, key_len: usize, value_len: usize) -> Result<(), NErr> {
@@ -521,6 +525,7 @@ pub fn bulk_load(path: &Path, n: u64, key_len: usize, value_len: usize) -> Resul
     Ok(())
 }
 
+#[allow(dead_code)] // the ceiling runs on redb 4.x only
 /// Scan every plain table of a source, touching each key and value: the
 /// benchmarks' read ceiling. Returns (records, payload bytes).
 pub fn full_scan(path: &Path) -> Result<(u64, u64), NErr> {
@@ -548,7 +553,7 @@ pub fn full_scan(path: &Path) -> Result<(u64, u64), NErr> {
 impl Reader {
     /// Every stored pair of a typed table in redb's order, in one pass (for
     /// custom-order tables, whose keys cannot be sought by bytes).
-    pub fn scan_raw(&self, desc: &TableDesc, f: &mut dyn FnMut(&[u8], &[u8]) -> Result<(), NErr>) -> Result<(), NErr> {
+    pub fn scan_raw(&self, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr> {
         set_spec(spec_for(desc, None, None)?);
         if desc.multimap {
             let def = MultimapTableDefinition::<RawKey, RawValue>::new(&desc.name);

@@ -96,7 +96,7 @@ impl Overlay {
             if len < st.base_len {
                 // Later reads of the dropped tail must not see the file's bytes.
                 let idx = len / CHUNK;
-                if len % CHUNK != 0 && !st.chunks.contains_key(&idx) {
+                if !len.is_multiple_of(CHUNK) && !st.chunks.contains_key(&idx) {
                     let mut c = self.base_chunk(&st, idx)?;
                     c[(len % CHUNK) as usize..].fill(0);
                     st.chunks.insert(idx, c);

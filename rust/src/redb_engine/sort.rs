@@ -16,6 +16,9 @@ fn run_bytes() -> usize {
 
 pub type Pair = (Vec<u8>, Vec<u8>);
 
+/// The next pair of a run in the merge: (key, run index, value).
+type Head = (Vec<u8>, usize, Vec<u8>);
+
 fn io(e: std::io::Error) -> NErr {
     NErr::Io(format!("spilling a sort run: {e}"))
 }
@@ -46,7 +49,7 @@ pub struct Sorter {
     buf: Vec<Pair>,
     bytes: usize,
     runs: Vec<Run>,
-    heap: BinaryHeap<Reverse<(Vec<u8>, usize, Vec<u8>)>>,
+    heap: BinaryHeap<Reverse<Head>>,
     mem: std::vec::IntoIter<Pair>,
     merging: bool,
     run_bytes: usize,

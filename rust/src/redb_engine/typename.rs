@@ -96,7 +96,7 @@ pub fn make<T: Debug>(
         // capacity) at least the length.
         let ic: Vec<usize> = (0..sw).filter(|i| *i != ip && *i != il).collect();
         let plausible = |w: &[usize], len: usize| {
-            w[s + il] == len && w[s + ip] > 4096 && w[s + ip] % std::mem::align_of::<u8>() == 0 && ic.iter().all(|c| w[s + c] >= len)
+            w[s + il] == len && w[s + ip] > 4096 && ic.iter().all(|c| w[s + c] >= len)
         };
         if plausible(&wa, a.len()) && plausible(&wb, b.len()) && wa[s + ip] != wb[s + ip] {
             if found.is_some() {

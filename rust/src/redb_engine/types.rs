@@ -128,6 +128,7 @@ impl TypeExpr {
     }
 
     /// The stored bytes of an order-preserving encoding (the inverse of `encode`).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn decode(&self, enc: &[u8]) -> Result<Vec<u8>, String> {
         let mut pos = 0;
         let out = self.dec(enc, &mut pos, true)?;
@@ -289,17 +290,6 @@ impl TypeExpr {
             TypeExpr::Tuple(ts, _) => (ts.len() > 1 && self.fixed_width().is_none()) || ts.iter().any(|t| t.has_layout()),
             TypeExpr::Option(t) | TypeExpr::Vec(t) | TypeExpr::Array(t, _) => t.has_layout(),
             _ => false,
-        }
-    }
-
-    /// The same type with every tuple in the given layout.
-    pub fn with_layout(&self, legacy: bool) -> TypeExpr {
-        match self {
-            TypeExpr::Tuple(ts, _) => TypeExpr::Tuple(ts.iter().map(|t| t.with_layout(legacy)).collect(), legacy),
-            TypeExpr::Option(t) => TypeExpr::Option(Box::new(t.with_layout(legacy))),
-            TypeExpr::Vec(t) => TypeExpr::Vec(Box::new(t.with_layout(legacy))),
-            TypeExpr::Array(t, n) => TypeExpr::Array(Box::new(t.with_layout(legacy)), *n),
-            other => other.clone(),
         }
     }
 
