@@ -15,6 +15,7 @@ import pytest
 from helixdb import Client, Disk, PropertyInput, g, write_batch
 
 from statemigrate import convert, verify
+from statemigrate.engines import helixdb as helixdb_engine
 from statemigrate.engines.helixdb import HelixdbEngine, HelixdbReader, label_of
 from statemigrate.errors import SourceError, StoreBusyError
 from statemigrate.fsutil import store_size
@@ -38,36 +39,68 @@ def test_fixture_reads_unchanged_and_converts(tmp_path):
 
 
 def test_keys_come_back_ascending_whatever_the_insertion_order(tmp_path):
+    path, keys = _shuffled_store(tmp_path, 1500)
+    with HelixdbEngine.open_reader(path) as reader:
+        (table,) = reader.tables()
+        got = [r[0] for b in reader.read_batches(table, max_records=97) for r in b]
+        assert got == keys
+        middle = keys[700]
+        assert [r[0] for b in reader.read_batches(table, middle) for r in b] == keys[701:]
+
+
+def _shuffled_store(tmp_path: Path, n: int) -> tuple[Path, list[bytes]]:
+    """A store whose table's nodes were added in random order, straight through the driver."""
     path = tmp_path / "s.helixdb"
     w = HelixdbEngine.create_writer(path)
     w.create_table(TableInfo("t"))
     w.finish()
     w.close()
     rnd = random.Random(5)
-    keys = list({rnd.randbytes(rnd.randint(0, 6)) for _ in range(1500)})
-    rnd.shuffle(keys)  # written straight through the driver, in random order
+    keys = list({rnd.randbytes(rnd.randint(0, 6)) for _ in range(n)})
+    rnd.shuffle(keys)
     client = Client.embedded(Disk(str(tmp_path), "s.helixdb"))
-    body = write_batch().var_as(
-        "n",
-        g().add_n(
-            label_of("t"), [("k", PropertyInput.param("k")), ("v", PropertyInput.param("v"))]
-        ),
-    )
+    props = [("k", PropertyInput.param("k")), ("v", PropertyInput.param("v"))]
+    body = write_batch().var_as("n", g().add_n(label_of("t"), props))
     for i in range(0, len(keys), 500):
         rows = [{"k": k.hex(), "v": base64.b64encode(k).decode()} for k in keys[i : i + 500]]
-        client.query(
-            write_batch()
-            .for_each_param("rows", body)
-            .to_query_request()
-            .with_untyped_parameter("rows", rows)
-        )
+        request = write_batch().for_each_param("rows", body).to_query_request()
+        client.query(request.with_untyped_parameter("rows", rows))
     client.close()
+    return path, sorted(keys)
+
+
+def test_the_fallback_external_sort_is_exact_with_bounded_runs(tmp_path):
+    path, keys = _shuffled_store(tmp_path, 1200)
     with HelixdbEngine.open_reader(path) as reader:
-        (table,) = reader.tables()
-        got = [r[0] for b in reader.read_batches(table, max_records=97) for r in b]
-        assert got == sorted(keys)
-        middle = sorted(keys)[700]
-        assert [r[0] for b in reader.read_batches(table, middle) for r in b] == sorted(keys)[701:]
+        assert isinstance(reader, HelixdbReader) and reader.hx is not None
+        table = TableInfo("t")
+        # Runs of ~1 KB: dozens of spilled runs merged.
+        got = [
+            r
+            for b in helixdb_engine.sorted_by_scan(reader.hx, path, table, None, 50, 1 << 20, 1024)
+            for r in b
+        ]
+        assert [r[0] for r in got] == keys and all(r[1] == r[0] for r in got)
+        tail = helixdb_engine.sorted_by_scan(reader.hx, path, table, keys[500], 50, 1 << 20, 1024)
+        assert [r[0] for b in tail for r in b] == keys[501:]
+
+
+def test_an_out_of_order_page_switches_to_the_sort(tmp_path, monkeypatch):
+    path, keys = _shuffled_store(tmp_path, 800)
+    real = helixdb_engine.decode_rows
+    calls = []
+
+    def third_page_out_of_order(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise helixdb_engine.OutOfOrder("simulated")
+        return real(*args)
+
+    monkeypatch.setattr(helixdb_engine, "decode_rows", third_page_out_of_order)
+    with HelixdbEngine.open_reader(path) as reader:
+        got = [r[0] for b in reader.read_batches(reader.tables()[0], max_records=64) for r in b]
+    assert len(calls) == 3
+    assert got == keys
 
 
 def test_an_out_of_order_answer_is_refused(tmp_path):

@@ -18,8 +18,9 @@ Quirks handled here:
   links in a temporary directory (SlateDB never rewrites a file in place), and the
   source stays byte-identical. Reading while the app writes is not supported: stop it.
 - Reads page through the range index, ``n_with_label_where(label, k > last)``, which
-  returns ascending keys; every page is checked and an out-of-order answer is refused
-  (exit 4) rather than converted. Index builds are waited for before reading.
+  returns ascending keys; every page is checked, and should one ever come back out of
+  order the table is read by :func:`sorted_by_scan` instead (an external merge sort
+  with bounded memory). Index builds are waited for before reading.
 - Values travel as query parameters: a literal over a few MiB breaks HelixDB's planner.
 - There is no lock file: a second writer silently takes the database over and the
   first one's writes then fail ("detected newer DB client", mapped to exit 3). Before
@@ -36,8 +37,10 @@ Quirks handled here:
 from __future__ import annotations
 
 import base64
+import heapq
 import json
 import os
+import pickle
 import shutil
 import tempfile
 import time
@@ -58,6 +61,7 @@ I64_MAX = 2**63 - 1
 INDEX_WAIT_SECONDS = 300.0
 FIRST_PAGE = 100
 MAX_PAGE = 1000
+RUN_BYTES = 64 << 20  # records per sorted run of the fallback sort, in payload bytes
 
 
 def label_of(name: str) -> str:
@@ -203,26 +207,104 @@ def private_copy(path: Path, into: Path) -> Path:
     return dest
 
 
+class OutOfOrder(SourceError):
+    """The range index answered a page out of key order."""
+
+
+def _record(r: dict[str, Any], versioned: bool) -> Record:
+    if versioned:
+        ver = int(r["ver"])
+        return (bytes.fromhex(r["k"]), base64.b64decode(r["v"]), ver + U64 if ver < 0 else ver)
+    return (bytes.fromhex(r["k"]), base64.b64decode(r["v"]))
+
+
 def decode_rows(
     path: Path, rows: list[dict[str, Any]], last: str | None, table: TableInfo
 ) -> list[Record]:
     """Records of one page, refusing a page that is not strictly ascending after ``last``."""
-    out: list[Record] = []
     prev = last
     for r in rows:
         k = r["k"]
         if prev is not None and not k > prev:
-            raise SourceError(
+            raise OutOfOrder(
                 f"{path}: HelixDB returned table {table.name!r} out of key order "
-                f"({k[:32]!r} after {prev[:32]!r}); refusing to convert it"
+                f"({k[:32]!r} after {prev[:32]!r})"
             )
         prev = k
-        if table.versioned:
-            ver = int(r["ver"])
-            out.append((bytes.fromhex(k), base64.b64decode(r["v"]), ver + U64 if ver < 0 else ver))
-        else:
-            out.append((bytes.fromhex(k), base64.b64decode(r["v"])))
-    return out
+    return [_record(r, table.versioned) for r in rows]
+
+
+def sorted_by_scan(
+    hx: _Helix,
+    path: Path,
+    table: TableInfo,
+    after: bytes | None,
+    max_records: int,
+    max_bytes: int,
+    run_bytes: int = RUN_BYTES,
+) -> Iterator[Batch]:
+    """The table in key order without the range index: an external merge sort.
+
+    The fallback for an index that ever answers out of order. The label is scanned in
+    pages (``range(i, i + n)``), records after ``after`` are gathered into runs of at
+    most ``run_bytes``, each run sorted and spilled to a private temporary file, and the
+    runs merged; memory stays bounded by one run plus one record per run.
+    """
+    g = hx.helix.g
+    label = label_of(table.name)
+    props = ["k", "v", "ver"] if table.versioned else ["k", "v"]
+    with tempfile.TemporaryDirectory(prefix="statemigrate-helixdb-sort-") as tmp:
+        runs: list[Path] = []
+
+        def spill(buf: list[Record]) -> None:
+            run = Path(tmp) / f"run{len(runs)}"
+            with open(run, "wb") as f:
+                for rec in sorted(buf, key=lambda r: r[0]):
+                    pickle.dump(rec, f, protocol=pickle.HIGHEST_PROTOCOL)
+            runs.append(run)
+
+        def replay(run: Path) -> Iterator[Record]:
+            with open(run, "rb") as f:
+                while True:
+                    try:
+                        yield pickle.load(f)
+                    except EOFError:
+                        return
+
+        buf: list[Record] = []
+        size = start = 0
+        while True:
+            rows = hx.read(
+                "o", g().n_with_label(label).range(start, start + MAX_PAGE).value_map(props)
+            )
+            if not rows:
+                break
+            start += len(rows)
+            for r in rows:
+                rec = _record(r, table.versioned)
+                if after is not None and rec[0] <= after:
+                    continue
+                buf.append(rec)
+                size += len(rec[0]) + len(rec[1])
+                if size >= run_bytes:
+                    spill(buf)
+                    buf, size = [], 0
+        if buf:
+            spill(buf)
+        batch: list[Record] = []
+        nbytes = 0
+        prev: bytes | None = None
+        for rec in heapq.merge(*(replay(r) for r in runs), key=lambda r: r[0]):
+            if prev is not None and rec[0] == prev:
+                raise SourceError(f"{path}: table {table.name!r} holds key {prev[:32].hex()} twice")
+            prev = rec[0]
+            batch.append(rec)
+            nbytes += len(rec[0]) + len(rec[1])
+            if len(batch) >= max_records or nbytes >= max_bytes:
+                yield batch
+                batch, nbytes = [], 0
+        if batch:
+            yield batch
 
 
 def read_table(
@@ -243,6 +325,7 @@ def read_table(
     size = max(1, min(max_records, FIRST_PAGE))
     pending: list[Record] = []
     done = False
+    yielded = after
     try:
         while True:
             batch: list[Record] = []
@@ -273,7 +356,11 @@ def read_table(
                 nbytes += len(rec[0]) + len(rec[1])
             if not batch:
                 return
+            yielded = batch[-1][0]
             yield batch
+    except OutOfOrder:
+        # Never seen, but then the index cannot be paged by key: sort without it.
+        yield from sorted_by_scan(hx, path, table, yielded, max_records, max_bytes)
     except StateMigrateError:
         raise
     except Exception as exc:
