@@ -134,12 +134,19 @@ def test_paths_with_uri_characters_read_back(tmp_path):
     assert sorted(os.listdir(odd)) == ["s?x#y.libsql"]
 
 
-def test_a_directory_named_libsql_is_not_taken_for_the_driver(tmp_path, monkeypatch):
-    (tmp_path / "libsql").mkdir()  # would import as an empty namespace package
-    monkeypatch.syspath_prepend(str(tmp_path))
-    sys.modules.pop("libsql", None)
-    driver = LibsqlEngine.require_driver()
-    assert hasattr(driver, "connect")
+def test_a_directory_named_libsql_is_not_taken_for_the_driver(tmp_path):
+    # A ``libsql`` directory on sys.path imports as an empty namespace package when the
+    # newer ``libsql`` driver is not installed; the engine must then use libsql-experimental.
+    (tmp_path / "libsql").mkdir()
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "from statemigrate.engines.libsql import LibsqlEngine\n"
+        "print(hasattr(LibsqlEngine.require_driver(), 'connect'))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "True"
 
 
 def test_finished_store_is_a_self_contained_rollback_journal_file(tmp_path):
