@@ -154,3 +154,17 @@ def test_finished_store_is_a_self_contained_rollback_journal_file(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["s.libsql"]
     with open(path, "rb") as f:
         assert f.read(20)[18] == 1  # journal mode byte: 1 = rollback journal
+
+
+def test_cli_exits_4_on_a_corrupt_source(tmp_path):
+    from click.testing import CliRunner
+
+    from statemigrate.cli import main
+
+    junk = tmp_path / "junk.libsql"
+    junk.write_bytes(b"SQLite format 3\x00" + os.urandom(4000))
+    res = CliRunner().invoke(main, ["convert", f"libsql:{junk}", str(tmp_path / "b.lmdb")])
+    assert res.exit_code == 4 and "Traceback" not in res.output
+    assert (
+        len([line for line in res.output.splitlines() if line.strip()]) <= 2
+    )  # the line, maybe a hint

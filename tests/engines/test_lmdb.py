@@ -201,3 +201,16 @@ def test_not_an_lmdb_store(tmp_path):
     with pytest.raises(SourceError, match="not a readable LMDB store"):
         LmdbEngine.open_reader(junk)
     assert sorted(os.listdir(junk)) == ["data.mdb"]
+
+
+def test_cli_names_table_and_key_and_exits_5(tmp_path):
+    from click.testing import CliRunner
+
+    from statemigrate.cli import main
+
+    src = write_store(
+        get_engine("sqlite"), tmp_path / "a.sqlite", {TableInfo("odd"): [(b"", b"v")]}
+    )
+    res = CliRunner().invoke(main, ["convert", str(src), str(tmp_path / "b.lmdb")])
+    assert res.exit_code == 5
+    assert "'odd'" in res.output and "(empty)" in res.output and "Traceback" not in res.output

@@ -127,3 +127,21 @@ def test_versions_round_trip_at_the_extremes(tmp_path):
         "-1",
     ]
     assert read_store(TursoEngine, path)["tables"]["s"][1] == recs
+
+
+def test_cli_exits_3_while_the_app_holds_the_store(tmp_path):
+    from click.testing import CliRunner
+
+    from statemigrate.cli import main
+
+    path = write_store(TursoEngine, tmp_path / "s.turso", {TableInfo("t"): [(b"a", b"1")]})
+    proc = _hold(path)
+    try:
+        res = CliRunner().invoke(main, ["convert", f"turso:{path}", str(tmp_path / "b.sqlite")])
+        assert res.exit_code == 3
+        assert f"pid {proc.pid}" in res.output and "Traceback" not in res.output
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=10)
+    assert not (tmp_path / "b.sqlite").exists()
