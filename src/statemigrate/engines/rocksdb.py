@@ -332,7 +332,17 @@ class RocksdbWriter(Writer):
             raise DestinationError(f"{self.path}: cannot drop table {name!r} ({_msg(exc)})") from exc
 
     def sync(self) -> None:
-        self.finish()
+        """Flush the column families whose memtables hold writes (the others have none to lose)."""
+        try:
+            for name in self.rd.Rdict.list_cf(str(self.path), self.opts):
+                cf = self.db if name == DEFAULT_CF else self.db.get_column_family(name)
+                pending = cf.property_int_value("rocksdb.num-entries-active-mem-table") or 0
+                pending += cf.property_int_value("rocksdb.num-entries-imm-mem-tables") or 0
+                if pending:
+                    cf.flush(True)
+                del cf
+        except Exception as exc:
+            raise DestinationError(f"{self.path}: flush failed ({_msg(exc)})") from exc
 
     def backup(self, path: Path) -> None:
         """A RocksDB checkpoint (hard links where possible)."""

@@ -65,9 +65,16 @@ def rename_table(old: str, new: str) -> None:
     _ctx().rename_table(old, new)
 
 
-def copy_table(source: str, destination: str) -> None:
-    """Create ``destination`` as a copy of ``source`` (same kind, same records)."""
-    _ctx().copy_table(source, destination)
+def copy_table(source: str, destination: str, fn: Callable[..., Any] | None = None, *, batch: bool = False) -> None:
+    """Create ``destination`` as a copy of ``source`` (same kind), optionally rewritten.
+
+    Args:
+        source: the table to copy.
+        destination: the new table (must not exist).
+        fn: as in :func:`rewrite`, applied while copying (one pass instead of two).
+        batch: as in :func:`rewrite`.
+    """
+    _ctx().copy_table(source, destination, fn, batch=batch)
 
 
 def rewrite(table: str, fn: Callable[[Record], Optional[Record]], *, batch: bool = False) -> None:
@@ -82,7 +89,7 @@ def rewrite(table: str, fn: Callable[[Record], Optional[Record]], *, batch: bool
             of records to a list of records instead (fewer Python calls).
         batch: see ``fn``.
     """
-    _ctx().rewrite(table, fn, batch)
+    _ctx().rewrite(table, fn, batch=batch)
 
 
 def rekey(table: str, fn: Callable[[Record], Optional[bytes]]) -> None:
@@ -96,7 +103,7 @@ def rekey(table: str, fn: Callable[[Record], Optional[bytes]]) -> None:
 
 def set_versioned(table: str, initial_version: int = 0) -> None:
     """Make a plain table versioned; every record gets ``initial_version``."""
-    _ctx().set_versioned(table, initial_version)
+    _ctx().set_versioned(table, initial_version=initial_version)
 
 
 def set_plain(table: str) -> None:

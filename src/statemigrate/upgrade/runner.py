@@ -21,7 +21,7 @@ from ..errors import DestinationError, StateMigrateError, UsageError
 from ..registry import resolve_source
 from . import op as op_module
 from .errors import RevisionFailedError, RevisionUnknownError
-from .journal import META_CHECKSUMS, needs_recovery, recover
+from .journal import META_CHECKSUMS, crash_point, needs_recovery, recover
 from .scripts import Schema, Step
 from .sort import remove_leftovers
 from .staging import Recorder, Staging
@@ -190,6 +190,7 @@ def _migrate(store: str, schema_dir: str | Path, target: str, up: bool, *, engin
             t0 = time.monotonic()
             log = _run_step(eng, writer, path, schema, step, checksums, counter, batch_records, batch_bytes)
             report.revisions.append(_step_json(step, time.monotonic() - t0, log))
+            crash_point(f"{step.revision} done")
         writer.finish()
         if digests:
             report.digest_after = digest_writer(writer)

@@ -11,7 +11,9 @@ Alembic's own ``command.upgrade`` runs.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -86,8 +88,6 @@ class Schema:
             self.script.revision_map.heads  # load now: a broken file fails here, clearly
 
     def _errors(self) -> Any:
-        import contextlib
-
         from alembic.util import CommandError
 
         @contextlib.contextmanager
@@ -185,7 +185,8 @@ class Schema:
         """Write a new revision file from ``script.py.mako``; returns its path."""
         from alembic import util
 
-        with self._errors():
+        # Alembic reports "Generating … done" on stdout; the library prints nothing.
+        with self._errors(), contextlib.redirect_stdout(io.StringIO()):
             script = self.script.generate_revision(rev_id or util.rev_id(), message, head=head)
         if script is None:
             raise SchemaError(f"{self.dir}: no revision was written")

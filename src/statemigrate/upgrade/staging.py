@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 
 from .. import _native
 from ..engines.base import META_REVISION, META_TABLE_PREFIX, Engine, Writer
-from ..errors import UsageError
+from ..errors import DestinationError, UsageError
 from ..model import TableInfo, TableKind, check_table_name
 from .errors import RevisionFailedError
 from .journal import META_CHECKSUMS, META_JOURNAL, TMP_PREFIX, crash_point, finish_journal, plan_switch
@@ -81,8 +81,13 @@ class Staging:
         return self.writer.read_batches(self._table(name), max_records=self.batch_records,
                                         max_bytes=self.batch_bytes)
 
-    def _write(self, dst: TableInfo, batches: Iterator[list], what: str) -> None:
-        """Write batches into ``dst``, checking records and their order."""
+    def _write(self, dst: TableInfo, batches: Iterator[list], what: str, duplicates: str | None = None,
+               table: str | None = None) -> None:
+        """Write batches into ``dst``, checking records and their order.
+
+        ``duplicates``: the message when the input is sorted but a key repeats;
+        ``table``: the logical name, for errors about keys the engine refuses.
+        """
         last: bytes | None = None
         for batch in batches:
             if not batch:
@@ -94,12 +99,18 @@ class Staging:
                 raise self._fail(f"{what} produced a record that is not {shape} of bytes ({exc})") from exc
             if unsorted >= 0 or (last is not None and batch[0][0] <= last):
                 key = batch[unsorted if unsorted >= 0 else 0][0]
+                if duplicates is not None:
+                    raise self._fail(f"{duplicates} {key[:64].hex() or '(empty)'}")
                 raise self._fail(f"{what} produced key {key[:64].hex()} out of order or twice; "
                                  "op.rewrite must keep keys in order (use op.rekey to change it)")
             caps = self.engine.capabilities
             if caps.min_key_len or caps.max_key_len is not None:
+                named = TableInfo(table or dst.name, dst.kind)
                 for rec in batch:
-                    self.engine.check_key(dst, rec[0])
+                    try:
+                        self.engine.check_key(named, rec[0])
+                    except DestinationError as exc:
+                        raise self._fail(exc.message) from exc
             self.writer.write_batch(dst, batch)
             last = batch[-1][0]
             crash_point(f"{self.revision} {what}")
@@ -131,7 +142,7 @@ class Staging:
                 yield out
             yield [c[1] for c in changes[i:] if c[1] is not None]
 
-        self._write(dst, merged(), f"put/delete in {name!r}")
+        self._write(dst, merged(), f"put/delete in {name!r}", table=name)
         self._replace(name, dst)
 
     # -- the operations (see statemigrate.upgrade.op) --------------------------
@@ -157,27 +168,30 @@ class Staging:
         if old in self.overlay:
             self.overlay[new] = self.overlay.pop(old)
 
-    def copy_table(self, source: str, destination: str) -> None:
+    def _mapped(self, table: str, fn: Callable[..., Any] | None, batch: bool) -> Iterator[list]:
+        for records in self._batches(table):
+            if fn is None:
+                yield records
+            elif batch:
+                yield [r for r in fn(records) if r is not None]
+            else:
+                yield [r for r in map(fn, records) if r is not None]
+
+    def copy_table(self, source: str, destination: str, fn: Callable[..., Any] | None = None,
+                   batch: bool = False) -> None:
         src = self._table(source)
         self._check_new_name(destination)
-        self.log.append(f"copy_table {source!r} -> {destination!r}")
+        how = f" with {getattr(fn, '__name__', 'fn')}" if fn is not None else ""
+        self.log.append(f"copy_table {source!r} -> {destination!r}{how}")
         dst = self._new_private(src.kind)
-        self._write(dst, self._batches(source), f"copy_table {source!r}")
+        self._write(dst, self._mapped(source, fn, batch), f"copy_table {source!r}", table=destination)
         self.view[destination] = dst
 
     def rewrite(self, table: str, fn: Callable[..., Any], batch: bool = False) -> None:
         src = self._table(table)
         self.log.append(f"rewrite {table!r} with {getattr(fn, '__name__', 'fn')}")
         dst = self._new_private(src.kind)
-
-        def out() -> Iterator[list]:
-            for records in self._batches(table):
-                if batch:
-                    yield list(fn(records))
-                else:
-                    yield [r for r in map(fn, records) if r is not None]
-
-        self._write(dst, out(), f"rewrite of {table!r}")
+        self._write(dst, self._mapped(table, fn, batch), f"rewrite of {table!r}", table=table)
         self._replace(table, dst)
 
     def rekey(self, table: str, fn: Callable[..., Any]) -> None:
@@ -185,21 +199,17 @@ class Staging:
         self.log.append(f"rekey {table!r} with {getattr(fn, '__name__', 'fn')}")
         dst = self._new_private(src.kind)
 
-        def rekeyed() -> Iterator[tuple]:
+        def rekeyed() -> Iterator[list]:
             for records in self._batches(table):
-                for rec in records:
-                    key = fn(rec)
-                    if key is None:
-                        continue
-                    if not isinstance(key, bytes):
-                        raise self._fail(f"rekey of {table!r}: fn returned {type(key).__name__}, not bytes")
-                    yield (key,) + tuple(rec[1:])
+                keys = list(map(fn, records))
+                out = [(k,) + tuple(r[1:]) for k, r in zip(keys, records) if k is not None]
+                if not all(isinstance(r[0], bytes) for r in out):
+                    bad = next(r[0] for r in out if not isinstance(r[0], bytes))
+                    raise self._fail(f"rekey of {table!r}: fn returned {type(bad).__name__}, not bytes")
+                yield out
 
-        def dup(key: bytes) -> Exception:
-            return self._fail(f"rekey of {table!r} gives two records the key {key[:64].hex() or '(empty)'}")
-
-        self._write(dst, sorted_batches(rekeyed(), self.path, dup, batch_records=self.batch_records),
-                    f"rekey of {table!r}")
+        self._write(dst, sorted_batches(rekeyed(), self.path, batch_records=self.batch_records),
+                    f"rekey of {table!r}", duplicates=f"rekey of {table!r} gives two records the key", table=table)
         self._replace(table, dst)
 
     def set_versioned(self, table: str, initial_version: int = 0) -> None:

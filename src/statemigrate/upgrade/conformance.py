@@ -1,0 +1,454 @@
+"""The upgrade conformance suite: what an engine must do for in-place schema upgrades.
+
+Each case is ``case(engine, tmp_path)`` and raises AssertionError when the engine
+does not conform. ``tests/test_upgrade.py`` runs every case against every
+registered engine; an engine that does not declare ``Capabilities.in_place`` runs
+them as ``xfail(strict=True)`` (see :func:`xfail_reason`), so a new engine joins
+as soon as it declares the capability. The example schema in ``schemas/example``
+and its seeding script are the workload.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..engines.base import Engine
+from ..errors import StoreBusyError
+from ..model import TableInfo, TableKind
+from ..testing.stores import read_store, store_path
+from .errors import RevisionFailedError, RevisionUnknownError
+from .journal import TMP_PREFIX
+from .runner import current, digest_writer, downgrade, stamp, upgrade
+
+Case = Callable[[type[Engine], Path], None]
+CASES: dict[str, Case] = {}
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "schemas" / "example"
+EVENTS = 300
+# Store digests of the example store seeded with EVENTS events, at each revision.
+# Fixed by the digest contract: every engine, every release, must reach these.
+EXPECTED: dict[str, str] = {}
+
+
+def case(fn: Case) -> Case:
+    CASES[fn.__name__] = fn
+    return fn
+
+
+def xfail_reason(engine: type[Engine]) -> str | None:
+    """Why an engine is expected to fail the suite, or None when it must pass."""
+    if not engine.capabilities.in_place:
+        if engine.name == "jsonl":
+            return "a jsonl dump is an archive, not a store an app runs on: no in-place upgrades"
+        return f"the {engine.name} engine does not declare Capabilities.in_place yet"
+    return None
+
+
+# --- helpers -----------------------------------------------------------------------
+
+def _seed_module() -> Any:
+    spec = importlib.util.spec_from_file_location("statemigrate_example_seed", EXAMPLE / "seed.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def seeded(engine: type[Engine], tmp: Path, events: int = EVENTS, name: str = "store") -> str:
+    """A store of the example schema at revision 0001 holding ``events`` events; its spec."""
+    path = store_path(engine, tmp, name)
+    _seed_module().seed(f"{engine.name}:{path}", events)
+    return f"{engine.name}:{path}"
+
+
+def empty_store(engine: type[Engine], tmp: Path, name: str = "empty") -> str:
+    """A new store with no table and no revision."""
+    path = store_path(engine, tmp, name)
+    writer = engine.create_writer(path)
+    writer.finish()
+    writer.close()
+    return f"{engine.name}:{path}"
+
+
+def digest(spec: str) -> str:
+    """The store digest, read through the engine's writer (the upgrade's own view)."""
+    from ..registry import resolve_source
+
+    eng, path = resolve_source(spec)
+    writer = eng.open_writer(path)
+    try:
+        return digest_writer(writer)
+    finally:
+        writer.close()
+
+
+def table_names(spec: str) -> list[str]:
+    """Every table of the store, private ones included."""
+    from ..registry import resolve_source
+
+    eng, path = resolve_source(spec)
+    writer = eng.open_writer(path)
+    try:
+        return sorted(t.name for t in writer.list_tables())
+    finally:
+        writer.close()
+
+
+def revision_file(rev: str, down: Any, up_body: str, down_body: str = "pass", imports: str = "") -> str:
+    """The text of a revision file (bodies are indented here)."""
+    def body(text: str) -> str:
+        return textwrap.indent(textwrap.dedent(text).strip() or "pass", "    ")
+
+    return (f'"""Revision {rev}."""\nfrom statemigrate import op\n{imports}\n\n'
+            f"revision = {rev!r}\ndown_revision = {down!r}\nbranch_labels = None\ndepends_on = None\n\n\n"
+            f"def upgrade():\n{body(up_body)}\n\n\ndef downgrade():\n{body(down_body)}\n")
+
+
+def schema_with(tmp: Path, extra: dict[str, str], base: Path | None = EXAMPLE, name: str = "schema") -> Path:
+    """A copy of ``base`` (or an empty schema) with extra revision files ``{filename: text}``."""
+    target = tmp / name
+    if base is not None:
+        shutil.copytree(base, target, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        (target / "versions").mkdir(parents=True)
+        shutil.copy(EXAMPLE / "script.py.mako", target / "script.py.mako")
+    for filename, text in extra.items():
+        (target / "versions" / filename).write_text(text)
+    return target
+
+
+def walk_digests(engine: type[Engine], tmp: Path) -> dict[str, str]:
+    """Digest of the example store at each revision, walking up one revision at a time."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    spec = seeded(engine, tmp, name="walk")
+    out = {"0001": digest(spec)}
+    while True:
+        report = upgrade(spec, EXAMPLE, to="+1")
+        assert report.status == "upgraded", report.status
+        out[report.to_revisions[0]] = report.digest_after  # type: ignore[assignment]
+        if report.to_revisions == ["0005"]:
+            return out
+
+
+# --- cases -------------------------------------------------------------------------
+
+@case
+def walk_base_head_base(engine: type[Engine], tmp: Path) -> None:
+    """base -> 0001 -> ... -> head -> ... -> base, one revision at a time; digests match each way."""
+    spec = empty_store(engine, tmp)
+    at_base = digest(spec)
+    assert current(spec).current == []
+    up = upgrade(spec, EXAMPLE, to="0001")
+    assert up.to_revisions == ["0001"] and current(spec).current == ["0001"]
+    # Fill it as the app would at 0001, then walk.
+    from ..registry import resolve_source
+
+    eng, path = resolve_source(spec)
+    seed = _seed_module()
+    writer = eng.open_writer(path)
+    try:
+        writer.write_batch(TableInfo("events"), list(seed.events(EVENTS)))
+        writer.write_batch(TableInfo("prefs"), [(b"editor", b"vim"), (b"theme", b"dark")])
+        writer.write_batch(TableInfo("settings", TableKind.VERSIONED), [(b"a", b"1", 2**64 - 1), (b"b", b"", 0)])
+        writer.finish()
+    finally:
+        writer.close()
+    seen = {"0001": digest(spec)}
+    for rev in ("0002", "0003", "0004", "0005"):
+        report = upgrade(spec, EXAMPLE, to="+1")
+        assert report.to_revisions == [rev], report.to_revisions
+        assert report.digest_after == digest(spec)
+        assert not any(n.startswith(TMP_PREFIX) for n in table_names(spec))
+        seen[rev] = digest(spec)
+    assert len(set(seen.values())) == 5, "every revision changes the state"
+    for rev in ("0004", "0003", "0002", "0001"):
+        report = downgrade(spec, EXAMPLE, to="-1")
+        assert report.to_revisions == [rev]
+        assert digest(spec) == seen[rev], f"downgrade to {rev} does not restore its state"
+    downgrade(spec, EXAMPLE, to="base")
+    assert current(spec).current == []
+    assert digest(spec) == at_base
+
+
+@case
+def same_digests_as_sqlite(engine: type[Engine], tmp: Path) -> None:
+    """At every revision the example store has the digest SQLite gives it (engine-independent)."""
+    from ..registry import get_engine
+
+    got = walk_digests(engine, tmp / "e")
+    want = walk_digests(get_engine("sqlite"), tmp / "s") if engine.name != "sqlite" else got
+    assert got == want
+
+
+@case
+def upgrade_at_head_does_nothing(engine: type[Engine], tmp: Path) -> None:
+    """At head: status up_to_date, no revision run, the state unchanged."""
+    spec = seeded(engine, tmp)
+    upgrade(spec, EXAMPLE)
+    before = digest(spec)
+    report = upgrade(spec, EXAMPLE)
+    assert report.status == "up_to_date" and report.revisions == []
+    assert report.digest_before == report.digest_after == before == digest(spec)
+
+
+@case
+def unknown_revision_changes_nothing(engine: type[Engine], tmp: Path) -> None:
+    """A store stamped by a newer app (a revision this schema lacks): exit 1, nothing changed."""
+    spec = seeded(engine, tmp)
+    newer = schema_with(tmp, {"0006_newer.py": revision_file("0006", "0005", "op.create_table('newer')",
+                                                             "op.drop_table('newer')")})
+    upgrade(spec, newer)
+    before = digest(spec)
+    try:
+        upgrade(spec, EXAMPLE)
+    except RevisionUnknownError as exc:
+        assert exc.exit_code == 1 and "0006" in exc.message and "newer" in exc.message
+    else:
+        raise AssertionError("an unknown revision was not refused")
+    assert digest(spec) == before and current(spec).current == ["0006"]
+
+
+@case
+def failed_revision_leaves_the_old_state(engine: type[Engine], tmp: Path) -> None:
+    """A revision that fails half-way: the old revision, the old data, no leftovers; a fixed rerun works."""
+    body = """
+        op.rewrite("events", lambda r: (r[0], b"x"))
+        op.create_table("half")
+        op.put("prefs", b"zz", b"1", version=1)
+        raise RuntimeError("boom")
+    """
+    broken = schema_with(tmp, {"0006_broken.py": revision_file("0006", "0005", body)}, name="broken")
+    spec = seeded(engine, tmp)
+    upgrade(spec, EXAMPLE)
+    before = digest(spec)
+    try:
+        upgrade(spec, broken)
+    except RevisionFailedError as exc:
+        assert "0006" in exc.message and "boom" in exc.message
+    else:
+        raise AssertionError("the failing revision did not fail")
+    assert current(spec).current == ["0005"]
+    assert digest(spec) == before
+    assert not any(n.startswith(TMP_PREFIX) for n in table_names(spec))
+    (broken / "versions" / "0006_broken.py").write_text(
+        revision_file("0006", "0005", 'op.create_table("half")', 'op.drop_table("half")'))
+    assert upgrade(spec, broken).to_revisions == ["0006"]
+
+
+@case
+def dry_run_changes_nothing(engine: type[Engine], tmp: Path) -> None:
+    """--dry-run lists the revisions and their operations and changes nothing."""
+    spec = seeded(engine, tmp)
+    before = digest(spec)
+    report = upgrade(spec, EXAMPLE, dry_run=True)
+    assert report.status == "dry_run"
+    assert [r["revision"] for r in report.revisions] == ["0002", "0003", "0004", "0005"]
+    assert any("rekey" in op for op in report.revisions[0]["operations"])
+    assert digest(spec) == before and current(spec).current == ["0001"]
+
+
+@case
+def stamp_check_and_changed_files(engine: type[Engine], tmp: Path) -> None:
+    """stamp sets the revision without running; check sees head, and a file changed after it was applied."""
+    spec = empty_store(engine, tmp)
+    before = digest(spec)
+    schema = schema_with(tmp, {})
+    report = stamp(spec, schema, "head")
+    assert report.to_revisions == ["0005"] and digest(spec) == before
+    assert current(spec, schema=schema).ok
+    (schema / "versions" / "0003_split_event_payloads.py").open("a").write("\n# edited after it was applied\n")
+    found = current(spec, schema=schema)
+    assert not found.ok and [f["revision"] for f in found.changed_files] == ["0003"]
+    stamp(spec, schema, "0002")
+    assert current(spec).current == ["0002"]
+    assert not current(spec, schema=schema).at_head
+    stamp(spec, schema, "base")
+    assert current(spec).current == []
+
+
+@case
+def busy_store_is_refused(engine: type[Engine], tmp: Path) -> None:
+    """A store held by a running app: StoreBusyError (exit 3), nothing changed."""
+    spec = seeded(engine, tmp)
+    before = digest(spec)
+    with held_by_app(spec):
+        try:
+            upgrade(spec, EXAMPLE)
+        except StoreBusyError as exc:
+            assert exc.exit_code == 3
+        else:
+            raise AssertionError("the upgrade ran on a store held by another process")
+    assert digest(spec) == before and current(spec).current == ["0001"]
+
+
+@case
+def backup_holds_the_old_store(engine: type[Engine], tmp: Path) -> None:
+    """--backup writes an engine-native copy of the store as it was before the upgrade."""
+    spec = seeded(engine, tmp)
+    before = digest(spec)
+    target = store_path(engine, tmp, "backup")
+    report = upgrade(spec, EXAMPLE, backup=target)
+    assert report.backup == str(target) and report.digest_before == before
+    assert digest(f"{engine.name}:{target}") == before
+    assert current(f"{engine.name}:{target}").current == ["0001"]
+
+
+@case
+def operations(engine: type[Engine], tmp: Path) -> None:
+    """Every op: rename (a swap too), copy, put/delete, set_versioned/plain, rekey, odd names, records."""
+    odd = 'x"; DROP TABLE y; --'
+    low = b"" if engine.capabilities.min_key_len == 0 else b"\x00"
+    up = f"""
+        op.create_table("a")
+        op.create_table("b", versioned=True)
+        op.create_table({odd!r})
+        for i in range(50):
+            op.put("a", b"k%03d" % i, b"a%d" % i)
+            op.put("b", b"k%03d" % i, b"b%d" % i, version=i)
+        op.put({odd!r}, {low!r}, b"lowest key")
+        op.delete("a", b"k007")
+        op.delete("a", b"absent")
+        assert [r[0] for r in op.records("a")][:8] == [b"k000", b"k001", b"k002", b"k003", b"k004", b"k005", b"k006", b"k008"]
+    """
+    up2 = """
+        op.rename_table("a", "tmp")
+        op.set_plain("b")
+        op.rename_table("b", "a")
+        op.rename_table("tmp", "b")
+        op.set_versioned("b", 7)
+        op.copy_table("a", "c")
+        op.rekey("c", lambda r: r[0][::-1])
+        op.rewrite("c", lambda r: None if r[0].startswith(b"0") else (r[0], r[1] + b"!"))
+        op.put("a", b"k000", b"replaced")
+        assert op.has_table("c") and sorted(op.tables())[:3] == ["a", "b", "c"]
+    """
+    schema = schema_with(tmp, {"r1.py": revision_file("r1", None, up, "pass"),
+                               "r2.py": revision_file("r2", "r1", up2, "pass")}, base=None)
+    spec = empty_store(engine, tmp)
+    upgrade(spec, schema)
+    from ..registry import resolve_source
+
+    eng, path = resolve_source(spec)
+    got = read_store(eng, path)["tables"]
+    a = [(b"k%03d" % i, b"b%d" % i) for i in range(50)]
+    a[0] = (b"k000", b"replaced")
+    b = [(b"k%03d" % i, b"a%d" % i, 7) for i in range(50) if i != 7]
+    c = sorted((k[::-1], v + b"!") for k, v in [(b"k%03d" % i, b"b%d" % i) for i in range(50)]
+               if not k[::-1].startswith(b"0"))
+    assert got["a"] == ("plain", a)
+    assert got["b"] == ("versioned", b)
+    assert got["c"] == ("plain", c)
+    assert got[odd] == ("plain", [(low, b"lowest key")])
+    assert set(got) == {"a", "b", "c", odd}
+
+
+@case
+def bad_revisions_are_named(engine: type[Engine], tmp: Path) -> None:
+    """Duplicate keys from rekey, out-of-order keys from rewrite: errors naming the revision."""
+    for rev, body, words in (
+        ("dup", 'op.rekey("events", lambda r: b"same")', "two records"),
+        ("order", 'op.rewrite("events", lambda r: (r[0][::-1], r[1]))', "out of order"),
+        ("table", 'op.drop_table("nope")', "no table 'nope'"),
+    ):
+        schema = schema_with(tmp, {f"{rev}.py": revision_file(rev, "0001", body)}, name=f"s-{rev}")
+        for extra in (schema / "versions").glob("000[2-5]*"):
+            extra.unlink()
+        spec = seeded(engine, tmp, events=40, name=f"st-{rev}")
+        before = digest(spec)
+        try:
+            upgrade(spec, schema)
+        except RevisionFailedError as exc:
+            assert rev in exc.message and words in exc.message, exc.message
+        else:
+            raise AssertionError(f"revision {rev} should have failed")
+        assert digest(spec) == before and current(spec).current == ["0001"]
+
+
+@case
+def execute_only_on_sql_engines(engine: type[Engine], tmp: Path) -> None:
+    """op.execute runs SQL on SQL engines; elsewhere it fails naming the revision, nothing changed."""
+    body = '''op.execute("UPDATE prefs SET value = CAST(upper(value) AS BLOB)")'''
+    schema = schema_with(tmp, {"sql1.py": revision_file("sql1", "0001", body)})
+    for extra in (schema / "versions").glob("000[2-5]*"):
+        extra.unlink()
+    spec = seeded(engine, tmp, events=10)
+    before = digest(spec)
+    if engine.capabilities.sql:
+        upgrade(spec, schema)
+        from ..registry import resolve_source
+
+        eng, path = resolve_source(spec)
+        assert read_store(eng, path)["tables"]["prefs"][1][0] == (b"editor", b"VIM")
+        return
+    try:
+        upgrade(spec, schema)
+    except RevisionFailedError as exc:
+        assert "sql1" in exc.message and "SQL" in exc.message
+    else:
+        raise AssertionError("op.execute ran on an engine without SQL")
+    assert digest(spec) == before
+
+
+@case
+def convert_carries_the_stamp(engine: type[Engine], tmp: Path) -> None:
+    """convert to SQLite keeps the revision: the converted store is at head, in alembic_version too."""
+    from ..pipeline import convert
+
+    spec = seeded(engine, tmp, events=20)
+    upgrade(spec, EXAMPLE)
+    dst = tmp / "converted.sqlite"
+    convert(spec, f"sqlite:{dst}")
+    assert current(f"sqlite:{dst}", schema=EXAMPLE).ok
+    import apsw
+
+    conn = apsw.Connection(str(dst))
+    assert [r[0] for r in conn.execute("SELECT version_num FROM alembic_version")] == ["0005"]
+    conn.close()
+
+
+@case
+def crash_points_recover(engine: type[Engine], tmp: Path) -> None:
+    """A few kill -9 points in a small upgrade (the full harness is tests/test_upgrade_kill.py)."""
+    from .killharness import run_harness
+
+    result = run_harness(engine.name, tmp, events=2_000, points=8)
+    assert result.failures == [], result.failures
+
+
+# --- a store held by a running app -------------------------------------------------
+
+HOLDER = """
+import sys, time, contextlib
+from statemigrate.registry import resolve_source
+eng, path = resolve_source(sys.argv[1])
+w = eng.open_writer(path)
+cm = w.transaction() if eng.capabilities.transactional_ddl else contextlib.nullcontext()
+cm.__enter__()
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@contextlib.contextmanager
+def held_by_app(spec: str) -> Iterator[int]:
+    """Another process holds the store open for writing (inside a write transaction where it has them)."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        if line.strip() != "ready":
+            raise AssertionError(f"the holder did not start: {proc.stderr.read() if proc.stderr else ''}")
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+__all__ = ["CASES", "xfail_reason", "seeded", "empty_store", "digest", "EXAMPLE", "schema_with", "revision_file"]

@@ -1,0 +1,29 @@
+"""The upgrade conformance suite against every registered engine.
+
+An engine that does not declare ``Capabilities.in_place`` runs every case as
+``xfail(strict=True)``: it joins as soon as it declares the capability.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from statemigrate.registry import engine_names, get_engine
+from statemigrate.upgrade.conformance import CASES, xfail_reason
+
+
+def _params():
+    for engine in engine_names():
+        reason = xfail_reason(get_engine(engine))
+        for name in CASES:
+            if name == "crash_points_recover":
+                continue  # tests/test_upgrade_kill.py
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            yield pytest.param(engine, name, id=f"{engine}-{name}", marks=marks)
+
+
+@pytest.mark.parametrize(("engine_name", "case_name"), list(_params()))
+def test_upgrade_conformance(engine_name: str, case_name: str, tmp_path) -> None:
+    engine = get_engine(engine_name)
+    engine.require_driver()
+    CASES[case_name](engine, tmp_path)

@@ -1,0 +1,116 @@
+"""The upgrade verbs through click's CliRunner: output, --json, and the installer's exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from statemigrate.cli import main
+from statemigrate.registry import get_engine
+from statemigrate.upgrade.conformance import EXAMPLE, held_by_app, revision_file, schema_with, seeded
+
+VERBS = ["upgrade", "downgrade", "stamp", "current", "check", "history", "revision"]
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture
+def store(tmp_path) -> str:
+    return seeded(get_engine("sqlite"), tmp_path, events=50)
+
+
+def test_installer_can_tell_every_outcome_apart(store, tmp_path) -> None:
+    # success
+    r = run("upgrade", store, "--schema", EXAMPLE, "--json")
+    report = json.loads(r.output)
+    assert r.exit_code == 0 and report["status"] == "upgraded"
+    assert report["from"] == ["0001"] and report["to"] == ["0005"]
+    assert [x["revision"] for x in report["revisions"]] == ["0002", "0003", "0004", "0005"]
+    assert all("seconds" in x for x in report["revisions"])
+    assert report["engine"] == "sqlite" and report["digest_before"] != report["digest_after"]
+    # nothing to do
+    r = run("upgrade", store, "--schema", EXAMPLE, "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["status"] == "up_to_date"
+    # too new: a newer app's schema wrote 0006
+    newer = schema_with(tmp_path, {"0006_n.py": revision_file("0006", "0005", "op.create_table('n')")})
+    assert run("upgrade", store, "--schema", newer).exit_code == 0
+    r = run("upgrade", store, "--schema", EXAMPLE, "--json")
+    assert r.exit_code == 1 and json.loads(r.output.split("statemigrate: error")[0])["status"] == "too_new"
+    # busy
+    with held_by_app(store):
+        r = run("upgrade", store, "--schema", newer, "--json")
+    assert r.exit_code == 3 and json.loads(r.output.split("statemigrate: error")[0])["status"] == "busy"
+    # failure
+    bad = schema_with(tmp_path, {"0006_n.py": revision_file("0006", "0005", "op.create_table('n')"),
+                                 "0007_bad.py": revision_file("0007", "0006", "op.drop_table('nope')")}, name="bad")
+    r = run("upgrade", store, "--schema", bad, "--json")
+    out = json.loads(r.output.split("statemigrate: error")[0])
+    assert r.exit_code == 5 and out["status"] == "failed" and "0007" in out["error"]
+
+
+def test_errors_are_one_line(store) -> None:
+    with held_by_app(store):
+        r = CliRunner().invoke(main, ["upgrade", store, "--schema", str(EXAMPLE)])
+    assert r.exit_code == 3
+    assert r.output.startswith("statemigrate: error: ") and "Traceback" not in r.output
+
+
+def test_check_current_stamp_downgrade(store) -> None:
+    r = run("check", store, "--schema", EXAMPLE)
+    assert r.exit_code == 1 and "0001" in r.output and "0005" in r.output
+    assert run("current", store).output.strip().endswith("at 0001")
+    assert run("upgrade", store, "--schema", EXAMPLE, "--to", "0003").exit_code == 0
+    r = run("current", store, "--json")
+    assert json.loads(r.output)["current"] == ["0003"]
+    assert run("upgrade", store, "--schema", EXAMPLE).exit_code == 0
+    r = run("check", store, "--schema", EXAMPLE, "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["ok"] is True
+    r = run("downgrade", store, "--schema", EXAMPLE, "--to", "-2", "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["to"] == ["0003"]
+    r = run("stamp", store, "0005", "--schema", EXAMPLE, "--dry-run")
+    assert r.exit_code == 0 and "would be stamped 0005" in r.output
+    assert run("current", store).output.strip().endswith("at 0003")
+    r = run("downgrade", store, "--schema", EXAMPLE, "--to", "base")
+    assert r.exit_code == 0 and "base" in r.output
+
+
+def test_dry_run_and_backup(store, tmp_path) -> None:
+    r = run("upgrade", store, "--schema", EXAMPLE, "--dry-run")
+    assert r.exit_code == 0 and "op.rekey 'events', seq_first" in r.output and "nothing was changed" in r.output
+    assert run("current", store).output.strip().endswith("at 0001")
+    backup = tmp_path / "before.sqlite"
+    r = run("upgrade", store, "--schema", EXAMPLE, "--backup", backup)
+    assert r.exit_code == 0 and f"backup written to {backup}" in r.output
+    assert run("current", f"sqlite:{backup}").output.strip().endswith("at 0001")
+
+
+def test_history_and_revision(tmp_path) -> None:
+    r = run("history", "--schema", EXAMPLE)
+    assert r.exit_code == 0 and r.output.splitlines()[0].startswith("0004 -> 0005 (head)")
+    rows = json.loads(run("history", "--schema", EXAMPLE, "--json").output)
+    assert [x["revision"] for x in rows] == ["0005", "0004", "0003", "0002", "0001"]
+    schema = schema_with(tmp_path, {})
+    r = run("revision", "--schema", schema, "-m", "add a thing", "--rev-id", "0006", "--json")
+    path = json.loads(r.output)["path"]
+    text = open(path).read()
+    assert "from statemigrate import op" in text and "down_revision = '0005'" in text
+    assert run("history", "--schema", schema).output.startswith("0005 -> 0006 (head), add a thing")
+
+
+def test_every_verb_has_help() -> None:
+    for verb in VERBS:
+        r = run(verb, "--help")
+        assert r.exit_code == 0 and len(r.output) > 200, verb
+
+
+def test_jsonl_is_refused_clearly(tmp_path, store) -> None:
+    from statemigrate.pipeline import convert
+
+    dump = tmp_path / "dump.jsonl"
+    convert(store, str(dump))
+    r = CliRunner().invoke(main, ["upgrade", str(dump), "--schema", str(EXAMPLE)])
+    assert r.exit_code == 2 and "does not support schema upgrades in place" in r.output

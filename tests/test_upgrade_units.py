@@ -1,0 +1,117 @@
+"""Units of the upgrade machinery: the external sort, the switch plan, the revision graph."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from statemigrate.model import TableInfo, TableKind
+from statemigrate.upgrade.conformance import EXAMPLE, revision_file, schema_with
+from statemigrate.upgrade.errors import SchemaError
+from statemigrate.upgrade.journal import plan_switch
+from statemigrate.upgrade.scripts import Schema
+from statemigrate.upgrade.sort import SORT_DIR_INFIX, sorted_batches
+
+
+def test_external_sort_spills_and_merges(tmp_path) -> None:
+    store = tmp_path / "s.sqlite"
+    rnd = random.Random(7)
+    keys = list({rnd.randbytes(rnd.randint(0, 5)) for _ in range(5000)})
+    rnd.shuffle(keys)
+    seen_dirs = []
+
+    def batches():
+        for i in range(0, len(keys), 100):
+            if i == 3000:
+                seen_dirs.extend(tmp_path.glob("s.sqlite" + SORT_DIR_INFIX + "*"))
+            yield [(k, b"v") for k in keys[i : i + 100]]
+
+    out = [r for b in sorted_batches(batches(), store, run_records=700, batch_records=333) for r in b]
+    assert [r[0] for r in out] == sorted(keys)
+    assert seen_dirs, "runs spilled to a directory beside the store"
+    assert not list(tmp_path.glob("*" + SORT_DIR_INFIX + "*")), "and it was removed"
+
+
+def test_external_sort_cleans_up_on_error(tmp_path) -> None:
+    def batches():
+        yield [(b"b", b"1"), (b"a", b"2")]
+        yield [(b"c", b"3")]
+        raise KeyError("stop")
+
+    with pytest.raises(KeyError):
+        list(sorted_batches(batches(), tmp_path / "s", run_records=2))
+    assert not list(tmp_path.iterdir())
+
+
+def _apply(plan, original):
+    """Simulate the plan's steps on a dict of physical tables."""
+    tables = dict(original)
+    for step in plan:
+        if step["op"] == "drop":
+            tables.pop(step["table"], None)
+        elif step["src"] in tables:
+            tables[step["dst"]] = tables.pop(step["src"])
+    return tables
+
+
+@pytest.mark.parametrize("case", ["swap", "rename_over_dropped", "chain", "rewrite_and_rename"])
+def test_switch_plans(case) -> None:
+    P = TableKind.PLAIN
+    original = {n: TableInfo(n, P) for n in ("a", "b", "c")}
+    content = {"a": "A", "b": "B", "c": "C"}
+    if case == "swap":
+        view = {"a": original["b"], "b": original["a"], "c": original["c"]}
+        want = {"a": "B", "b": "A", "c": "C"}
+    elif case == "rename_over_dropped":
+        view = {"b": original["a"], "c": original["c"]}
+        want = {"b": "A", "c": "C"}
+    elif case == "chain":
+        view = {"b": original["a"], "c": original["b"], "d": original["c"]}
+        want = {"b": "A", "c": "B", "d": "C"}
+    else:
+        view = {"z": original["a"], "a": TableInfo("__sm_tmp__1", P), "b": original["b"]}
+        want = {"z": "A", "a": "NEW", "b": "B"}
+        content["__sm_tmp__1"] = "NEW"
+    counter = iter(range(100, 200))
+    plan = plan_switch(view, original, lambda: f"__sm_tmp__{next(counter)}")
+    assert _apply(plan, content) == want
+    # Idempotent after a crash at any step, given the recorded progress.
+    for crash in range(len(plan)):
+        tables = _apply(plan[:crash], content)
+        assert _apply(plan[crash:], tables) == want
+
+
+def test_graph_is_alembics(tmp_path) -> None:
+    schema = Schema(EXAMPLE)
+    assert schema.heads == ["0005"]
+    assert [s.revision for s in schema.steps([], "head", True)] == ["0001", "0002", "0003", "0004", "0005"]
+    assert [s.revision for s in schema.steps(["0002"], "+2", True)] == ["0003", "0004"]
+    assert [s.revision for s in schema.steps(["0004"], "-1", False)] == ["0004"]
+    assert schema.steps(["0004"], "-1", False)[0].heads_after == ["0003"]
+    assert [s.revision for s in schema.steps(["0003"], "base", False)] == ["0003", "0002", "0001"]
+    assert schema.ancestry(["0003"]) == ["0001", "0002", "0003"]
+
+
+def test_branches_and_merges(tmp_path) -> None:
+    files = {
+        "b1.py": revision_file("b1", "0005", "op.create_table('one')", "op.drop_table('one')"),
+        "b2.py": revision_file("b2", "0005", "op.create_table('two')", "op.drop_table('two')"),
+    }
+    schema_dir = schema_with(tmp_path, files)
+    schema = Schema(schema_dir)
+    assert schema.heads == ["b1", "b2"]
+    steps = schema.steps(["0005"], "heads", True)
+    assert sorted(s.revision for s in steps) == ["b1", "b2"] and steps[-1].heads_after == ["b1", "b2"]
+    (schema_dir / "versions" / "m.py").write_text(revision_file("m", ("b1", "b2"), "pass"))
+    schema = Schema(schema_dir)
+    steps = schema.steps(["b1", "b2"], "head", True)
+    assert [s.revision for s in steps] == ["m"] and steps[0].heads_after == ["m"]
+
+
+def test_broken_schema_is_a_usage_error(tmp_path) -> None:
+    with pytest.raises(SchemaError):
+        Schema(tmp_path)
+    broken = schema_with(tmp_path, {"x.py": "this is not python ("})
+    with pytest.raises(SchemaError):
+        Schema(broken)
