@@ -41,11 +41,14 @@ import heapq
 import json
 import os
 import pickle
+import queue
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +64,9 @@ I64_MAX = 2**63 - 1
 INDEX_WAIT_SECONDS = 300.0
 FIRST_PAGE = 100
 MAX_PAGE = 1000
+STALL_SECONDS = 5.0  # a call this slow has the free space checked
+FULL_MARGIN = 4 << 20  # free bytes under which a stalled write means a full disk
+BATCH_FACTOR = 4  # disk bytes a batch takes per payload byte, at least (WAL, index)
 RUN_BYTES = 64 << 20  # records per sorted run of the fallback sort, in payload bytes
 
 
@@ -120,22 +126,51 @@ def other_helix_process(path: Path) -> int | None:
 
 
 class _Helix:
-    """A HelixDB client whose every call runs on one private thread."""
+    """A HelixDB client whose every call runs on one private (daemon) thread.
+
+    A daemon thread, not an executor: on a full disk HelixDB retries its writes forever,
+    and a stuck call must not keep the process from exiting once we have given up on it.
+    """
 
     def __init__(self, engine: type[HelixdbEngine], path: Path, *, reader: bool):
         self.helix = engine.require_driver()
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statemigrate-helixdb")
+        self.path = path
+        self.broken = False
+        self.jobs: queue.Queue[Any] = queue.Queue()
+        threading.Thread(target=self._serve, name="statemigrate-helixdb", daemon=True).start()
         self.client: Any = None
         source = self.helix.Disk(str(path.parent.absolute()), path.name)
         opener = self.helix.Client.embedded_reader if reader else self.helix.Client.embedded
         try:
             self.client = self.call(lambda: opener(source))
         except BaseException:
-            self.pool.shutdown(wait=False)
+            self.jobs.put(None)
             raise
 
+    def _serve(self) -> None:
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            fn, done = job
+            try:
+                done.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                done.set_exception(exc)
+
     def call(self, fn: Callable[[], Any]) -> Any:
-        return self.pool.submit(fn).result()
+        done: Future[Any] = Future()
+        self.jobs.put((fn, done))
+        while True:
+            try:
+                return done.result(timeout=STALL_SECONDS)
+            except FutureTimeout:
+                if disk_nearly_full(self.path):
+                    self.broken = True
+                    raise DestinationError(
+                        f"{self.path}: disk full: HelixDB cannot write and keeps retrying",
+                        hint="free some space, then run the same command with --resume",
+                    ) from None
 
     def query(self, batch: Any, **params: Any) -> Any:
         request = batch.to_query_request()
@@ -148,11 +183,19 @@ class _Helix:
 
     def close(self) -> None:
         try:
-            if self.client is not None:
+            if self.client is not None and not self.broken:
                 self.call(self.client.close)
-                self.client = None
+            self.client = None
         finally:
-            self.pool.shutdown(wait=True)
+            self.jobs.put(None)
+
+
+def disk_nearly_full(path: Path) -> bool:
+    """Whether the file system holding ``path`` has less than FULL_MARGIN bytes free."""
+    try:
+        return shutil.disk_usage(path if path.exists() else path.parent).free < FULL_MARGIN
+    except OSError:
+        return False
 
 
 def _read_meta(hx: _Helix) -> dict[str, bytes]:
@@ -551,6 +594,19 @@ class HelixdbWriter(Writer):
             ]
         else:
             rows = [{"k": r[0].hex(), "v": base64.b64encode(r[1]).decode()} for r in batch]
+        need = (
+            int(sum(len(r[0]) + len(r[1]) for r in batch) * HelixdbEngine.space_factor)
+            + FULL_MARGIN
+        )
+        try:
+            free = shutil.disk_usage(self.path).free
+        except OSError:
+            free = need
+        if free < need:  # HelixDB would retry a write on a full disk forever
+            raise DestinationError(
+                f"{self.path}: disk full: {free:,} bytes free, this batch needs about {need:,}",
+                hint="free some space, then run the same command with --resume",
+            )
         body = self.helix.write_batch().var_as("n", g().add_n(label_of(table.name), props))
         query = self.helix.write_batch().for_each_param("rows", body)
         query, params = self._with_meta(query, metadata or {})

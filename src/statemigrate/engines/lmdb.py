@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import struct
 import sys
 from collections.abc import Iterator, Mapping
@@ -38,6 +39,7 @@ from .rocksdb import decode_versioned, encode_versioned
 KIND_PREFIX = "kind:"
 META_DB = METADATA_TABLE.encode()
 MIN_MAP_SIZE = 64 << 20
+FULL_MARGIN = 16 << 20  # free bytes under which a failed write is taken for a full disk
 LOCK_MAGIC = 0xBEEFC0DE
 FUTEX_TID_MASK = 0x3FFFFFFF
 FUTEX_OWNER_DIED = 0x40000000
@@ -302,7 +304,7 @@ class LmdbWriter(Writer):
                     f"{self.path}: LMDB refused a key: empty or over 511 bytes"
                 ) from exc
             except self.lmdb.Error as exc:
-                raise DestinationError(f"{self.path}: write failed ({_msg(exc)})") from exc
+                raise self._write_error(exc) from exc
             return
         while True:
             txn = self.env.begin(write=True)
@@ -326,13 +328,26 @@ class LmdbWriter(Writer):
                 ) from exc
             except self.lmdb.Error as exc:
                 txn.abort()
-                text = _msg(exc)
-                if "No space" in text or "ENOSPC" in text:
-                    raise DestinationError(f"{self.path}: disk full ({text})") from exc
-                raise DestinationError(f"{self.path}: write failed ({text})") from exc
+                raise self._write_error(exc) from exc
             except BaseException:
                 txn.abort()
                 raise
+
+    def _write_error(self, exc: BaseException) -> DestinationError:
+        """A failed commit; LMDB reports a short write on a full disk as EIO, so look."""
+        text = _msg(exc)
+        if "No space" in text or "ENOSPC" in text or self._disk_nearly_full():
+            return DestinationError(
+                f"{self.path}: disk full: not enough free space ({text})",
+                hint="free some space, then run the same command with --resume",
+            )
+        return DestinationError(f"{self.path}: write failed ({text})")
+
+    def _disk_nearly_full(self) -> bool:
+        try:
+            return shutil.disk_usage(self.path).free < FULL_MARGIN
+        except OSError:
+            return False
 
     def list_tables(self) -> list[TableInfo]:
         meta = self._all_meta()
