@@ -20,14 +20,25 @@ from hypothesis import strategies as st
 
 from statemigrate import convert
 from statemigrate.engines.redb import RedbEngine, read_header
-from statemigrate.errors import DestinationError, SourceError, StoreBusyError, UsageError
+from statemigrate.errors import DestinationError, StoreBusyError, UsageError
 from statemigrate.model import MAX_VERSION, TableInfo, TableKind
 from statemigrate.testing.stores import read_store, write_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "redb"
 FILES = {1: "redb1-format1.redb", 2: "redb2-format2.redb", 3: "redb4-format3.redb"}
 CUSTOM_TYPES = ["fixture::RevId", "fixture::ShortLex"]
-ODD_KEYS = [b"", b"\x00", b"\x00\x00", b"\x00\xff", b"\xff", b"\xff\xff", b"a", b"a\x00", b"ab", b"k" * 1000]
+ODD_KEYS = [
+    b"",
+    b"\x00",
+    b"\x00\x00",
+    b"\x00\xff",
+    b"\xff",
+    b"\xff\xff",
+    b"a",
+    b"a\x00",
+    b"ab",
+    b"k" * 1000,
+]
 
 
 def sha256(path: Path) -> str:
@@ -103,7 +114,9 @@ def test_a_batch_is_committed_with_its_metadata(tmp_path):
 
 def test_a_16_mib_value_round_trips(tmp_path):
     big = os.urandom(16 << 20)
-    path = write_store(RedbEngine, tmp_path / "big.redb", {TableInfo("t"): [(b"k", big), (b"l", b"")]})
+    path = write_store(
+        RedbEngine, tmp_path / "big.redb", {TableInfo("t"): [(b"k", big), (b"l", b"")]}
+    )
     assert read_store(RedbEngine, path)["tables"]["t"][1] == [(b"k", big), (b"l", b"")]
 
 
@@ -185,8 +198,14 @@ print(json.dumps(out))
 def test_custom_order_tables_sort_through_spilled_runs(fmt):
     """With one-record runs every record spills to disk; the merge still yields byte order."""
     env = dict(os.environ, STATEMIGRATE_REDB_SORT_RUN_BYTES="1")
-    out = subprocess.run([sys.executable, "-c", _SORTED, str(FIXTURES / FILES[fmt])], env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _SORTED, str(FIXTURES / FILES[fmt])],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout)
     raw = json.loads((FIXTURES / (FILES[fmt] + ".json")).read_text())
@@ -196,14 +215,39 @@ def test_custom_order_tables_sort_through_spilled_runs(fmt):
 def test_typed_table_meta_carries_types_widths_and_classification():
     with RedbEngine.open_reader(FIXTURES / FILES[3]) as reader:
         meta = {t.name: t.meta.get("redb") for t in reader.tables()}
-    assert meta["tuple_fixed"]["key"] == {"name": "(u32,i16)", "class": "Internal3", "width": 6, "legacy": False}
-    assert meta["tuple_fixed"]["value"] == {"name": "[u8;4]", "class": "Internal3", "width": 4, "legacy": False}
-    assert meta["u64_keys"]["key"] == {"name": "u64", "class": "Internal", "width": 8, "legacy": False}
-    assert meta["custom_fixed"]["key"] == {"name": "fixture::RevId", "class": "UserDefined", "width": 8, "legacy": False}
+    assert meta["tuple_fixed"]["key"] == {
+        "name": "(u32,i16)",
+        "class": "Internal3",
+        "width": 6,
+        "legacy": False,
+    }
+    assert meta["tuple_fixed"]["value"] == {
+        "name": "[u8;4]",
+        "class": "Internal3",
+        "width": 4,
+        "legacy": False,
+    }
+    assert meta["u64_keys"]["key"] == {
+        "name": "u64",
+        "class": "Internal",
+        "width": 8,
+        "legacy": False,
+    }
+    assert meta["custom_fixed"]["key"] == {
+        "name": "fixture::RevId",
+        "class": "UserDefined",
+        "width": 8,
+        "legacy": False,
+    }
     assert meta["custom_var"]["key"]["width"] is None
     with RedbEngine.open_reader(FIXTURES / FILES[2]) as reader:
         old = {t.name: t.meta.get("redb") for t in reader.tables()}
-    assert old["tuple_var"]["key"] == {"name": "(u64,&str,Option<u8>)", "class": "Internal", "width": None, "legacy": True}
+    assert old["tuple_var"]["key"] == {
+        "name": "(u64,&str,Option<u8>)",
+        "class": "Internal",
+        "width": None,
+        "legacy": True,
+    }
 
 
 @pytest.mark.parametrize(
@@ -213,7 +257,11 @@ def test_typed_table_meta_carries_types_widths_and_classification():
         ("u64", [0, 1, 255, 256, 2**64 - 1], lambda v: struct.pack("<Q", v)),
         ("i128", [-(2**127), -1, 0, 2**127 - 1], lambda v: v.to_bytes(16, "little", signed=True)),
         ("char", ["\x00", "a", "\xe9", "\U0010ffff"], lambda v: ord(v).to_bytes(3, "little")),
-        ("Option<u16>", [None, 0, 7, 65535], lambda v: b"\x00\x00\x00" if v is None else b"\x01" + struct.pack("<H", v)),
+        (
+            "Option<u16>",
+            [None, 0, 7, 65535],
+            lambda v: b"\x00\x00\x00" if v is None else b"\x01" + struct.pack("<H", v),
+        ),
     ],
 )
 def test_key_encoding_preserves_redbs_order(type_name, values, pack):
@@ -222,7 +270,13 @@ def test_key_encoding_preserves_redbs_order(type_name, values, pack):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(-(2**15), 2**15 - 1), st.binary(max_size=6), st.booleans()), min_size=2, max_size=20))
+@given(
+    st.lists(
+        st.tuples(st.integers(-(2**15), 2**15 - 1), st.binary(max_size=6), st.booleans()),
+        min_size=2,
+        max_size=20,
+    )
+)
 def test_variable_width_tuple_encoding_order_property(items):
     """(i16, &[u8], bool) in redb 3+ layout (varint lengths of the variable-width elements
     but the last, then the elements) and in the redb <= 2.x layout (u32 lengths of every
@@ -250,7 +304,9 @@ def test_custom_key_types_are_refused_unless_asserted_bytewise(tmp_path, fmt):
     src = FIXTURES / FILES[fmt]
     mid = tmp_path / "mid.sqlite"
     convert(str(src), str(mid))
-    with pytest.raises(DestinationError, match="custom_fixed.*fixture::RevId|fixture::RevId.*custom_fixed"):
+    with pytest.raises(
+        DestinationError, match="custom_fixed.*fixture::RevId|fixture::RevId.*custom_fixed"
+    ):
         convert(str(mid), str(tmp_path / "back.redb"))
     assert not (tmp_path / "back.redb").exists()
 
@@ -261,14 +317,29 @@ def redb_dump():
     root = Path(__file__).resolve().parents[2]
     target = root / "rust" / "target" / "fixture-maker"
     subprocess.run(
-        ["cargo", "build", "--release", "--quiet", "--manifest-path", str(root / "rust" / "fixture-maker" / "Cargo.toml"),
-         "--target-dir", str(target)],
-        check=True, timeout=900,
+        [
+            "cargo",
+            "build",
+            "--release",
+            "--quiet",
+            "--manifest-path",
+            str(root / "rust" / "fixture-maker" / "Cargo.toml"),
+            "--target-dir",
+            str(target),
+        ],
+        check=True,
+        timeout=900,
     )
     exe = target / "release" / "redb-fixture-maker"
 
     def dump(fmt: int, path: Path) -> dict[str, list[list[str]]]:
-        out = subprocess.run([str(exe), "dump", str(fmt), str(path)], capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [str(exe), "dump", str(fmt), str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         got = json.loads(out.stdout)
         # Custom key types were written in byte order (as asserted), not in their own.
@@ -313,10 +384,17 @@ def test_format_2_is_written_on_request_as_redb_2_writes_it(tmp_path, fmt, redb_
     mid = tmp_path / "mid.sqlite"
     out = tmp_path / "out.redb"
     convert(str(FIXTURES / FILES[fmt]), str(mid))
-    convert(str(mid), str(out), destination_options={"redb_format": 2, "bytewise_key_types": CUSTOM_TYPES})
+    convert(
+        str(mid),
+        str(out),
+        destination_options={"redb_format": 2, "bytewise_key_types": CUSTOM_TYPES},
+    )
     assert read_header(out)["format"] == 2
     assert redb_dump(2, out) == _native_json(2)
-    assert read_store(RedbEngine, out)["tables"] == read_store(RedbEngine, FIXTURES / FILES[2])["tables"]
+    assert (
+        read_store(RedbEngine, out)["tables"]
+        == read_store(RedbEngine, FIXTURES / FILES[2])["tables"]
+    )
 
 
 # --- the source is never modified; locks; damaged files -------------------------------
@@ -343,13 +421,20 @@ else:  # write forever, to be killed mid-write
 
 
 def _child(path: Path, fmt: int, mode: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(path), str(fmt), mode], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(path), str(fmt), mode], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 
 
 def _store(tmp_path: Path, fmt: int) -> Path:
-    return write_store(RedbEngine, tmp_path / f"s{fmt}.redb", {TableInfo("t"): [(b"a", b"1")]}, options={"redb_format": fmt})
+    return write_store(
+        RedbEngine,
+        tmp_path / f"s{fmt}.redb",
+        {TableInfo("t"): [(b"a", b"1")]},
+        options={"redb_format": fmt},
+    )
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
@@ -404,7 +489,13 @@ print(json.dumps(out))
 
 
 def _damaged_outcomes(paths: list[Path]) -> list[list[str]]:
-    proc = subprocess.run([sys.executable, "-c", _DAMAGE, *map(str, paths)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _DAMAGE, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
 

@@ -12,8 +12,10 @@ types recorded in :attr:`TableInfo.meta`, so that writing it back restores it.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Mapping
+from types import TracebackType
+from typing import Any, ClassVar
 
 from ..errors import DestinationError, SourceError, StateMigrateError, StoreBusyError, UsageError
 from ..model import METADATA_TABLE, Batch, Record, TableInfo, TableKind
@@ -63,7 +65,9 @@ def read_header(path: Path) -> dict[str, Any]:
     if head[: len(MAGIC)] != MAGIC:
         raise SourceError(f"{path}: not a redb file (bad magic)")
     if len(head) < HEADER_LEN:
-        raise SourceError(f"{path}: truncated redb file ({len(head)} bytes, shorter than its header)")
+        raise SourceError(
+            f"{path}: truncated redb file ({len(head)} bytes, shorter than its header)"
+        )
     god = head[GOD_BYTE]
     slot = 1 if god & PRIMARY_BIT else 0
     fmt = head[SLOT_OFFSETS[slot]]
@@ -88,7 +92,8 @@ def _native_error(exc: BaseException, path: Path, *, writing: bool) -> StateMigr
     msg = _one_line(exc)
     if isinstance(exc, _native.RedbBusyError):
         return StoreBusyError(
-            f"{path}: the redb file is held by another process", hint="stop the application that uses it"
+            f"{path}: the redb file is held by another process",
+            hint="stop the application that uses it",
         )
     if isinstance(exc, _native.RedbUnsupportedError):
         return SourceError(f"{path}: unsupported redb {msg}")
@@ -116,13 +121,14 @@ class _Mapped:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, typ: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(
+        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if exc is None or isinstance(exc, StateMigrateError):
-            return False
+            return
         mapped = _native_error(exc, self.path, writing=self.writing)
-        if mapped is None:
-            return False
-        raise mapped from exc
+        if mapped is not None:
+            raise mapped from exc
 
 
 def table_info(desc: Mapping[str, Any]) -> TableInfo:
@@ -338,7 +344,9 @@ class RedbEngine(Engine):
         fmt = int(info["format"])
         if fmt not in FORMAT_WRITERS:
             known = "; ".join(f"{k} ({v})" for k, v in FORMAT_WRITERS.items())
-            raise SourceError(f"{path}: unsupported redb file format {fmt}; this build reads formats {known}")
+            raise SourceError(
+                f"{path}: unsupported redb file format {fmt}; this build reads formats {known}"
+            )
         return fmt
 
     @classmethod
@@ -386,10 +394,12 @@ class RedbEngine(Engine):
         native = cls.require_driver()
         fmt = cls._source_format(path)
         if fmt not in WRITABLE_FORMATS:
-            raise DestinationError(f"{path}: redb file format {fmt} ({FORMAT_WRITERS[fmt]}) cannot be written")
+            raise DestinationError(
+                f"{path}: redb file format {fmt} ({FORMAT_WRITERS[fmt]}) cannot be written"
+            )
         with _Mapped(path, writing=True):
             handle = native.RedbWriter(str(path), fmt, False)
         return RedbWriter(path, handle, opts)
 
 
-__all__ = ["RedbEngine", "read_header", "METADATA_TABLE"]
+__all__ = ["METADATA_TABLE", "RedbEngine", "read_header"]
