@@ -44,7 +44,9 @@ print(json.dumps({"seconds": seconds, "peak_rss_mb": resource.getrusage(resource
 
 
 def child(**args: object) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(args)], check=True, capture_output=True, text=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -68,11 +70,17 @@ def bench(engine: str, events: int, tmp: Path) -> dict:
     for digests in (True, False):
         work = tmp / f"up-{digests}.{engine}"
         copy(engine, base, work)
-        runs[digests] = child(what="upgrade", src=f"{engine}:{work}", schema=str(EXAMPLE), digests=digests)
+        runs[digests] = child(
+            what="upgrade", src=f"{engine}:{work}", schema=str(EXAMPLE), digests=digests
+        )
     return {
-        "engine": engine, "events": events, "seed_seconds": round(made, 2),
-        "convert_seconds": round(conv["seconds"], 2), "convert_peak_rss_mb": round(conv["peak_rss_mb"]),
-        "upgrade_seconds": round(runs[True]["seconds"], 2), "upgrade_peak_rss_mb": round(runs[True]["peak_rss_mb"]),
+        "engine": engine,
+        "events": events,
+        "seed_seconds": round(made, 2),
+        "convert_seconds": round(conv["seconds"], 2),
+        "convert_peak_rss_mb": round(conv["peak_rss_mb"]),
+        "upgrade_seconds": round(runs[True]["seconds"], 2),
+        "upgrade_peak_rss_mb": round(runs[True]["peak_rss_mb"]),
         "ratio": round(runs[True]["seconds"] / conv["seconds"], 2),
         "upgrade_no_digest_seconds": round(runs[False]["seconds"], 2),
         "ratio_no_digest": round(runs[False]["seconds"] / conv["seconds"], 2),
@@ -93,12 +101,16 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'engine':<8} {'events':>9} {'convert s':>9} {'upgrade s':>9} {'ratio':>6} "
-          f"{'no-digest s':>11} {'ratio':>6} {'peak RSS MB':>11}")
+    print(
+        f"{'engine':<8} {'events':>9} {'convert s':>9} {'upgrade s':>9} {'ratio':>6} "
+        f"{'no-digest s':>11} {'ratio':>6} {'peak RSS MB':>11}"
+    )
     for r in rows:
-        print(f"{r['engine']:<8} {r['events']:>9,} {r['convert_seconds']:>9} {r['upgrade_seconds']:>9} "
-              f"{r['ratio']:>6} {r['upgrade_no_digest_seconds']:>11} {r['ratio_no_digest']:>6} "
-              f"{r['upgrade_peak_rss_mb']:>11}")
+        print(
+            f"{r['engine']:<8} {r['events']:>9,} {r['convert_seconds']:>9} {r['upgrade_seconds']:>9} "
+            f"{r['ratio']:>6} {r['upgrade_no_digest_seconds']:>11} {r['ratio_no_digest']:>6} "
+            f"{r['upgrade_peak_rss_mb']:>11}"
+        )
 
 
 if __name__ == "__main__":

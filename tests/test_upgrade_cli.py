@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from statemigrate.cli import main
 from statemigrate.registry import get_engine
-from statemigrate.upgrade.conformance import EXAMPLE, held_by_app, revision_file, schema_with, seeded
+from statemigrate.upgrade.conformance import (
+    EXAMPLE,
+    held_by_app,
+    revision_file,
+    schema_with,
+    seeded,
+)
 
 VERBS = ["upgrade", "downgrade", "stamp", "current", "check", "history", "revision"]
 
@@ -24,6 +31,11 @@ def store(tmp_path) -> str:
 
 
 def test_installer_can_tell_every_outcome_apart(store, tmp_path) -> None:
+    # busy: the app holds the store (and there is work to do)
+    with held_by_app(store):
+        r = run("upgrade", store, "--schema", EXAMPLE, "--json")
+    assert r.exit_code == 3
+    assert json.loads(r.output.split("statemigrate: error")[0])["status"] == "busy"
     # success
     r = run("upgrade", store, "--schema", EXAMPLE, "--json")
     report = json.loads(r.output)
@@ -36,17 +48,24 @@ def test_installer_can_tell_every_outcome_apart(store, tmp_path) -> None:
     r = run("upgrade", store, "--schema", EXAMPLE, "--json")
     assert r.exit_code == 0 and json.loads(r.output)["status"] == "up_to_date"
     # too new: a newer app's schema wrote 0006
-    newer = schema_with(tmp_path, {"0006_n.py": revision_file("0006", "0005", "op.create_table('n')")})
+    newer = schema_with(
+        tmp_path, {"0006_n.py": revision_file("0006", "0005", "op.create_table('n')")}
+    )
     assert run("upgrade", store, "--schema", newer).exit_code == 0
     r = run("upgrade", store, "--schema", EXAMPLE, "--json")
-    assert r.exit_code == 1 and json.loads(r.output.split("statemigrate: error")[0])["status"] == "too_new"
-    # busy
-    with held_by_app(store):
-        r = run("upgrade", store, "--schema", newer, "--json")
-    assert r.exit_code == 3 and json.loads(r.output.split("statemigrate: error")[0])["status"] == "busy"
+    assert (
+        r.exit_code == 1
+        and json.loads(r.output.split("statemigrate: error")[0])["status"] == "too_new"
+    )
     # failure
-    bad = schema_with(tmp_path, {"0006_n.py": revision_file("0006", "0005", "op.create_table('n')"),
-                                 "0007_bad.py": revision_file("0007", "0006", "op.drop_table('nope')")}, name="bad")
+    bad = schema_with(
+        tmp_path,
+        {
+            "0006_n.py": revision_file("0006", "0005", "op.create_table('n')"),
+            "0007_bad.py": revision_file("0007", "0006", "op.drop_table('nope')"),
+        },
+        name="bad",
+    )
     r = run("upgrade", store, "--schema", bad, "--json")
     out = json.loads(r.output.split("statemigrate: error")[0])
     assert r.exit_code == 5 and out["status"] == "failed" and "0007" in out["error"]
@@ -80,7 +99,11 @@ def test_check_current_stamp_downgrade(store) -> None:
 
 def test_dry_run_and_backup(store, tmp_path) -> None:
     r = run("upgrade", store, "--schema", EXAMPLE, "--dry-run")
-    assert r.exit_code == 0 and "op.rekey 'events', seq_first" in r.output and "nothing was changed" in r.output
+    assert (
+        r.exit_code == 0
+        and "op.rekey 'events', seq_first" in r.output
+        and "nothing was changed" in r.output
+    )
     assert run("current", store).output.strip().endswith("at 0001")
     backup = tmp_path / "before.sqlite"
     r = run("upgrade", store, "--schema", EXAMPLE, "--backup", backup)
@@ -96,7 +119,7 @@ def test_history_and_revision(tmp_path) -> None:
     schema = schema_with(tmp_path, {})
     r = run("revision", "--schema", schema, "-m", "add a thing", "--rev-id", "0006", "--json")
     path = json.loads(r.output)["path"]
-    text = open(path).read()
+    text = Path(path).read_text()
     assert "from statemigrate import op" in text and "down_revision = '0005'" in text
     assert run("history", "--schema", schema).output.startswith("0005 -> 0006 (head), add a thing")
 

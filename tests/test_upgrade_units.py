@@ -27,7 +27,9 @@ def test_external_sort_spills_and_merges(tmp_path) -> None:
                 seen_dirs.extend(tmp_path.glob("s.sqlite" + SORT_DIR_INFIX + "*"))
             yield [(k, b"v") for k in keys[i : i + 100]]
 
-    out = [r for b in sorted_batches(batches(), store, run_records=700, batch_records=333) for r in b]
+    out = [
+        r for b in sorted_batches(batches(), store, run_records=700, batch_records=333) for r in b
+    ]
     assert [r[0] for r in out] == sorted(keys)
     assert seen_dirs, "runs spilled to a directory beside the store"
     assert not list(tmp_path.glob("*" + SORT_DIR_INFIX + "*")), "and it was removed"
@@ -85,7 +87,13 @@ def test_switch_plans(case) -> None:
 def test_graph_is_alembics(tmp_path) -> None:
     schema = Schema(EXAMPLE)
     assert schema.heads == ["0005"]
-    assert [s.revision for s in schema.steps([], "head", True)] == ["0001", "0002", "0003", "0004", "0005"]
+    assert [s.revision for s in schema.steps([], "head", True)] == [
+        "0001",
+        "0002",
+        "0003",
+        "0004",
+        "0005",
+    ]
     assert [s.revision for s in schema.steps(["0002"], "+2", True)] == ["0003", "0004"]
     assert [s.revision for s in schema.steps(["0004"], "-1", False)] == ["0004"]
     assert schema.steps(["0004"], "-1", False)[0].heads_after == ["0003"]
@@ -102,7 +110,10 @@ def test_branches_and_merges(tmp_path) -> None:
     schema = Schema(schema_dir)
     assert schema.heads == ["b1", "b2"]
     steps = schema.steps(["0005"], "heads", True)
-    assert sorted(s.revision for s in steps) == ["b1", "b2"] and steps[-1].heads_after == ["b1", "b2"]
+    assert sorted(s.revision for s in steps) == ["b1", "b2"] and steps[-1].heads_after == [
+        "b1",
+        "b2",
+    ]
     (schema_dir / "versions" / "m.py").write_text(revision_file("m", ("b1", "b2"), "pass"))
     schema = Schema(schema_dir)
     steps = schema.steps(["b1", "b2"], "head", True)

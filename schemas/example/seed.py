@@ -26,8 +26,11 @@ def events(n: int):
         for seq in range(per + (1 if f < extra else 0)):
             i += 1
             key = folder.encode() + b"\x00" + seq.to_bytes(8, "big")
-            event = {"ts": 1_700_000_000_000 + i * 997, "kind": KINDS[(seq * 7 + f) % 4],
-                     "payload": f"{folder}/file-{seq:06d}.dat size={(seq * 7919) % 1_000_003}"}
+            event = {
+                "ts": 1_700_000_000_000 + i * 997,
+                "kind": KINDS[(seq * 7 + f) % 4],
+                "payload": f"{folder}/file-{seq:06d}.dat size={(seq * 7919) % 1_000_003}",
+            }
             yield key, json.dumps(event, separators=(",", ":")).encode()
 
 
@@ -55,10 +58,14 @@ def seed(store: str, n_events: int, *, engine: str | None = None, batch: int = 1
                 buf = []
         if buf:
             writer.write_batch(TableInfo("events"), buf)
-        writer.write_batch(TableInfo("prefs"), [(b"editor", b"vim"), (b"language", b"en"), (b"theme", b"dark")])
+        writer.write_batch(
+            TableInfo("prefs"), [(b"editor", b"vim"), (b"language", b"en"), (b"theme", b"dark")]
+        )
         # settings already holds schema.origin (written by 0001); these sort before it.
-        writer.write_batch(TableInfo("settings", TableKind.VERSIONED),
-                           [(b"quota.bytes", b"1073741824", 3), (b"sync.enabled", b"true", 7)])
+        writer.write_batch(
+            TableInfo("settings", TableKind.VERSIONED),
+            [(b"quota.bytes", b"1073741824", 3), (b"sync.enabled", b"true", 7)],
+        )
         writer.finish()
     finally:
         writer.close()

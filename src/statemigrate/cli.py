@@ -320,8 +320,15 @@ def _upgrade_call(as_json: bool, store: str | None, fn: Callable[[], Any]) -> An
         return fn()
     except StateMigrateError as exc:
         if as_json:
-            _emit_json({"store": store, "status": _upgrade_status(exc), "error": exc.message,
-                        "hint": exc.hint, "exit_code": exc.exit_code})
+            _emit_json(
+                {
+                    "store": store,
+                    "status": _upgrade_status(exc),
+                    "error": exc.message,
+                    "hint": exc.hint,
+                    "exit_code": exc.exit_code,
+                }
+            )
         raise
 
 
@@ -330,7 +337,9 @@ def _print_migration(report: Any) -> None:
         click.echo(f"recovered: {report.recovered}")
     for rev in report.revisions:
         took = "" if report.dry_run else f"  ({rev['seconds']:.2f}s)"
-        click.echo(f"{rev['direction']:<9} {rev['revision']}  {rev['message'].splitlines()[0] if rev['message'] else ''}{took}")
+        click.echo(
+            f"{rev['direction']:<9} {rev['revision']}  {rev['message'].splitlines()[0] if rev['message'] else ''}{took}"
+        )
         if report.dry_run:
             for line in rev["operations"]:
                 click.echo(f"    op.{line}")
@@ -349,26 +358,61 @@ def _print_migration(report: Any) -> None:
 
 
 def _migration_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed([
-        click.option("--schema", "schema", required=True, type=click.Path(file_okay=False),
-                     help="The schema directory (an Alembic script directory)."),
-        click.option("--backup", type=click.Path(), help="First write an engine-native backup of the store here."),
-        click.option("--dry-run", is_flag=True, help="Print the revisions and operations that would run; change nothing."),
-        click.option("--no-digest", is_flag=True, help="Skip the store digest before and after (faster)."),
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON report on stdout (errors too)."),
-    ]):
+    for option in reversed(
+        [
+            click.option(
+                "--schema",
+                "schema",
+                required=True,
+                type=click.Path(file_okay=False),
+                help="The schema directory (an Alembic script directory).",
+            ),
+            click.option(
+                "--backup",
+                type=click.Path(),
+                help="First write an engine-native backup of the store here.",
+            ),
+            click.option(
+                "--dry-run",
+                is_flag=True,
+                help="Print the revisions and operations that would run; change nothing.",
+            ),
+            click.option(
+                "--no-digest", is_flag=True, help="Skip the store digest before and after (faster)."
+            ),
+            click.option(
+                "--json",
+                "as_json",
+                is_flag=True,
+                help="Print one JSON report on stdout (errors too).",
+            ),
+        ]
+    ):
         fn = option(fn)
     return fn
 
 
 @main.command(epilog=UPGRADE_EXIT_HELP)
 @click.argument("store")
-@click.option("--to", "target", default="head", show_default=True, metavar="REV|head|heads|+N",
-              help="The revision to upgrade to.")
+@click.option(
+    "--to",
+    "target",
+    default="head",
+    show_default=True,
+    metavar="REV|head|heads|+N",
+    help="The revision to upgrade to.",
+)
 @_migration_options
 @handle_errors
-def upgrade(store: str, target: str, schema: str, backup: str | None, dry_run: bool, no_digest: bool,
-            as_json: bool) -> None:
+def upgrade(
+    store: str,
+    target: str,
+    schema: str,
+    backup: str | None,
+    dry_run: bool,
+    no_digest: bool,
+    as_json: bool,
+) -> None:
     """Bring STORE to the schema's head (or --to REV) in place, one atomic revision at a time.
 
     An installer step: no prompts; each revision is applied together with its stamp
@@ -381,31 +425,55 @@ def upgrade(store: str, target: str, schema: str, backup: str | None, dry_run: b
     """
     from .upgrade import runner
 
-    report = _upgrade_call(as_json, store, lambda: runner.upgrade(
-        store, schema, to=target, dry_run=dry_run, backup=backup, digests=not no_digest))
+    report = _upgrade_call(
+        as_json,
+        store,
+        lambda: runner.upgrade(
+            store, schema, to=target, dry_run=dry_run, backup=backup, digests=not no_digest
+        ),
+    )
     _emit_json(report.to_json()) if as_json else _print_migration(report)
 
 
 @main.command(epilog=UPGRADE_EXIT_HELP)
 @click.argument("store")
-@click.option("--to", "target", required=True, metavar="REV|base|-N", help="The revision to go back to.")
+@click.option(
+    "--to", "target", required=True, metavar="REV|base|-N", help="The revision to go back to."
+)
 @_migration_options
 @handle_errors
-def downgrade(store: str, target: str, schema: str, backup: str | None, dry_run: bool, no_digest: bool,
-              as_json: bool) -> None:
+def downgrade(
+    store: str,
+    target: str,
+    schema: str,
+    backup: str | None,
+    dry_run: bool,
+    no_digest: bool,
+    as_json: bool,
+) -> None:
     """Take STORE back to an earlier revision (--to REV, -1 or base) through the downgrades."""
     from .upgrade import runner
 
-    report = _upgrade_call(as_json, store, lambda: runner.downgrade(
-        store, schema, to=target, dry_run=dry_run, backup=backup, digests=not no_digest))
+    report = _upgrade_call(
+        as_json,
+        store,
+        lambda: runner.downgrade(
+            store, schema, to=target, dry_run=dry_run, backup=backup, digests=not no_digest
+        ),
+    )
     _emit_json(report.to_json()) if as_json else _print_migration(report)
 
 
 @main.command()
 @click.argument("store")
 @click.argument("revision")
-@click.option("--schema", "schema", required=True, type=click.Path(file_okay=False),
-              help="The schema directory (an Alembic script directory).")
+@click.option(
+    "--schema",
+    "schema",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="The schema directory (an Alembic script directory).",
+)
 @click.option("--dry-run", is_flag=True, help="Print what the stamp would be; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @handle_errors
@@ -413,13 +481,17 @@ def stamp(store: str, revision: str, schema: str, dry_run: bool, as_json: bool) 
     """Set STORE's schema revision to REVISION (an id, head or base) without running anything."""
     from .upgrade import runner
 
-    report = _upgrade_call(as_json, store, lambda: runner.stamp(store, schema, revision, dry_run=dry_run))
+    report = _upgrade_call(
+        as_json, store, lambda: runner.stamp(store, schema, revision, dry_run=dry_run)
+    )
     if as_json:
         _emit_json(report.to_json())
     else:
         now = ", ".join(report.to_revisions) or "base"
         verb = "would be stamped" if dry_run else "stamped"
-        click.echo(f"{report.store}: {verb} {now} (was {', '.join(report.from_revisions) or 'base'})")
+        click.echo(
+            f"{report.store}: {verb} {now} (was {', '.join(report.from_revisions) or 'base'})"
+        )
 
 
 def _print_current(report: Any) -> None:
@@ -430,8 +502,12 @@ def _print_current(report: Any) -> None:
 
 @main.command()
 @click.argument("store")
-@click.option("--schema", "schema", type=click.Path(file_okay=False), help="Also say whether it is at head.")
-@click.option("--dry-run", is_flag=True, help="Do not finish an interrupted upgrade first (read only).")
+@click.option(
+    "--schema", "schema", type=click.Path(file_okay=False), help="Also say whether it is at head."
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Do not finish an interrupted upgrade first (read only)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @handle_errors
 def current(store: str, schema: str | None, dry_run: bool, as_json: bool) -> None:
@@ -442,15 +518,24 @@ def current(store: str, schema: str | None, dry_run: bool, as_json: bool) -> Non
     """
     from .upgrade import runner
 
-    report = _upgrade_call(as_json, store, lambda: runner.current(store, schema=schema, recover_store=not dry_run))
+    report = _upgrade_call(
+        as_json, store, lambda: runner.current(store, schema=schema, recover_store=not dry_run)
+    )
     _emit_json(report.to_json()) if as_json else _print_current(report)
 
 
 @main.command()
 @click.argument("store")
-@click.option("--schema", "schema", required=True, type=click.Path(file_okay=False),
-              help="The schema directory (an Alembic script directory).")
-@click.option("--dry-run", is_flag=True, help="Do not finish an interrupted upgrade first (read only).")
+@click.option(
+    "--schema",
+    "schema",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="The schema directory (an Alembic script directory).",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Do not finish an interrupted upgrade first (read only)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @handle_errors
 def check(store: str, schema: str, dry_run: bool, as_json: bool) -> None:
@@ -461,27 +546,40 @@ def check(store: str, schema: str, dry_run: bool, as_json: bool) -> None:
     """
     from .upgrade import runner
 
-    report = _upgrade_call(as_json, store, lambda: runner.current(store, schema=schema, recover_store=not dry_run))
+    report = _upgrade_call(
+        as_json, store, lambda: runner.current(store, schema=schema, recover_store=not dry_run)
+    )
     if as_json:
         _emit_json(report.to_json())
     else:
         at = ", ".join(report.current) or "base"
         head = ", ".join(report.heads or []) or "base"
         if report.unknown:
-            click.echo(f"{report.store}: at {at}, unknown to this schema (head {head}): a newer app wrote it")
+            click.echo(
+                f"{report.store}: at {at}, unknown to this schema (head {head}): a newer app wrote it"
+            )
         elif report.at_head:
             click.echo(f"{report.store}: at head {head}")
         else:
-            click.echo(f"{report.store}: at {at}, schema head is {head}: run `statemigrate upgrade`")
+            click.echo(
+                f"{report.store}: at {at}, schema head is {head}: run `statemigrate upgrade`"
+            )
         for f in report.changed_files:
             click.echo(f"revision {f['revision']} changed after it was applied: {f['path']}")
     sys.exit(0 if report.ok else 1)
 
 
 @main.command()
-@click.option("--schema", "schema", required=True, type=click.Path(file_okay=False),
-              help="The schema directory (an Alembic script directory).")
-@click.option("--dry-run", is_flag=True, hidden=True, help="Accepted for symmetry; history changes nothing.")
+@click.option(
+    "--schema",
+    "schema",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="The schema directory (an Alembic script directory).",
+)
+@click.option(
+    "--dry-run", is_flag=True, hidden=True, help="Accepted for symmetry; history changes nothing."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the revisions as JSON.")
 @handle_errors
 def history(schema: str, dry_run: bool, as_json: bool) -> None:
@@ -494,32 +592,52 @@ def history(schema: str, dry_run: bool, as_json: bool) -> None:
         return
     for r in rows:
         down = ", ".join(r["down_revision"]) or "<base>"
-        tags = [t for t, on in (("head", r["is_head"]), ("merge", r["is_merge"]), ("branchpoint", r["is_branch_point"])) if on]
+        tags = [
+            t
+            for t, on in (
+                ("head", r["is_head"]),
+                ("merge", r["is_merge"]),
+                ("branchpoint", r["is_branch_point"]),
+            )
+            if on
+        ]
         tag = f" ({', '.join(tags)})" if tags else ""
         first = r["message"].splitlines()[0] if r["message"] else ""
         click.echo(f"{down} -> {r['revision']}{tag}, {first}")
 
 
 @main.command()
-@click.option("--schema", "schema", required=True, type=click.Path(file_okay=False),
-              help="The schema directory (an Alembic script directory).")
+@click.option(
+    "--schema",
+    "schema",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="The schema directory (an Alembic script directory).",
+)
 @click.option("-m", "--message", required=True, help="What the revision does.")
 @click.option("--head", default="head", show_default=True, help="The revision it follows.")
 @click.option("--rev-id", help="The revision id (default: random, as Alembic makes them).")
 @click.option("--dry-run", is_flag=True, help="Say what would be written; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the new file's path as JSON.")
 @handle_errors
-def revision(schema: str, message: str, head: str, rev_id: str | None, dry_run: bool, as_json: bool) -> None:
+def revision(
+    schema: str, message: str, head: str, rev_id: str | None, dry_run: bool, as_json: bool
+) -> None:
     """Write a new revision file into the schema from its script.py.mako template."""
     from .upgrade import runner
 
     if dry_run:
         out = {"schema": schema, "message": message, "head": head, "path": None, "dry_run": True}
-        _emit_json(out) if as_json else click.echo(f"would write a revision after {head}: {message}")
+        _emit_json(out) if as_json else click.echo(
+            f"would write a revision after {head}: {message}"
+        )
         return
-    path = _upgrade_call(as_json, None, lambda: runner.revision(schema, message, head=head, rev_id=rev_id))
-    _emit_json({"schema": schema, "message": message, "path": path}) if as_json else click.echo(f"wrote {path}")
-
+    path = _upgrade_call(
+        as_json, None, lambda: runner.revision(schema, message, head=head, rev_id=rev_id)
+    )
+    _emit_json({"schema": schema, "message": message, "path": path}) if as_json else click.echo(
+        f"wrote {path}"
+    )
 
 if __name__ == "__main__":
     main()

@@ -50,7 +50,7 @@ def downgrade() -> None:
         pkey, payload = next(payloads)
         assert pkey == key, "events and event_payloads hold the same keys"
         ts, n = _HEAD.unpack_from(header)
-        kind = header[_HEAD.size:_HEAD.size + n].decode()
+        kind = header[_HEAD.size : _HEAD.size + n].decode()
         event = {"ts": ts, "kind": kind, "payload": payload.decode()}
         return key, json.dumps(event, separators=(",", ":")).encode()
 

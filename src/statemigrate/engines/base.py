@@ -193,7 +193,9 @@ class Writer(ABC):
         Raises:
             UsageError: the engine does not support in-place upgrades.
         """
-        raise UsageError(f"the {type(self).__name__} writer cannot read tables in place (no upgrades)")
+        raise UsageError(
+            f"the {type(self).__name__} writer cannot read tables in place (no upgrades)"
+        )
 
     def drop_table(self, name: str) -> None:
         """Drop a table and its records (and its kind or other per-table metadata).
@@ -203,7 +205,9 @@ class Writer(ABC):
         Raises:
             UsageError: the engine does not support in-place upgrades.
         """
-        raise UsageError(f"the {type(self).__name__} writer cannot drop tables in place (no upgrades)")
+        raise UsageError(
+            f"the {type(self).__name__} writer cannot drop tables in place (no upgrades)"
+        )
 
     def rename_table(self, old: str, new: str) -> None:
         """Rename table ``old`` to ``new`` (which does not exist), keeping its kind.

@@ -18,7 +18,17 @@ import types
 from typing import Any
 
 from .errors import OffRevisionError, RevisionFailedError, RevisionUnknownError, SchemaError
-from .runner import CurrentReport, UpgradeReport, check, current, downgrade, history, revision, stamp, upgrade
+from .runner import (
+    CurrentReport,
+    UpgradeReport,
+    check,
+    current,
+    downgrade,
+    history,
+    revision,
+    stamp,
+    upgrade,
+)
 
 
 class _CallableModule(types.ModuleType):
@@ -36,6 +46,17 @@ class _CallableModule(types.ModuleType):
 sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = [
-    "upgrade", "downgrade", "stamp", "current", "check", "history", "revision", "UpgradeReport",
-    "CurrentReport", "RevisionUnknownError", "RevisionFailedError", "OffRevisionError", "SchemaError",
+    "CurrentReport",
+    "OffRevisionError",
+    "RevisionFailedError",
+    "RevisionUnknownError",
+    "SchemaError",
+    "UpgradeReport",
+    "check",
+    "current",
+    "downgrade",
+    "history",
+    "revision",
+    "stamp",
+    "upgrade",
 ]

@@ -16,16 +16,17 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ..engines.base import Engine
 from ..errors import StoreBusyError
 from ..model import TableInfo, TableKind
-from ..testing.stores import read_store, store_path
+from ..testing.stores import read_store, store_path, tree_sha256
 from .errors import RevisionFailedError, RevisionUnknownError
 from .journal import TMP_PREFIX
-from .runner import current, digest_writer, downgrade, stamp, upgrade
+from .runner import current, downgrade, stamp, upgrade
 
 Case = Callable[[type[Engine], Path], None]
 CASES: dict[str, Case] = {}
@@ -53,6 +54,7 @@ def xfail_reason(engine: type[Engine]) -> str | None:
 
 # --- helpers -----------------------------------------------------------------------
 
+
 def _seed_module() -> Any:
     spec = importlib.util.spec_from_file_location("statemigrate_example_seed", EXAMPLE / "seed.py")
     assert spec and spec.loader
@@ -77,16 +79,25 @@ def empty_store(engine: type[Engine], tmp: Path, name: str = "empty") -> str:
     return f"{engine.name}:{path}"
 
 
+def _files(engine: type[Engine], spec: str) -> dict[str, str] | None:
+    """The store's file hashes where reading it changes nothing (``read_only_open``), else None."""
+    if not engine.capabilities.read_only_open:
+        return None
+    out: dict[str, str] = {}
+    for p in engine.store_paths(Path(spec.split(":", 1)[1])):
+        out.update(tree_sha256(p))
+    return out
+
+
 def digest(spec: str) -> str:
-    """The store digest, read through the engine's writer (the upgrade's own view)."""
+    """The store digest, read through the engine's reader (which changes nothing)."""
     from ..registry import resolve_source
+    from .runner import _digest_reader, _peek
 
     eng, path = resolve_source(spec)
-    writer = eng.open_writer(path)
-    try:
-        return digest_writer(writer)
-    finally:
-        writer.close()
+    _meta, _tables, reader = _peek(eng, path)
+    with reader:
+        return _digest_reader(reader)
 
 
 def table_names(spec: str) -> list[str]:
@@ -101,17 +112,24 @@ def table_names(spec: str) -> list[str]:
         writer.close()
 
 
-def revision_file(rev: str, down: Any, up_body: str, down_body: str = "pass", imports: str = "") -> str:
+def revision_file(
+    rev: str, down: Any, up_body: str, down_body: str = "pass", imports: str = ""
+) -> str:
     """The text of a revision file (bodies are indented here)."""
+
     def body(text: str) -> str:
         return textwrap.indent(textwrap.dedent(text).strip() or "pass", "    ")
 
-    return (f'"""Revision {rev}."""\nfrom statemigrate import op\n{imports}\n\n'
-            f"revision = {rev!r}\ndown_revision = {down!r}\nbranch_labels = None\ndepends_on = None\n\n\n"
-            f"def upgrade():\n{body(up_body)}\n\n\ndef downgrade():\n{body(down_body)}\n")
+    return (
+        f'"""Revision {rev}."""\nfrom statemigrate import op\n{imports}\n\n'
+        f"revision = {rev!r}\ndown_revision = {down!r}\nbranch_labels = None\ndepends_on = None\n\n\n"
+        f"def upgrade():\n{body(up_body)}\n\n\ndef downgrade():\n{body(down_body)}\n"
+    )
 
 
-def schema_with(tmp: Path, extra: dict[str, str], base: Path | None = EXAMPLE, name: str = "schema") -> Path:
+def schema_with(
+    tmp: Path, extra: dict[str, str], base: Path | None = EXAMPLE, name: str = "schema"
+) -> Path:
     """A copy of ``base`` (or an empty schema) with extra revision files ``{filename: text}``."""
     target = tmp / name
     if base is not None:
@@ -139,6 +157,7 @@ def walk_digests(engine: type[Engine], tmp: Path) -> dict[str, str]:
 
 # --- cases -------------------------------------------------------------------------
 
+
 @case
 def walk_base_head_base(engine: type[Engine], tmp: Path) -> None:
     """base -> 0001 -> ... -> head -> ... -> base, one revision at a time; digests match each way."""
@@ -156,7 +175,9 @@ def walk_base_head_base(engine: type[Engine], tmp: Path) -> None:
     try:
         writer.write_batch(TableInfo("events"), list(seed.events(EVENTS)))
         writer.write_batch(TableInfo("prefs"), [(b"editor", b"vim"), (b"theme", b"dark")])
-        writer.write_batch(TableInfo("settings", TableKind.VERSIONED), [(b"a", b"1", 2**64 - 1), (b"b", b"", 0)])
+        writer.write_batch(
+            TableInfo("settings", TableKind.VERSIONED), [(b"a", b"1", 2**64 - 1), (b"b", b"", 0)]
+        )
         writer.finish()
     finally:
         writer.close()
@@ -193,8 +214,10 @@ def upgrade_at_head_does_nothing(engine: type[Engine], tmp: Path) -> None:
     spec = seeded(engine, tmp)
     upgrade(spec, EXAMPLE)
     before = digest(spec)
+    files = _files(engine, spec)
     report = upgrade(spec, EXAMPLE)
     assert report.status == "up_to_date" and report.revisions == []
+    assert _files(engine, spec) == files, "an upgrade at head changed the store's files"
     assert report.digest_before == report.digest_after == before == digest(spec)
 
 
@@ -202,16 +225,24 @@ def upgrade_at_head_does_nothing(engine: type[Engine], tmp: Path) -> None:
 def unknown_revision_changes_nothing(engine: type[Engine], tmp: Path) -> None:
     """A store stamped by a newer app (a revision this schema lacks): exit 1, nothing changed."""
     spec = seeded(engine, tmp)
-    newer = schema_with(tmp, {"0006_newer.py": revision_file("0006", "0005", "op.create_table('newer')",
-                                                             "op.drop_table('newer')")})
+    newer = schema_with(
+        tmp,
+        {
+            "0006_newer.py": revision_file(
+                "0006", "0005", "op.create_table('newer')", "op.drop_table('newer')"
+            )
+        },
+    )
     upgrade(spec, newer)
     before = digest(spec)
+    files = _files(engine, spec)
     try:
         upgrade(spec, EXAMPLE)
     except RevisionUnknownError as exc:
         assert exc.exit_code == 1 and "0006" in exc.message and "newer" in exc.message
     else:
         raise AssertionError("an unknown revision was not refused")
+    assert _files(engine, spec) == files, "a refused upgrade changed the store's files"
     assert digest(spec) == before and current(spec).current == ["0006"]
 
 
@@ -224,7 +255,9 @@ def failed_revision_leaves_the_old_state(engine: type[Engine], tmp: Path) -> Non
         op.put("prefs", b"zz", b"1", version=1)
         raise RuntimeError("boom")
     """
-    broken = schema_with(tmp, {"0006_broken.py": revision_file("0006", "0005", body)}, name="broken")
+    broken = schema_with(
+        tmp, {"0006_broken.py": revision_file("0006", "0005", body)}, name="broken"
+    )
     spec = seeded(engine, tmp)
     upgrade(spec, EXAMPLE)
     before = digest(spec)
@@ -238,7 +271,8 @@ def failed_revision_leaves_the_old_state(engine: type[Engine], tmp: Path) -> Non
     assert digest(spec) == before
     assert not any(n.startswith(TMP_PREFIX) for n in table_names(spec))
     (broken / "versions" / "0006_broken.py").write_text(
-        revision_file("0006", "0005", 'op.create_table("half")', 'op.drop_table("half")'))
+        revision_file("0006", "0005", 'op.create_table("half")', 'op.drop_table("half")')
+    )
     assert upgrade(spec, broken).to_revisions == ["0006"]
 
 
@@ -247,7 +281,9 @@ def dry_run_changes_nothing(engine: type[Engine], tmp: Path) -> None:
     """--dry-run lists the revisions and their operations and changes nothing."""
     spec = seeded(engine, tmp)
     before = digest(spec)
+    files = _files(engine, spec)
     report = upgrade(spec, EXAMPLE, dry_run=True)
+    assert _files(engine, spec) == files, "a dry run changed the store's files"
     assert report.status == "dry_run"
     assert [r["revision"] for r in report.revisions] == ["0002", "0003", "0004", "0005"]
     assert any("rekey" in op for op in report.revisions[0]["operations"])
@@ -263,7 +299,9 @@ def stamp_check_and_changed_files(engine: type[Engine], tmp: Path) -> None:
     report = stamp(spec, schema, "head")
     assert report.to_revisions == ["0005"] and digest(spec) == before
     assert current(spec, schema=schema).ok
-    (schema / "versions" / "0003_split_event_payloads.py").open("a").write("\n# edited after it was applied\n")
+    (schema / "versions" / "0003_split_event_payloads.py").open("a").write(
+        "\n# edited after it was applied\n"
+    )
     found = current(spec, schema=schema)
     assert not found.ok and [f["revision"] for f in found.changed_files] == ["0003"]
     stamp(spec, schema, "0002")
@@ -329,8 +367,14 @@ def operations(engine: type[Engine], tmp: Path) -> None:
         op.put("a", b"k000", b"replaced")
         assert op.has_table("c") and sorted(op.tables())[:3] == ["a", "b", "c"]
     """
-    schema = schema_with(tmp, {"r1.py": revision_file("r1", None, up, "pass"),
-                               "r2.py": revision_file("r2", "r1", up2, "pass")}, base=None)
+    schema = schema_with(
+        tmp,
+        {
+            "r1.py": revision_file("r1", None, up, "pass"),
+            "r2.py": revision_file("r2", "r1", up2, "pass"),
+        },
+        base=None,
+    )
     spec = empty_store(engine, tmp)
     upgrade(spec, schema)
     from ..registry import resolve_source
@@ -340,8 +384,11 @@ def operations(engine: type[Engine], tmp: Path) -> None:
     a = [(b"k%03d" % i, b"b%d" % i) for i in range(50)]
     a[0] = (b"k000", b"replaced")
     b = [(b"k%03d" % i, b"a%d" % i, 7) for i in range(50) if i != 7]
-    c = sorted((k[::-1], v + b"!") for k, v in [(b"k%03d" % i, b"b%d" % i) for i in range(50)]
-               if not k[::-1].startswith(b"0"))
+    c = sorted(
+        (k[::-1], v + b"!")
+        for k, v in [(b"k%03d" % i, b"b%d" % i) for i in range(50)]
+        if not k[::-1].startswith(b"0")
+    )
     assert got["a"] == ("plain", a)
     assert got["b"] == ("versioned", b)
     assert got["c"] == ("plain", c)
@@ -374,7 +421,7 @@ def bad_revisions_are_named(engine: type[Engine], tmp: Path) -> None:
 @case
 def execute_only_on_sql_engines(engine: type[Engine], tmp: Path) -> None:
     """op.execute runs SQL on SQL engines; elsewhere it fails naming the revision, nothing changed."""
-    body = '''op.execute("UPDATE prefs SET value = CAST(upper(value) AS BLOB)")'''
+    body = """op.execute("UPDATE prefs SET value = CAST(upper(value) AS BLOB)")"""
     schema = schema_with(tmp, {"sql1.py": revision_file("sql1", "0001", body)})
     for extra in (schema / "versions").glob("000[2-5]*"):
         extra.unlink()
@@ -439,16 +486,31 @@ time.sleep(60)
 @contextlib.contextmanager
 def held_by_app(spec: str) -> Iterator[int]:
     """Another process holds the store open for writing (inside a write transaction where it has them)."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, spec],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         if line.strip() != "ready":
-            raise AssertionError(f"the holder did not start: {proc.stderr.read() if proc.stderr else ''}")
+            raise AssertionError(
+                f"the holder did not start: {proc.stderr.read() if proc.stderr else ''}"
+            )
         yield proc.pid
     finally:
         proc.kill()
         proc.wait()
 
 
-__all__ = ["CASES", "xfail_reason", "seeded", "empty_store", "digest", "EXAMPLE", "schema_with", "revision_file"]
+__all__ = [
+    "CASES",
+    "EXAMPLE",
+    "digest",
+    "empty_store",
+    "revision_file",
+    "schema_with",
+    "seeded",
+    "xfail_reason",
+]

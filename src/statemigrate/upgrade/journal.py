@@ -74,7 +74,9 @@ def is_private(name: str) -> bool:
     return name.startswith(TMP_PREFIX)
 
 
-def plan_switch(view: dict[str, TableInfo], original: dict[str, TableInfo], fresh: Any) -> list[dict[str, Any]]:
+def plan_switch(
+    view: dict[str, TableInfo], original: dict[str, TableInfo], fresh: Any
+) -> list[dict[str, Any]]:
     """The steps that turn the store's ``original`` tables into ``view``.
 
     Args:
@@ -96,7 +98,9 @@ def plan_switch(view: dict[str, TableInfo], original: dict[str, TableInfo], fres
                 steps.append({"op": "move", "src": phys.name, "dst": tmp, "kind": phys.kind.value})
                 finals.append((logical, TableInfo(tmp, phys.kind)))
             else:
-                steps.append({"op": "move", "src": phys.name, "dst": logical, "kind": phys.kind.value})
+                steps.append(
+                    {"op": "move", "src": phys.name, "dst": logical, "kind": phys.kind.value}
+                )
         else:
             finals.append((logical, phys))
     for name in sorted(original):
@@ -111,7 +115,9 @@ def _exists(writer: Writer, name: str) -> bool:
     return any(t.name == name for t in writer.list_tables())
 
 
-def copy_table(writer: Writer, src: TableInfo, dst: TableInfo, batch_records: int, batch_bytes: int) -> None:
+def copy_table(
+    writer: Writer, src: TableInfo, dst: TableInfo, batch_records: int, batch_bytes: int
+) -> None:
     """Copy every record of ``src`` into the new, empty table ``dst`` (same kind)."""
     writer.create_table(dst)
     for batch in writer.read_batches(src, max_records=batch_records, max_bytes=batch_bytes):
@@ -119,7 +125,9 @@ def copy_table(writer: Writer, src: TableInfo, dst: TableInfo, batch_records: in
         crash_point(f"copy {src.name} -> {dst.name}")
 
 
-def run_step(writer: Writer, step: dict[str, Any], can_rename: bool, batch_records: int, batch_bytes: int) -> None:
+def run_step(
+    writer: Writer, step: dict[str, Any], can_rename: bool, batch_records: int, batch_bytes: int
+) -> None:
     """Run one journal step (idempotent)."""
     if step["op"] == "drop":
         writer.drop_table(step["table"])
@@ -137,8 +145,9 @@ def run_step(writer: Writer, step: dict[str, Any], can_rename: bool, batch_recor
         writer.drop_table(src)
 
 
-def finish_journal(writer: Writer, journal: dict[str, Any], can_rename: bool,
-                   batch_records: int, batch_bytes: int) -> None:
+def finish_journal(
+    writer: Writer, journal: dict[str, Any], can_rename: bool, batch_records: int, batch_bytes: int
+) -> None:
     """Run the journal's remaining steps, then remove it (its stamp is already in place)."""
     steps = journal["steps"]
     for i in range(int(journal.get("done", 0)), len(steps)):
@@ -171,7 +180,10 @@ def recover(writer: Writer, can_rename: bool, batch_records: int, batch_bytes: i
         writer.drop_table(name)
     if leftovers:
         writer.sync()
-        done = done or "removed the leftovers of an interrupted revision (the store is at its old revision)"
+        done = (
+            done
+            or "removed the leftovers of an interrupted revision (the store is at its old revision)"
+        )
     return done
 
 

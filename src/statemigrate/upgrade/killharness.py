@@ -48,7 +48,7 @@ class HarnessResult:
 def _copy(engine_name: str, src: Path, dst: Path) -> None:
     eng = get_engine(engine_name)
     for p in eng.store_paths(src):
-        target = dst.with_name(dst.name + p.name[len(src.name):])
+        target = dst.with_name(dst.name + p.name[len(src.name) :])
         if p.is_dir():
             shutil.copytree(p, target)
         else:
@@ -63,7 +63,17 @@ def _remove(engine_name: str, path: Path) -> None:
 
 
 def _upgrade_cmd(spec: str, schema: Path) -> list[str]:
-    return [sys.executable, "-m", "statemigrate.cli", "upgrade", spec, "--schema", str(schema), "--no-digest", "--json"]
+    return [
+        sys.executable,
+        "-m",
+        "statemigrate.cli",
+        "upgrade",
+        spec,
+        "--schema",
+        str(schema),
+        "--no-digest",
+        "--json",
+    ]
 
 
 def _evenly(items: list[int], k: int) -> list[int]:
@@ -89,7 +99,9 @@ def choose_points(labels: list[str], count: int | None) -> list[int]:
     return sorted(picked)
 
 
-def run_harness(engine_name: str, tmp: Path, *, events: int = 200_000, points: int | None = 25) -> HarnessResult:
+def run_harness(
+    engine_name: str, tmp: Path, *, events: int = 200_000, points: int | None = 25
+) -> HarnessResult:
     """Kill an upgrade at ``points`` (or more) crash points and check every outcome.
 
     Args:
@@ -137,26 +149,34 @@ def run_harness(engine_name: str, tmp: Path, *, events: int = 200_000, points: i
         _copy(eng.name, pristine, work)
         env = dict(os.environ, **{CRASH_AT_ENV: str(point)})
         env.pop(CRASH_LOG_ENV, None)
-        run = subprocess.run(_upgrade_cmd(spec, EXAMPLE), env=env, capture_output=True, text=True)
+        run = subprocess.run(
+            _upgrade_cmd(spec, EXAMPLE), env=env, capture_output=True, text=True, check=False
+        )
         kill = {"point": point, "label": labels[point - 1], "returncode": run.returncode}
         where = f"{engine_name} kill at point {point} ({labels[point - 1]})"
         if run.returncode != -signal.SIGKILL:
-            result.failures.append(f"{where}: the child was not killed (exit {run.returncode}): {run.stderr[-300:]}")
+            result.failures.append(
+                f"{where}: the child was not killed (exit {run.returncode}): {run.stderr[-300:]}"
+            )
         try:
             found = current(spec)
             rev = found.current[0] if found.current else "base"
             kill["revision"] = rev
             kill["recovered"] = found.recovered
             if digest(spec) != expected.get(rev):
-                result.failures.append(f"{where}: at {rev} but the digest is not that of an upgrade to {rev}")
+                result.failures.append(
+                    f"{where}: at {rev} but the digest is not that of an upgrade to {rev}"
+                )
             private = [n for n in table_names(spec) if n.startswith(TMP_PREFIX)]
             sorts = list(work.parent.glob(work.name + SORT_DIR_INFIX + "*"))
             if private or sorts:
                 result.failures.append(f"{where}: leftovers after recovery: {private} {sorts}")
             again = upgrade(spec, EXAMPLE, digests=False)
             if again.to_revisions != ["0005"] or digest(spec) != head:
-                result.failures.append(f"{where}: re-running upgrade did not reach the uninterrupted head")
-        except Exception as exc:  # a failure to report, with the point that caused it
+                result.failures.append(
+                    f"{where}: re-running upgrade did not reach the uninterrupted head"
+                )
+        except Exception as exc:  # noqa: BLE001 - reported with the kill point that caused it
             result.failures.append(f"{where}: {type(exc).__name__}: {exc}")
         result.kills.append(kill)
         _remove(eng.name, work)

@@ -18,7 +18,8 @@ are bytes. Example::
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..errors import UsageError
 
@@ -36,7 +37,7 @@ def _ctx() -> Any:
     return _bound[-1]
 
 
-class bind:  # noqa: N801 - used as ``with op.bind(ctx):``
+class bind:
     """Bind the operations to a context for the duration of a ``with`` block."""
 
     def __init__(self, ctx: Any) -> None:
@@ -65,7 +66,9 @@ def rename_table(old: str, new: str) -> None:
     _ctx().rename_table(old, new)
 
 
-def copy_table(source: str, destination: str, fn: Callable[..., Any] | None = None, *, batch: bool = False) -> None:
+def copy_table(
+    source: str, destination: str, fn: Callable[..., Any] | None = None, *, batch: bool = False
+) -> None:
     """Create ``destination`` as a copy of ``source`` (same kind), optionally rewritten.
 
     Args:
@@ -77,7 +80,7 @@ def copy_table(source: str, destination: str, fn: Callable[..., Any] | None = No
     _ctx().copy_table(source, destination, fn, batch=batch)
 
 
-def rewrite(table: str, fn: Callable[[Record], Optional[Record]], *, batch: bool = False) -> None:
+def rewrite(table: str, fn: Callable[[Record], Record | None], *, batch: bool = False) -> None:
     """Replace each record by ``fn(record)``, or drop it when ``fn`` returns None.
 
     The keys ``fn`` returns must stay in ascending order (use :func:`rekey` to change
@@ -92,7 +95,7 @@ def rewrite(table: str, fn: Callable[[Record], Optional[Record]], *, batch: bool
     _ctx().rewrite(table, fn, batch=batch)
 
 
-def rekey(table: str, fn: Callable[[Record], Optional[bytes]]) -> None:
+def rekey(table: str, fn: Callable[[Record], bytes | None]) -> None:
     """Give each record the key ``fn(record)`` (None drops it); records are re-sorted.
 
     Sorting spills to files beside the store past a bound, so memory stays bounded
@@ -142,6 +145,18 @@ def tables() -> list[str]:
 
 
 __all__ = [
-    "create_table", "drop_table", "rename_table", "copy_table", "rewrite", "rekey", "set_versioned",
-    "set_plain", "put", "delete", "execute", "records", "has_table", "tables",
+    "copy_table",
+    "create_table",
+    "delete",
+    "drop_table",
+    "execute",
+    "has_table",
+    "put",
+    "records",
+    "rekey",
+    "rename_table",
+    "rewrite",
+    "set_plain",
+    "set_versioned",
+    "tables",
 ]

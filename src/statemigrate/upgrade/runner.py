@@ -11,13 +11,22 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..digest import Digest, batch_digest, store_digest
-from ..engines.base import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_RECORDS, META_REVISION, Engine, Writer
+from ..engines.base import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_RECORDS,
+    META_REVISION,
+    Engine,
+    Reader,
+    Writer,
+)
 from ..errors import DestinationError, StateMigrateError, UsageError
+from ..model import TableInfo
 from ..registry import resolve_source
 from . import op as op_module
 from .errors import RevisionFailedError, RevisionUnknownError
@@ -139,47 +148,85 @@ def digest_writer(writer: Writer) -> str:
     return store_digest(parts)
 
 
-def _recover(eng: type[Engine], writer: Writer, path: Path, batch_records: int, batch_bytes: int) -> str | None:
+def _recover(
+    eng: type[Engine], writer: Writer, path: Path, batch_records: int, batch_bytes: int
+) -> str | None:
     remove_leftovers(path)
     with _atomic(eng, writer):
         return recover(writer, eng.capabilities.rename_table, batch_records, batch_bytes)
 
 
-def _migrate(store: str, schema_dir: str | Path, target: str, up: bool, *, engine: str | None, dry_run: bool,
-             backup: str | Path | None, digests: bool, batch_records: int, batch_bytes: int) -> UpgradeReport:
+def _peek(eng: type[Engine], path: Path) -> tuple[dict[str, bytes], list[TableInfo], Reader]:
+    """Open a read-only view: deciding what to do must change nothing (dry run, at head, too new)."""
+    try:
+        reader = eng.open_reader(path, {"skip_foreign_tables": True})
+    except UsageError:
+        reader = eng.open_reader(path)
+    return reader.metadata(), reader.list_tables(), reader
+
+
+def _digest_reader(reader: Reader) -> str:
+    parts = []
+    for table in reader.tables():
+        total = Digest()
+        for batch in reader.read_batches(table):
+            total = total + batch_digest(batch, table.versioned)
+        parts.append((table.name, table.kind, total))
+    return store_digest(parts)
+
+
+def _migrate(
+    store: str,
+    schema_dir: str | Path,
+    target: str,
+    up: bool,
+    *,
+    engine: str | None,
+    dry_run: bool,
+    backup: str | Path | None,
+    digests: bool,
+    batch_records: int,
+    batch_bytes: int,
+) -> UpgradeReport:
     started = time.monotonic()
     eng, path = _in_place_engine(store, engine)
     schema = Schema(schema_dir)
     report = UpgradeReport(str(path), eng.name, str(schema.dir), dry_run=dry_run)
-    with _open(eng, path) as writer:
-        current = _stamped(eng, path, writer.metadata())
+    meta, tables, reader = _peek(eng, path)
+    with reader:
+        raw = meta.get(META_REVISION)
+        current = sorted(json.loads(raw)) if raw else []
         _check_known(schema, path, current)
         report.from_revisions = list(current)
         steps = schema.steps(current, target, up)
         report.to_revisions = steps[-1].heads_after if steps else list(current)
-        if dry_run:
-            tables = writer.list_tables()
-            if needs_recovery(writer.metadata(), tables):
+        pending = needs_recovery(meta, tables)
+        if dry_run or not (steps or pending):
+            if pending:
                 report.recovered = "an interrupted revision would be finished or rolled back first"
             for step in steps:
                 rec = Recorder(eng, step.revision, tables)
                 with op_module.bind(rec):
                     step.fn()
                 report.revisions.append(_step_json(step, 0.0, rec.log))
-            report.status = "dry_run"
+            report.status = "dry_run" if dry_run else "up_to_date"
+            if digests and not dry_run:
+                report.digest_before = report.digest_after = _digest_reader(reader)
             report.seconds = time.monotonic() - started
             return report
+    with _open(eng, path) as writer:
         report.recovered = _recover(eng, writer, path, batch_records, batch_bytes)
-        if report.recovered:
-            current = _stamped(eng, path, writer.metadata())
-            report.from_revisions = list(current)
-            steps = schema.steps(current, target, up)
-            report.to_revisions = steps[-1].heads_after if steps else list(current)
+        current = _stamped(eng, path, writer.metadata())
+        _check_known(schema, path, current)
+        report.from_revisions = list(current)
+        steps = schema.steps(current, target, up)
+        report.to_revisions = steps[-1].heads_after if steps else list(current)
         if digests:
             report.digest_before = digest_writer(writer)
         if not steps:
             report.status = "up_to_date"
             report.digest_after = report.digest_before
+            writer.finish()
             report.seconds = time.monotonic() - started
             return report
         if backup is not None:
@@ -188,7 +235,9 @@ def _migrate(store: str, schema_dir: str | Path, target: str, up: bool, *, engin
         counter = [0]
         for step in steps:
             t0 = time.monotonic()
-            log = _run_step(eng, writer, path, schema, step, checksums, counter, batch_records, batch_bytes)
+            log = _run_step(
+                eng, writer, path, schema, step, checksums, counter, batch_records, batch_bytes
+            )
             report.revisions.append(_step_json(step, time.monotonic() - t0, log))
             crash_point(f"{step.revision} done")
         writer.finish()
@@ -200,8 +249,13 @@ def _migrate(store: str, schema_dir: str | Path, target: str, up: bool, *, engin
 
 
 def _step_json(step: Step, seconds: float, log: list[str]) -> dict[str, Any]:
-    return {"revision": step.revision, "direction": step.direction, "message": step.doc,
-            "seconds": round(seconds, 3), "operations": log}
+    return {
+        "revision": step.revision,
+        "direction": step.direction,
+        "message": step.doc,
+        "seconds": round(seconds, 3),
+        "operations": log,
+    }
 
 
 def _backup(writer: Writer, dest: Path) -> Path:
@@ -213,8 +267,17 @@ def _backup(writer: Writer, dest: Path) -> Path:
     return dest
 
 
-def _run_step(eng: type[Engine], writer: Writer, path: Path, schema: Schema, step: Step,
-              checksums: dict[str, str], counter: list[int], batch_records: int, batch_bytes: int) -> list[str]:
+def _run_step(
+    eng: type[Engine],
+    writer: Writer,
+    path: Path,
+    schema: Schema,
+    step: Step,
+    checksums: dict[str, str],
+    counter: list[int],
+    batch_records: int,
+    batch_bytes: int,
+) -> list[str]:
     """One revision and its stamp, atomically; on failure the store stays at the revision before."""
     try:
         with _atomic(eng, writer):
@@ -243,9 +306,18 @@ def _run_step(eng: type[Engine], writer: Writer, path: Path, schema: Schema, ste
     return staging.log
 
 
-def upgrade(store: str, schema: str | Path, *, to: str = "head", engine: str | None = None, dry_run: bool = False,
-            backup: str | Path | None = None, digests: bool = True, batch_records: int = DEFAULT_BATCH_RECORDS,
-            batch_bytes: int = DEFAULT_BATCH_BYTES) -> UpgradeReport:
+def upgrade(
+    store: str,
+    schema: str | Path,
+    *,
+    to: str = "head",
+    engine: str | None = None,
+    dry_run: bool = False,
+    backup: str | Path | None = None,
+    digests: bool = True,
+    batch_records: int = DEFAULT_BATCH_RECORDS,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+) -> UpgradeReport:
     """Bring a store to a revision of its schema, in place, one atomic revision at a time.
 
     Args:
@@ -267,23 +339,58 @@ def upgrade(store: str, schema: str | Path, *, to: str = "head", engine: str | N
         RevisionUnknownError: the store's revision is unknown to the schema (exit 1).
         RevisionFailedError: a revision failed; the store is at the revision before it.
     """
-    return _migrate(store, schema, to, True, engine=engine, dry_run=dry_run, backup=backup, digests=digests,
-                    batch_records=batch_records, batch_bytes=batch_bytes)
+    return _migrate(
+        store,
+        schema,
+        to,
+        True,
+        engine=engine,
+        dry_run=dry_run,
+        backup=backup,
+        digests=digests,
+        batch_records=batch_records,
+        batch_bytes=batch_bytes,
+    )
 
 
-def downgrade(store: str, schema: str | Path, *, to: str, engine: str | None = None, dry_run: bool = False,
-              backup: str | Path | None = None, digests: bool = True, batch_records: int = DEFAULT_BATCH_RECORDS,
-              batch_bytes: int = DEFAULT_BATCH_BYTES) -> UpgradeReport:
+def downgrade(
+    store: str,
+    schema: str | Path,
+    *,
+    to: str,
+    engine: str | None = None,
+    dry_run: bool = False,
+    backup: str | Path | None = None,
+    digests: bool = True,
+    batch_records: int = DEFAULT_BATCH_RECORDS,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+) -> UpgradeReport:
     """Take a store back to an earlier revision (``base``, an id, ``-N``) through the downgrades.
 
     Arguments, result and errors as :func:`upgrade`.
     """
-    return _migrate(store, schema, to, False, engine=engine, dry_run=dry_run, backup=backup, digests=digests,
-                    batch_records=batch_records, batch_bytes=batch_bytes)
+    return _migrate(
+        store,
+        schema,
+        to,
+        False,
+        engine=engine,
+        dry_run=dry_run,
+        backup=backup,
+        digests=digests,
+        batch_records=batch_records,
+        batch_bytes=batch_bytes,
+    )
 
 
-def stamp(store: str, schema: str | Path, revision: str, *, engine: str | None = None,
-          dry_run: bool = False) -> UpgradeReport:
+def stamp(
+    store: str,
+    schema: str | Path,
+    revision: str,
+    *,
+    engine: str | None = None,
+    dry_run: bool = False,
+) -> UpgradeReport:
     """Set the store's revision without running anything (Alembic's ``stamp``).
 
     The checksums of the stamped revisions and their ancestors are recorded as applied.
@@ -294,7 +401,9 @@ def stamp(store: str, schema: str | Path, revision: str, *, engine: str | None =
     report = UpgradeReport(str(path), eng.name, str(sch.dir), dry_run=dry_run)
     with _open(eng, path) as writer:
         if not dry_run:
-            report.recovered = _recover(eng, writer, path, DEFAULT_BATCH_RECORDS, DEFAULT_BATCH_BYTES)
+            report.recovered = _recover(
+                eng, writer, path, DEFAULT_BATCH_RECORDS, DEFAULT_BATCH_BYTES
+            )
         current = _stamped(eng, path, writer.metadata())
         report.from_revisions = current
         known = [r for r in current if sch.knows(r)]
@@ -303,16 +412,25 @@ def stamp(store: str, schema: str | Path, revision: str, *, engine: str | None =
         checksums = {r: sch.checksum(r) for r in sch.ancestry(heads)}
         if not dry_run:
             with _atomic(eng, writer):
-                writer.put_metadata({META_REVISION: json.dumps(heads).encode(),
-                                     META_CHECKSUMS: json.dumps(checksums, sort_keys=True).encode()})
+                writer.put_metadata(
+                    {
+                        META_REVISION: json.dumps(heads).encode(),
+                        META_CHECKSUMS: json.dumps(checksums, sort_keys=True).encode(),
+                    }
+                )
             writer.finish()
     report.status = "dry_run" if dry_run else "stamped"
     report.seconds = time.monotonic() - started
     return report
 
 
-def current(store: str, *, schema: str | Path | None = None, engine: str | None = None,
-            recover_store: bool = True) -> CurrentReport:
+def current(
+    store: str,
+    *,
+    schema: str | Path | None = None,
+    engine: str | None = None,
+    recover_store: bool = True,
+) -> CurrentReport:
     """The store's stamped revision(s); with a schema, whether it is at head.
 
     An interrupted upgrade is finished or rolled back first (as SQLite rolls back a
@@ -330,8 +448,13 @@ def current(store: str, *, schema: str | Path | None = None, engine: str | None 
         with eng.open_reader(path) as reader:
             meta = reader.metadata()
     raw = meta.get(META_REVISION)
-    report = CurrentReport(str(path), eng.name, sorted(json.loads(raw)) if raw else [],
-                           checksums=json.loads(meta.get(META_CHECKSUMS) or b"{}"), recovered=recovered)
+    report = CurrentReport(
+        str(path),
+        eng.name,
+        sorted(json.loads(raw)) if raw else [],
+        checksums=json.loads(meta.get(META_CHECKSUMS) or b"{}"),
+        recovered=recovered,
+    )
     if schema is not None:
         sch = Schema(schema)
         report.heads = sch.heads
@@ -339,8 +462,14 @@ def current(store: str, *, schema: str | Path | None = None, engine: str | None 
         report.at_head = set(report.current) == set(report.heads)
         for rev, recorded in sorted(report.checksums.items()):
             if sch.knows(rev) and sch.checksum(rev) != recorded:
-                report.changed_files.append({"revision": rev, "path": sch.path_of(rev),
-                                             "applied": recorded, "now": sch.checksum(rev)})
+                report.changed_files.append(
+                    {
+                        "revision": rev,
+                        "path": sch.path_of(rev),
+                        "applied": recorded,
+                        "now": sch.checksum(rev),
+                    }
+                )
     return report
 
 
@@ -358,6 +487,8 @@ def history(schema: str | Path) -> list[dict[str, Any]]:
     return Schema(schema).history()
 
 
-def revision(schema: str | Path, message: str, *, head: str = "head", rev_id: str | None = None) -> str:
+def revision(
+    schema: str | Path, message: str, *, head: str = "head", rev_id: str | None = None
+) -> str:
     """Write a new revision file from the schema's ``script.py.mako``; returns its path."""
     return Schema(schema).new_revision(message, head=head, rev_id=rev_id)

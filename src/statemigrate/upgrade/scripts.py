@@ -14,9 +14,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .errors import SchemaError
 
@@ -72,7 +73,9 @@ class Schema:
             from alembic.config import Config
             from alembic.script import ScriptDirectory
         except ImportError as exc:
-            raise SchemaError("schema upgrades need Alembic", hint="pip install 'statemigrate[upgrade]'") from exc
+            raise SchemaError(
+                "schema upgrades need Alembic", hint="pip install 'statemigrate[upgrade]'"
+            ) from exc
         self.dir = Path(directory)
         if not (self.dir / "versions").is_dir():
             raise SchemaError(f"{self.dir}: not a schema directory (no versions/ folder)")
@@ -85,7 +88,7 @@ class Schema:
                 self.script = ScriptDirectory.from_config(cfg)
             else:
                 self.script = ScriptDirectory(str(self.dir))
-            self.script.revision_map.heads  # load now: a broken file fails here, clearly
+            _ = self.script.revision_map.heads  # load now: a broken file fails here, clearly
 
     def _errors(self) -> Any:
         from alembic.util import CommandError
@@ -111,9 +114,11 @@ class Schema:
 
     def knows(self, revision: str) -> bool:
         """Whether ``revision`` is in this schema's graph."""
+        from alembic.script.revision import RevisionError
+
         try:
             return self.script.revision_map.get_revision(revision) is not None
-        except Exception:
+        except RevisionError:
             return False
 
     def resolve(self, target: str) -> list[str]:
@@ -138,15 +143,23 @@ class Schema:
         out = []
         with self._errors():
             if upgrade:
-                raw = self.script._upgrade_revs(target, cur)
+                raw = self.script._upgrade_revs(target, cur)  # type: ignore[arg-type]  # heads tuple, as Alembic's runtime passes
             else:
-                raw = self.script._downgrade_revs(target, cur)
+                raw = self.script._downgrade_revs(target, cur)  # type: ignore[arg-type]
             for step in raw:
                 heads.update_to_step(step)
                 module = step.revision.module
                 fn = module.upgrade if step.is_upgrade else module.downgrade
-                out.append(Step(step.revision.revision, step.is_upgrade, step.revision.doc or "", fn,
-                                str(step.revision.path), sorted(heads.heads)))
+                out.append(
+                    Step(
+                        step.revision.revision,
+                        step.is_upgrade,
+                        step.revision.doc or "",
+                        fn,
+                        str(step.revision.path),
+                        sorted(heads.heads),
+                    )
+                )
         return out
 
     def stamp_heads(self, current: list[str], target: str) -> list[str]:
@@ -162,7 +175,12 @@ class Schema:
         if not heads:
             return []
         with self._errors():
-            return sorted({r.revision for r in self.script.revision_map.iterate_revisions(tuple(heads), "base")})
+            return sorted(
+                {
+                    r.revision
+                    for r in self.script.revision_map.iterate_revisions(tuple(heads), "base")
+                }
+            )
 
     def history(self) -> list[dict[str, Any]]:
         """Every revision, newest first: id, down revisions, message, head/merge/branch point."""
@@ -170,15 +188,19 @@ class Schema:
         with self._errors():
             for rev in self.script.walk_revisions():
                 down = rev.down_revision
-                rows.append({
-                    "revision": rev.revision,
-                    "down_revision": list(down) if isinstance(down, tuple) else ([down] if down else []),
-                    "message": rev.doc or "",
-                    "is_head": rev.is_head,
-                    "is_merge": rev.is_merge_point,
-                    "is_branch_point": rev.is_branch_point,
-                    "path": str(rev.path),
-                })
+                rows.append(
+                    {
+                        "revision": rev.revision,
+                        "down_revision": list(down)
+                        if isinstance(down, tuple)
+                        else ([down] if down else []),
+                        "message": rev.doc or "",
+                        "is_head": rev.is_head,
+                        "is_merge": rev.is_merge_point,
+                        "is_branch_point": rev.is_branch_point,
+                        "path": str(rev.path),
+                    }
+                )
         return rows
 
     def new_revision(self, message: str, head: str = "head", rev_id: str | None = None) -> str:
@@ -191,4 +213,3 @@ class Schema:
         if script is None:
             raise SchemaError(f"{self.dir}: no revision was written")
         return str(script.path)
-

@@ -11,10 +11,10 @@ import heapq
 import pickle
 import shutil
 import tempfile
+from collections.abc import Iterable, Iterator
 from itertools import islice
 from operator import itemgetter
 from pathlib import Path
-from typing import Iterable, Iterator
 
 SORT_DIR_INFIX = ".sm-sort-"
 CHUNK = 10_000
@@ -65,7 +65,9 @@ def sorted_batches(
             buf.extend(batch)
             if len(buf) >= run_records:
                 if tmp is None:
-                    tmp = Path(tempfile.mkdtemp(prefix=beside.name + SORT_DIR_INFIX, dir=beside.parent))
+                    tmp = Path(
+                        tempfile.mkdtemp(prefix=beside.name + SORT_DIR_INFIX, dir=beside.parent)
+                    )
                 buf.sort(key=key)
                 runs.append(_write_run(tmp, len(runs), buf))
                 buf = []

@@ -11,23 +11,39 @@ atomic metadata write and runs the switch.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .. import _native
 from ..engines.base import META_REVISION, META_TABLE_PREFIX, Engine, Writer
 from ..errors import DestinationError, UsageError
 from ..model import TableInfo, TableKind, check_table_name
 from .errors import RevisionFailedError
-from .journal import META_CHECKSUMS, META_JOURNAL, TMP_PREFIX, crash_point, finish_journal, plan_switch
+from .journal import (
+    META_CHECKSUMS,
+    META_JOURNAL,
+    TMP_PREFIX,
+    crash_point,
+    finish_journal,
+    plan_switch,
+)
 from .sort import sorted_batches
 
 
 class Staging:
     """Runs one revision's operations against a writer, copy-on-write."""
 
-    def __init__(self, engine: type[Engine], writer: Writer, path: Path, revision: str,
-                 batch_records: int, batch_bytes: int, counter: list[int]) -> None:
+    def __init__(
+        self,
+        engine: type[Engine],
+        writer: Writer,
+        path: Path,
+        revision: str,
+        batch_records: int,
+        batch_bytes: int,
+        counter: list[int],
+    ) -> None:
         self.engine = engine
         self.writer = writer
         self.path = path
@@ -56,7 +72,9 @@ class Staging:
 
     def _table(self, name: str) -> TableInfo:
         if name not in self.view:
-            raise self._fail(f"no table {name!r} (tables: {', '.join(sorted(self.view)) or 'none'})")
+            raise self._fail(
+                f"no table {name!r} (tables: {', '.join(sorted(self.view)) or 'none'})"
+            )
         return self.view[name]
 
     def _check_new_name(self, name: str) -> None:
@@ -78,11 +96,18 @@ class Staging:
 
     def _batches(self, name: str) -> Iterator[list]:
         self._materialize(name)
-        return self.writer.read_batches(self._table(name), max_records=self.batch_records,
-                                        max_bytes=self.batch_bytes)
+        return self.writer.read_batches(
+            self._table(name), max_records=self.batch_records, max_bytes=self.batch_bytes
+        )
 
-    def _write(self, dst: TableInfo, batches: Iterator[list], what: str, duplicates: str | None = None,
-               table: str | None = None) -> None:
+    def _write(
+        self,
+        dst: TableInfo,
+        batches: Iterator[list],
+        what: str,
+        duplicates: str | None = None,
+        table: str | None = None,
+    ) -> None:
         """Write batches into ``dst``, checking records and their order.
 
         ``duplicates``: the message when the input is sorted but a key repeats;
@@ -96,13 +121,17 @@ class Staging:
                 unsorted = _native.batch_digest(batch, dst.versioned)[2]
             except (TypeError, ValueError, OverflowError) as exc:
                 shape = "(key, value, version)" if dst.versioned else "(key, value)"
-                raise self._fail(f"{what} produced a record that is not {shape} of bytes ({exc})") from exc
+                raise self._fail(
+                    f"{what} produced a record that is not {shape} of bytes ({exc})"
+                ) from exc
             if unsorted >= 0 or (last is not None and batch[0][0] <= last):
-                key = batch[unsorted if unsorted >= 0 else 0][0]
+                key = batch[max(unsorted, 0)][0]
                 if duplicates is not None:
                     raise self._fail(f"{duplicates} {key[:64].hex() or '(empty)'}")
-                raise self._fail(f"{what} produced key {key[:64].hex()} out of order or twice; "
-                                 "op.rewrite must keep keys in order (use op.rekey to change it)")
+                raise self._fail(
+                    f"{what} produced key {key[:64].hex()} out of order or twice; "
+                    "op.rewrite must keep keys in order (use op.rekey to change it)"
+                )
             caps = self.engine.capabilities
             if caps.min_key_len or caps.max_key_len is not None:
                 named = TableInfo(table or dst.name, dst.kind)
@@ -126,7 +155,9 @@ class Staging:
 
         def merged() -> Iterator[list]:
             i = 0
-            for batch in self.writer.read_batches(src, max_records=self.batch_records, max_bytes=self.batch_bytes):
+            for batch in self.writer.read_batches(
+                src, max_records=self.batch_records, max_bytes=self.batch_bytes
+            ):
                 out = []
                 for rec in batch:
                     while i < len(changes) and changes[i][0] < rec[0]:
@@ -177,14 +208,21 @@ class Staging:
             else:
                 yield [r for r in map(fn, records) if r is not None]
 
-    def copy_table(self, source: str, destination: str, fn: Callable[..., Any] | None = None,
-                   batch: bool = False) -> None:
+    def copy_table(
+        self,
+        source: str,
+        destination: str,
+        fn: Callable[..., Any] | None = None,
+        batch: bool = False,
+    ) -> None:
         src = self._table(source)
         self._check_new_name(destination)
         how = f" with {getattr(fn, '__name__', 'fn')}" if fn is not None else ""
         self.log.append(f"copy_table {source!r} -> {destination!r}{how}")
         dst = self._new_private(src.kind)
-        self._write(dst, self._mapped(source, fn, batch), f"copy_table {source!r}", table=destination)
+        self._write(
+            dst, self._mapped(source, fn, batch), f"copy_table {source!r}", table=destination
+        )
         self.view[destination] = dst
 
     def rewrite(self, table: str, fn: Callable[..., Any], batch: bool = False) -> None:
@@ -205,11 +243,18 @@ class Staging:
                 out = [(k,) + tuple(r[1:]) for k, r in zip(keys, records) if k is not None]
                 if not all(isinstance(r[0], bytes) for r in out):
                     bad = next(r[0] for r in out if not isinstance(r[0], bytes))
-                    raise self._fail(f"rekey of {table!r}: fn returned {type(bad).__name__}, not bytes")
+                    raise self._fail(
+                        f"rekey of {table!r}: fn returned {type(bad).__name__}, not bytes"
+                    )
                 yield out
 
-        self._write(dst, sorted_batches(rekeyed(), self.path, batch_records=self.batch_records),
-                    f"rekey of {table!r}", duplicates=f"rekey of {table!r} gives two records the key", table=table)
+        self._write(
+            dst,
+            sorted_batches(rekeyed(), self.path, batch_records=self.batch_records),
+            f"rekey of {table!r}",
+            duplicates=f"rekey of {table!r} gives two records the key",
+            table=table,
+        )
         self._replace(table, dst)
 
     def set_versioned(self, table: str, initial_version: int = 0) -> None:
@@ -220,8 +265,11 @@ class Staging:
             raise self._fail(f"initial_version {initial_version} is not an unsigned 64-bit integer")
         self.log.append(f"set_versioned {table!r} initial_version={initial_version}")
         dst = self._new_private(TableKind.VERSIONED)
-        self._write(dst, ([(r[0], r[1], initial_version) for r in b] for b in self._batches(table)),
-                    f"set_versioned {table!r}")
+        self._write(
+            dst,
+            ([(r[0], r[1], initial_version) for r in b] for b in self._batches(table)),
+            f"set_versioned {table!r}",
+        )
         self._replace(table, dst)
 
     def set_plain(self, table: str) -> None:
@@ -230,7 +278,9 @@ class Staging:
             raise self._fail(f"table {table!r} is already plain")
         self.log.append(f"set_plain {table!r}")
         dst = self._new_private(TableKind.PLAIN)
-        self._write(dst, ([(r[0], r[1]) for r in b] for b in self._batches(table)), f"set_plain {table!r}")
+        self._write(
+            dst, ([(r[0], r[1]) for r in b] for b in self._batches(table)), f"set_plain {table!r}"
+        )
         self._replace(table, dst)
 
     def put(self, table: str, key: bytes, value: bytes, version: int | None = None) -> None:
@@ -252,8 +302,10 @@ class Staging:
     def execute(self, sql: str) -> None:
         caps = self.engine.capabilities
         if not (caps.sql and caps.transactional_ddl):
-            raise self._fail(f"op.execute needs a SQL engine; the {self.engine.name} engine is not one "
-                             "(write the revision with the other op functions to run on every engine)")
+            raise self._fail(
+                f"op.execute needs a SQL engine; the {self.engine.name} engine is not one "
+                "(write the revision with the other op functions to run on every engine)"
+            )
         self.log.append(f"execute {sql[:60]!r}")
         # Inside the revision's one transaction: put the view in place, run the SQL
         # on the real tables, then carry on from what the SQL left.
@@ -281,8 +333,13 @@ class Staging:
 
     def _switch_now(self) -> None:
         steps = self._finish_ops()
-        finish_journal(self.writer, {"revision": self.revision, "steps": steps}, True,
-                       self.batch_records, self.batch_bytes)
+        finish_journal(
+            self.writer,
+            {"revision": self.revision, "steps": steps},
+            True,
+            self.batch_records,
+            self.batch_bytes,
+        )
 
     def commit(self, heads_after: list[str], checksums: dict[str, str]) -> None:
         """The commit point (stamp + journal, one atomic write), then the switch."""
@@ -303,16 +360,23 @@ class Staging:
         journal = {"revision": self.revision, "steps": steps, "done": 0}
         self.writer.sync()  # every private table durable before the commit point
         crash_point(f"{self.revision} before commit")
-        updates.update({
-            META_REVISION: json.dumps(heads_after).encode(),
-            META_CHECKSUMS: json.dumps(checksums, sort_keys=True).encode(),
-            META_JOURNAL: json.dumps(journal).encode(),
-        })
+        updates.update(
+            {
+                META_REVISION: json.dumps(heads_after).encode(),
+                META_CHECKSUMS: json.dumps(checksums, sort_keys=True).encode(),
+                META_JOURNAL: json.dumps(journal).encode(),
+            }
+        )
         self.writer.put_metadata(updates)
         self.writer.sync()
         crash_point(f"{self.revision} committed")
-        finish_journal(self.writer, journal, self.engine.capabilities.rename_table,
-                       self.batch_records, self.batch_bytes)
+        finish_journal(
+            self.writer,
+            journal,
+            self.engine.capabilities.rename_table,
+            self.batch_records,
+            self.batch_bytes,
+        )
 
 
 class Recorder:
@@ -337,8 +401,10 @@ class Recorder:
                 self.names.discard(args[0])
                 self.names.add(args[1])
             elif op == "execute" and not self.engine.capabilities.sql:
-                raise RevisionFailedError(f"revision {self.revision}: op.execute needs a SQL engine; "
-                                          f"the {self.engine.name} engine is not one")
+                raise RevisionFailedError(
+                    f"revision {self.revision}: op.execute needs a SQL engine; "
+                    f"the {self.engine.name} engine is not one"
+                )
 
         return record
 
