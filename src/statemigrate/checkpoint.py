@@ -30,10 +30,12 @@ def fingerprint(engine: str, path: Path, extra_paths: list[Path] | None = None) 
                         continue  # RocksDB rewrites its log on every open
                     st = p.stat()
                     files[str(p.relative_to(path))] = [st.st_size, st.st_mtime_ns]
+        elif root.name.endswith("-shm"):
+            continue  # SQLite's WAL index: every reader writes its read marks there
         elif root.exists():
             st = root.stat()
             files[root.name] = [st.st_size, st.st_mtime_ns]
-    return {"engine": engine, "path": str(path.absolute()), "files": files}
+    return {"engine": engine, "path": os.path.realpath(path), "files": files}
 
 
 @dataclass
@@ -59,7 +61,7 @@ class Checkpoint:
         ).encode()
 
     @classmethod
-    def from_bytes(cls, raw: bytes) -> "Checkpoint":
+    def from_bytes(cls, raw: bytes) -> Checkpoint:
         """Inverse of :meth:`to_bytes`."""
         data = json.loads(raw)
         return cls(

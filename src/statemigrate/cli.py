@@ -6,6 +6,7 @@ Exit codes: 0 done/equal, 1 different, 2 usage, 3 store busy, 4 source unreadabl
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
@@ -16,7 +17,7 @@ from typing import Any, Callable
 
 import click
 
-from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, StateMigrateError
+from .errors import EXIT_DESTINATION, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_SOURCE, StateMigrateError
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -39,6 +40,15 @@ def _fail(message: str, hint: str | None, code: int) -> None:
     sys.exit(code)
 
 
+def _os_error_code(exc: OSError) -> tuple[int, str | None]:
+    """Exit code and hint for an OSError: a full or read-only disk is the destination's
+    (only writing meets it); anything else (permission, symlink loop, missing file) is met
+    opening a store to read, the destination's directory being checked before."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG):
+        return EXIT_DESTINATION, "free some space; the destination's .partial is kept for --resume"
+    return EXIT_SOURCE, None
+
+
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn library errors into one line on stderr and the documented exit code."""
 
@@ -54,6 +64,13 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail(exc.message, exc.hint, exc.exit_code)
         except KeyboardInterrupt:
             _fail("interrupted", "run the same command with --resume to finish", EXIT_INTERRUPTED)
+        except OSError as exc:
+            # A file-system refusal that no engine turned into its own error: still one line.
+            if show_tb:
+                traceback.print_exc()
+            code, hint = _os_error_code(exc)
+            path = f"{exc.filename}: " if exc.filename else ""
+            _fail(f"{path}{exc.strerror or exc}", hint, code)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception as exc:  # a bug: say where, never a bare traceback unless asked

@@ -26,7 +26,9 @@ def fcntl_holder(path: Path) -> int | None:
             answer = fcntl.fcntl(fd, fcntl.F_GETLK, query + b"\0" * 4)
         except OSError:
             return None
-        l_type, _whence, _start, _len, pid = struct.unpack("hhqqi", answer[: struct.calcsize("hhqqi")])
+        l_type, _whence, _start, _len, pid = struct.unpack(
+            "hhqqi", answer[: struct.calcsize("hhqqi")]
+        )
         if l_type == fcntl.F_UNLCK:
             return None
         return pid or -1
@@ -38,3 +40,45 @@ def busy_message(path: Path, pid: int | None) -> str:
     """The contract's one line for a store held by another process."""
     who = f"pid {pid}" if pid and pid > 0 else "pid unknown"
     return f"{path}: store is in use by another process ({who})"
+
+
+def flock_held(path: Path) -> bool:
+    """Whether another open file holds an exclusive ``flock`` on ``path`` (redb's lock).
+
+    Takes a shared flock without waiting and drops it at once; changes nothing.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing drops our shared lock
+    return False
+
+
+def store_holder(paths: list[Path]) -> int | None:
+    """The pid of a process holding any file of a store (fcntl or flock), -1 if unknown, or None.
+
+    Looks at every file of the given files and directories (not recursively below a
+    directory's subdirectories): SQLite locks the database and its ``-shm``, RocksDB its
+    ``LOCK``, LMDB its ``lock.mdb``, redb its file (flock).
+    """
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files += sorted(c for c in p.iterdir() if c.is_file())
+        elif p.is_file():
+            files.append(p)
+    for f in files:
+        pid = fcntl_holder(f)
+        if pid is not None:
+            return pid
+        if flock_held(f):
+            return -1
+    return None

@@ -8,6 +8,7 @@ digests compared with the source's, synced, and only then renamed into place.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -30,6 +31,7 @@ from .engines.base import (
 )
 from .errors import DestinationError, InterruptedByUser, SourceError, StoreBusyError, UsageError
 from .fsutil import crash_point, fsync_tree, place, recover_placement, remove_path, store_size
+from .locks import busy_message, store_holder
 from .model import TableInfo, TableKind
 from .progress import Progress
 from .registry import get_engine, parse_store, resolve_source
@@ -142,6 +144,16 @@ def check_space(engine: type[Engine], source: Path, dest_dir: Path, force: bool)
         )
 
 
+def open_source(engine: type[Engine], path: Path, options: dict[str, Any] | None) -> Reader:
+    """The engine's reader, with a file-system refusal turned into a source error (exit 4)."""
+    try:
+        return engine.open_reader(path, options)
+    except PermissionError as exc:
+        raise SourceError(f"{path}: permission denied ({exc.filename or path})") from exc
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+
+
 def select_tables(tables: list[TableInfo], wanted: list[str] | None) -> list[TableInfo]:
     """The source's tables, or only those named (each must exist)."""
     if not wanted:
@@ -167,8 +179,9 @@ def digest_checked(batch: list, table: TableInfo, after: bytes | None, where: st
 
 
 def digest_store(reader: Reader, tables: list[TableInfo], where: str,
-                 progress: Progress | None = None) -> dict[str, Digest]:
-    """Per-table digests of a store, streaming."""
+                 progress: Progress | None = None, should_stop: Callable[[], bool] | None = None,
+                 hint: str | None = None) -> dict[str, Digest]:
+    """Per-table digests of a store, streaming; ``should_stop`` is polled between batches."""
     out = {}
     for table in tables:
         total = Digest()
@@ -176,6 +189,8 @@ def digest_store(reader: Reader, tables: list[TableInfo], where: str,
         if progress:
             progress.start_table(table.name, None)
         for batch in reader.read_batches(table):
+            if should_stop is not None and should_stop():
+                raise InterruptedByUser("interrupted; the work done so far is kept", hint=hint)
             total = total + digest_checked(batch, table, last, where)
             last = batch[-1][0]
             if progress:
@@ -258,8 +273,10 @@ def convert(
         recover_placement(final)
         if (final.exists() or final.is_symlink()) and not overwrite:
             raise DestinationError(f"{final}: already exists", hint="pass --overwrite to replace it")
+        _refuse_if_held(dst_engine, final)
         resumed = False
         checkpoint: Checkpoint | None = None
+        finished_before = False  # a .partial without checkpoint: maybe complete, maybe nothing
         if dst_engine.store_paths(partial):
             if not resume:
                 raise DestinationError(
@@ -267,25 +284,36 @@ def convert(
                     hint="pass --resume to continue it, or remove it to start over",
                 )
             checkpoint = _load_checkpoint(dst_engine, partial, destination_options)
-            if checkpoint is None:
-                _remove_store(dst_engine, partial)
+            finished_before = checkpoint is None
         report = ConvertReport(str(src_path), src_engine.name, str(final), dst_engine.name)
         src_fp = fingerprint(src_engine.name, src_path, src_engine.store_paths(src_path)[1:])
+        resume_hint = f"run the same command with --resume to finish ({partial} holds it)"
         if checkpoint is not None and checkpoint.source != src_fp:
             raise SourceError(
                 f"{src_path}: the source changed since the interrupted conversion",
                 hint=f"start over: remove {partial}",
             )
-        if checkpoint is None:
-            check_space(dst_engine, src_path, final.parent, force)
-        with src_engine.open_reader(src_path, source_options) as reader:
+        with open_source(src_engine, src_path, source_options) as reader:
             chosen = select_tables(reader.tables(), tables)
             src_meta = reader.metadata()
-            progress.phase("checking keys")
-            if checkpoint is None:
+            complete = False
+            if finished_before:
+                # Killed after the last batch (while syncing, verifying, placing): keep the
+                # work if it reads back equal to the source, else start over.
+                progress.phase("checking the interrupted destination")
+                source_digests = digest_store(reader, chosen, str(src_path), None, should_stop, resume_hint)
+                complete = _partial_is_complete(dst_engine, partial, chosen, source_digests, progress,
+                                                should_stop, resume_hint)
+                if not complete:
+                    _remove_store(dst_engine, partial)
+            if checkpoint is None and not complete:
+                check_space(dst_engine, src_path, final.parent, force)
+                progress.phase("checking keys")
                 check_keys(dst_engine, reader, chosen)
             progress.phase("converting")
-            if checkpoint is None:
+            if complete:
+                pass
+            elif checkpoint is None:
                 checkpoint = Checkpoint(src_fp)
                 writer = dst_engine.create_writer(partial, destination_options)
                 carried = {k: v for k, v in src_meta.items()
@@ -297,26 +325,36 @@ def convert(
             else:
                 resumed = True
                 writer = dst_engine.open_writer(partial, destination_options)
-            try:
-                source_digests = _copy_tables(reader, writer, chosen, checkpoint, batch_records, batch_bytes,
-                                              progress, should_stop, str(src_path), partial)
-                writer.put_metadata({META_CHECKPOINT: None})
-                crash_point("copied")
-                progress.phase("syncing")
-                writer.finish()
-            finally:
+            if not complete:
+                assert checkpoint is not None
+                try:
+                    source_digests = _copy_tables(reader, writer, chosen, checkpoint, batch_records, batch_bytes,
+                                                  progress, should_stop, str(src_path), partial)
+                    writer.put_metadata({META_CHECKPOINT: None})
+                    crash_point("copied")
+                    progress.phase("syncing")
+                    writer.finish()
+                except BaseException:
+                    # The first error is the one to report (a full disk, a signal): a store
+                    # that then also fails to close must not hide it.
+                    with contextlib.suppress(Exception):
+                        writer.close()
+                    raise
                 writer.close()
         crash_point("finished")
-        report.resumed = resumed
-        if verify:
+        report.resumed = resumed or complete
+        if complete:
+            report.verified = True
+        elif verify:
             progress.phase("verifying")
             _verify_built(src_engine, src_path, source_options, dst_engine, partial, chosen,
-                          source_digests, resumed, progress)
+                          source_digests, resumed, progress, should_stop, resume_hint)
             report.verified = True
         crash_point("verified")
         fsync_tree(partial)
         crash_point("synced")
         progress.phase("renaming into place")
+        _refuse_if_held(dst_engine, final)
         place(partial, final)
         crash_point("placed")
         for sidecar in dst_engine.store_paths(partial):
@@ -332,13 +370,32 @@ def convert(
 def _load_checkpoint(engine: type[Engine], partial: Path, options: dict[str, Any] | None) -> Checkpoint | None:
     try:
         writer = engine.open_writer(partial, options)
-    except (DestinationError, SourceError):
-        return None  # nothing committed that we can trust: start over
+    except (DestinationError, SourceError, OSError):
+        return None  # nothing committed that we can trust (killed while creating it): start over
     try:
         raw = writer.metadata().get(META_CHECKPOINT)
     finally:
         writer.close()
     return Checkpoint.from_bytes(raw) if raw else None
+
+
+def _refuse_if_held(engine: type[Engine], final: Path) -> None:
+    """Replacing a store that an app holds open would lose what it writes next: exit 3."""
+    if final.exists():
+        holder = store_holder(engine.store_paths(final))
+        if holder is not None:
+            raise StoreBusyError(busy_message(final, holder), hint="stop the app, then run the same command")
+
+
+def _partial_is_complete(engine: type[Engine], partial: Path, chosen: list[TableInfo],
+                         source_digests: dict[str, Digest], progress: Progress,
+                         should_stop: Callable[[], bool], hint: str) -> bool:
+    """Whether a ``.partial`` without checkpoint holds the whole source already."""
+    try:
+        _check_built(engine, partial, chosen, source_digests, progress, should_stop, hint)
+    except (DestinationError, SourceError):
+        return False
+    return True
 
 
 def _remove_store(engine: type[Engine], path: Path) -> None:
@@ -392,8 +449,42 @@ def _copy_tables(reader: Reader, writer: Any, chosen: list[TableInfo], cp: Check
 
 def _verify_built(src_engine: type[Engine], src_path: Path, src_options: Any, dst_engine: type[Engine],
                   partial: Path, chosen: list[TableInfo], source_digests: dict[str, Digest],
-                  resumed: bool, progress: Progress) -> None:
+                  resumed: bool, progress: Progress, should_stop: Callable[[], bool] | None = None,
+                  hint: str | None = None) -> None:
     """Read the destination back and compare with the source's digests."""
+    expected = source_digests
+    if resumed:
+        # Tables done before the interruption were digested by another run: read the
+        # source again so that a source changed meanwhile is caught, never mixed.
+        with open_source(src_engine, src_path, src_options) as again:
+            expected = digest_store(again, chosen, str(src_path), None, should_stop, hint)
+        if expected != source_digests:
+            raise SourceError(
+                f"{src_path}: the source changed while the conversion was interrupted",
+                hint=f"start over: remove {partial}",
+            )
+    _check_built(dst_engine, partial, chosen, expected, progress, should_stop, hint)
+
+
+def _check_built(dst_engine: type[Engine], partial: Path, chosen: list[TableInfo], expected: dict[str, Digest],
+                 progress: Progress, should_stop: Callable[[], bool] | None, hint: str | None) -> None:
+    """The built store holds exactly the chosen tables, with their kinds and digests."""
+    try:
+        got = _read_built(dst_engine, partial, chosen, progress, should_stop, hint)
+    except SourceError as exc:  # the built store does not read back: the destination failed
+        raise DestinationError(f"verification failed: {exc.message}",
+                               hint="the destination was not put in place") from exc
+    for t in chosen:
+        if got[t.name] != expected[t.name]:
+            raise DestinationError(
+                f"{partial}: verification failed for table {t.name!r}: "
+                f"{got[t.name].count} records read back, {expected[t.name].count} written",
+                hint="the destination was not put in place",
+            )
+
+
+def _read_built(dst_engine: type[Engine], partial: Path, chosen: list[TableInfo], progress: Progress,
+                should_stop: Callable[[], bool] | None, hint: str | None) -> dict[str, Digest]:
     with dst_engine.open_reader(partial) as reader:
         built = {t.name: t for t in reader.tables()}
         want = {t.name: t for t in chosen}
@@ -406,25 +497,7 @@ def _verify_built(src_engine: type[Engine], src_path: Path, src_options: Any, ds
             if built[name].kind is not t.kind:
                 raise DestinationError(f"{partial}: verification failed: table {name!r} lost its kind")
         crash_point("verifying")
-        got = digest_store(reader, chosen, str(partial), progress)
-    expected = source_digests
-    if resumed:
-        # Tables done before the interruption were digested by another run: read the
-        # source again so that a source changed meanwhile is caught, never mixed.
-        with src_engine.open_reader(src_path, src_options) as again:
-            expected = digest_store(again, chosen, str(src_path))
-        if expected != source_digests:
-            raise SourceError(
-                f"{src_path}: the source changed while the conversion was interrupted",
-                hint=f"start over: remove {partial}",
-            )
-    for t in chosen:
-        if got[t.name] != expected[t.name]:
-            raise DestinationError(
-                f"{partial}: verification failed for table {t.name!r}: "
-                f"{got[t.name].count} records read back, {expected[t.name].count} written",
-                hint="the destination was not put in place",
-            )
+        return digest_store(reader, chosen, str(partial), progress, should_stop, hint)
 
 
 __all__ = ["convert", "ConvertReport", "TableReport", "TableKind", "resolve_destination", "partial_path"]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping
 
 from ..errors import DestinationError, SourceError, StoreBusyError
+from ..locks import busy_message, fcntl_holder
 from ..model import METADATA_TABLE, Batch, Record, TableInfo, TableKind
 from .base import META_REVISION, Capabilities, Engine, Reader, Writer, check_options
 
@@ -115,7 +116,7 @@ class SqliteReader(Reader):
             # The first read fixes the snapshot for the whole transaction.
             names = [r[0] for r in self.conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")]
         except apsw.BusyError as exc:
-            raise StoreBusyError(f"{path}: store is in use by another process ({exc})") from exc
+            raise StoreBusyError(busy_message(path, fcntl_holder(path))) from exc
         except apsw.Error as exc:
             raise SourceError(f"{path}: not a readable SQLite database ({_msg(exc)})") from exc
         self.path = path

@@ -17,10 +17,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 from ..digest import Digest, batch_digest, store_digest
 from ..engines.base import Engine
@@ -30,8 +30,16 @@ from ..registry import engine_names, get_engine
 
 # Steps where the pipeline can be made to SIGKILL itself (fsutil.crash_point).
 CRASH_POINTS = (
-    "locked", "created", "batch", "copied", "finished", "verifying", "verified", "synced",
-    "place:new", "placed",
+    "locked",
+    "created",
+    "batch",
+    "copied",
+    "finished",
+    "verifying",
+    "verified",
+    "synced",
+    "place:new",
+    "placed",
 )
 # Steps of replacing an existing destination (--overwrite).
 OVERWRITE_CRASH_POINTS = ("place:swap", "place:exchanged", "place:aside", "place:renamed", "placed")
@@ -41,11 +49,23 @@ COORDINATION_SUFFIXES = ("-shm",)
 
 LONG = os.environ.get("STATEMIGRATE_LONG") == "1"
 
-SUFFIX = {"sqlite": ".sqlite", "rocksdb": ".rocksdb", "jsonl": ".jsonl", "redb": ".redb", "lmdb": ".lmdb",
-          "libsql": ".libsql", "turso": ".turso"}
+# Engines that take minutes to write 200,000 records (helixdb: ~100 s on the CI machine):
+# tests that only need "long enough to interrupt" give them fewer records in CI.
+SLOW_ENGINES = {"helixdb"}
+
+SUFFIX = {
+    "sqlite": ".sqlite",
+    "rocksdb": ".rocksdb",
+    "jsonl": ".jsonl",
+    "redb": ".redb",
+    "lmdb": ".lmdb",
+    "libsql": ".libsql",
+    "turso": ".turso",
+}
 
 
 # --- stores ---------------------------------------------------------------------------
+
 
 def store_file(engine: str, directory: Path, name: str = "store") -> Path:
     """A fresh path for a store of ``engine`` (with the suffix the CLI recognises)."""
@@ -61,7 +81,7 @@ def _records(table: TableInfo, count: int, seed: int) -> Iterator[list]:
     rnd = random.Random(seed)
     step = 10_000
     for start in range(0, count, step):
-        batch = []
+        batch: list = []
         for i in range(start, min(count, start + step)):
             key = b"k" + i.to_bytes(6, "big")  # keys 7 bytes: accepted by every engine
             value = rnd.randbytes(rnd.randint(0, 24))
@@ -72,8 +92,13 @@ def _records(table: TableInfo, count: int, seed: int) -> Iterator[list]:
         yield batch
 
 
-def build_store(engine: str | type[Engine], path: Path, records: int = 2_000, seed: int = 1,
-                metadata: Mapping[str, bytes] | None = None) -> str:
+def build_store(
+    engine: str | type[Engine],
+    path: Path,
+    records: int = 2_000,
+    seed: int = 1,
+    metadata: Mapping[str, bytes] | None = None,
+) -> str:
     """Create a store of ``records`` small records in three tables; return its digest.
 
     Tables: ``events`` (versioned, 60%), ``settings`` (plain, the rest) and ``empty``.
@@ -81,8 +106,11 @@ def build_store(engine: str | type[Engine], path: Path, records: int = 2_000, se
     """
     eng = get_engine(engine) if isinstance(engine, str) else engine
     n_events = records * 3 // 5
-    plan = [(TableInfo("empty"), 0), (TableInfo("events", TableKind.VERSIONED), n_events),
-            (TableInfo("settings"), records - n_events)]
+    plan = [
+        (TableInfo("empty"), 0),
+        (TableInfo("events", TableKind.VERSIONED), n_events),
+        (TableInfo("settings"), records - n_events),
+    ]
     writer = eng.create_writer(path)
     parts = []
     try:
@@ -121,7 +149,11 @@ def files_sha256(engine: str, path: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     roots = get_engine(engine).store_paths(path)
     for root in roots:
-        files = [root] if root.is_file() else sorted(Path(r) / f for r, _d, fs in os.walk(root) for f in fs)
+        files = (
+            [root]
+            if root.is_file()
+            else sorted(Path(r) / f for r, _d, fs in os.walk(root) for f in fs)
+        )
         for f in files:
             if f.name.endswith(COORDINATION_SUFFIXES):
                 continue
@@ -131,16 +163,31 @@ def files_sha256(engine: str, path: Path) -> dict[str, str]:
 
 def leftovers(final: Path) -> list[str]:
     """Files a finished convert must not leave beside its destination."""
-    names = [final.name + s for s in (".partial", ".lock", ".swap", ".replaced", ".partial.checkpoint",
-                                      ".partial-wal", ".partial-journal")]
+    names = [
+        final.name + s
+        for s in (
+            ".partial",
+            ".lock",
+            ".swap",
+            ".replaced",
+            ".partial.checkpoint",
+            ".partial-wal",
+            ".partial-journal",
+        )
+    ]
     return sorted(n for n in names if (final.parent / n).exists())
 
 
 # --- the command in a subprocess --------------------------------------------------------
 
+
 def cli_command() -> list[str]:
     """argv prefix that runs this interpreter's statemigrate."""
-    return [sys.executable, "-c", "import sys; from statemigrate.cli import main; sys.argv[0] = 'statemigrate'; main()"]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from statemigrate.cli import main; sys.argv[0] = 'statemigrate'; main()",
+    ]
 
 
 @dataclass
@@ -158,36 +205,69 @@ class Run:
         return [line for line in self.stderr.splitlines() if line.strip()]
 
 
-def run_cli(args: Sequence[str], *, timeout: float = 60, env: Mapping[str, str] | None = None,
-            user: str | None = None, cwd: Path | None = None) -> Run:
+# Root reads every file whatever its mode: without these capabilities the mode bits bind.
+DROP_DAC = [
+    "setpriv",
+    "--bounding-set=-dac_override,-dac_read_search",
+    "--inh-caps=-dac_override,-dac_read_search",
+    "--",
+]
+
+
+def run_cli(
+    args: Sequence[str],
+    *,
+    timeout: float = 60,
+    env: Mapping[str, str] | None = None,
+    honour_permissions: bool = False,
+    cwd: Path | None = None,
+) -> Run:
     """Run ``statemigrate ARGS`` to completion (killed and failed after ``timeout``).
 
     Args:
         args: the command line after ``statemigrate``.
         timeout: seconds before the test fails as a hang.
         env: extra environment variables.
-        user: run as this user (through ``setpriv``), for permission tests as root.
+        honour_permissions: run without CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH (through
+            ``setpriv``), so that a root test run meets "permission denied" like a user.
         cwd: working directory.
     """
     cmd = cli_command() + [str(a) for a in args]
-    if user is not None:
-        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "--"] + cmd
+    if honour_permissions:
+        cmd = DROP_DAC + cmd
     full_env = dict(os.environ, **(env or {}))
     started = time.monotonic()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd, check=False
+        )
     except subprocess.TimeoutExpired as exc:
-        raise AssertionError(f"statemigrate {' '.join(map(str, args))} hung for more than {timeout}s") from exc
-    return Run(list(map(str, args)), proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
+        raise AssertionError(
+            f"statemigrate {' '.join(map(str, args))} hung for more than {timeout}s"
+        ) from exc
+    return Run(
+        list(map(str, args)), proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started
+    )
 
 
-def run_and_kill(args: Sequence[str], delay: float, *, env: Mapping[str, str] | None = None,
-                 sig: int = signal.SIGKILL, timeout: float = 60) -> Run:
+def run_and_kill(
+    args: Sequence[str],
+    delay: float,
+    *,
+    env: Mapping[str, str] | None = None,
+    sig: int = signal.SIGKILL,
+    timeout: float = 60,
+) -> Run:
     """Start ``statemigrate ARGS``, send ``sig`` after ``delay`` seconds, wait for it."""
     cmd = cli_command() + [str(a) for a in args]
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, **(env or {})))
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, **(env or {})),
+    )
     try:
         proc.wait(timeout=delay)
     except subprocess.TimeoutExpired:
@@ -197,7 +277,9 @@ def run_and_kill(args: Sequence[str], delay: float, *, env: Mapping[str, str] | 
     except subprocess.TimeoutExpired as exc:
         proc.kill()
         proc.communicate()
-        raise AssertionError(f"statemigrate {' '.join(map(str, args))} did not stop after signal {sig}") from exc
+        raise AssertionError(
+            f"statemigrate {' '.join(map(str, args))} did not stop after signal {sig}"
+        ) from exc
     return Run(list(map(str, args)), proc.returncode, out, err, time.monotonic() - started)
 
 
@@ -208,12 +290,17 @@ def one_line_error(run: Run) -> str:
     assert lines, f"exit {run.returncode} without a message"
     errors = [line for line in lines if line.startswith("statemigrate: error:")]
     assert len(errors) == 1, run.stderr
-    others = [line for line in lines if not line.startswith(("statemigrate: error:", "hint:", "statemigrate: stop"))]
+    others = [
+        line
+        for line in lines
+        if not line.startswith(("statemigrate: error:", "hint:", "statemigrate: stop"))
+    ]
     assert not others, run.stderr
     return errors[0]
 
 
 # --- kill points ------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class KillPoint:
@@ -232,14 +319,22 @@ class KillPoint:
         return f"{self.source}-{self.destination}-{'overwrite-' if self.overwrite else ''}{where}"
 
 
-def engine_pairs(sources: Sequence[str], destinations: Sequence[str] | None = None) -> list[tuple[str, str]]:
+def engine_pairs(
+    sources: Sequence[str], destinations: Sequence[str] | None = None
+) -> list[tuple[str, str]]:
     """Every (source, destination) pair: each destination engine with each source engine."""
     dests = list(destinations if destinations is not None else engine_names())
     return [(s, d) for d in dests for s in sources]
 
 
-def spread_points(pairs: Sequence[tuple[str, str]], count: int, *, every_pair: bool = False,
-                  overwrite: bool = False, end: float = 1.02) -> list[KillPoint]:
+def spread_points(
+    pairs: Sequence[tuple[str, str]],
+    count: int,
+    *,
+    every_pair: bool = False,
+    overwrite: bool = False,
+    end: float = 1.02,
+) -> list[KillPoint]:
     """``count`` kill points at fractions spread evenly over (0, ``end``) of a run.
 
     Pairs take turns so that each pair is killed at fractions across the whole run; with
@@ -253,8 +348,13 @@ def spread_points(pairs: Sequence[tuple[str, str]], count: int, *, every_pair: b
     return out
 
 
-def crash_points(pairs: Sequence[tuple[str, str]], names: Sequence[str], *, every_pair: bool = False,
-                 overwrite: bool = False) -> list[KillPoint]:
+def crash_points(
+    pairs: Sequence[tuple[str, str]],
+    names: Sequence[str],
+    *,
+    every_pair: bool = False,
+    overwrite: bool = False,
+) -> list[KillPoint]:
     """One kill per named crash point, pairs taking turns (or every pair)."""
     out = []
     for i, name in enumerate(names):
@@ -264,6 +364,7 @@ def crash_points(pairs: Sequence[tuple[str, str]], names: Sequence[str], *, ever
 
 
 # --- corruption -------------------------------------------------------------------------
+
 
 def data_files(path: Path) -> list[Path]:
     """The files of a store that hold its data (every regular file of a directory store)."""
@@ -338,14 +439,20 @@ HOLDER_SCRIPT = {
 
 
 @contextmanager
-def held_open(engine: str, path: Path, seconds: float = 60, script: str | None = None) -> Iterator[int]:
+def held_open(
+    engine: str, path: Path, seconds: float = 60, script: str | None = None
+) -> Iterator[int]:
     """Hold the store open for writing in another process, as a running app does.
 
     Yields the holder's pid; kills it on exit.
     """
     code = script or HOLDER_SCRIPT[engine]
-    proc = subprocess.Popen([sys.executable, "-c", code, str(path), str(seconds)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(path), str(seconds)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         if line.strip() != "ready":
@@ -359,6 +466,7 @@ def held_open(engine: str, path: Path, seconds: float = 60, script: str | None =
 
 # --- a small file system ----------------------------------------------------------------
 
+
 @contextmanager
 def small_filesystem(size: str = "2m") -> Iterator[Path]:
     """A size-limited tmpfs mounted on a fresh directory; unmounted afterwards.
@@ -366,15 +474,21 @@ def small_filesystem(size: str = "2m") -> Iterator[Path]:
     Raises AssertionError (the test fails loudly, never skips) when mounting is refused.
     """
     where = Path(tempfile.mkdtemp(prefix="statemigrate-small-fs-"))
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         where.rmdir()
-        raise AssertionError(f"cannot mount a {size} tmpfs for the disk-full test: {proc.stderr.strip()}")
+        raise AssertionError(
+            f"cannot mount a {size} tmpfs for the disk-full test: {proc.stderr.strip()}"
+        )
     try:
         yield where
     finally:
-        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+        subprocess.run(["umount", "-l", str(where)], capture_output=True, check=False)
         shutil.rmtree(where, ignore_errors=True)
 
 
@@ -394,3 +508,61 @@ def describe(run: Run) -> str:
     """A short account of a run for assertion messages."""
     return f"exit {run.returncode} after {run.seconds:.2f}s\nstdout: {run.stdout[-500:]}\nstderr: {run.stderr[-1500:]}"
 
+
+# --- fuzzing the readers ------------------------------------------------------------------
+
+
+def fuzz_readers(engine: str, pristine: Path, examples: int, per_example_seconds: int = 10) -> None:
+    """Hypothesis over mutated bytes of a valid store: the engine's reader either reads it
+    or raises a StateMigrateError; any other exception, or a read longer than
+    ``per_example_seconds``, fails. Run it in a subprocess: a crash of the driver (SIGBUS,
+    SIGSEGV, abort) then fails the test instead of killing the test runner.
+    """
+    import signal as _signal
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from ..errors import StateMigrateError
+
+    eng = get_engine(engine)
+    work = Path(tempfile.mkdtemp(prefix="statemigrate-fuzz-"))
+
+    def alarm(_signum: int, _frame: object) -> None:
+        raise TimeoutError(
+            f"reading a mutated {engine} store took more than {per_example_seconds}s"
+        )
+
+    _signal.signal(_signal.SIGALRM, alarm)
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(st.randoms(use_true_random=False), st.integers(1, 6))
+    def one(rnd: random.Random, flips: int) -> None:
+        target = work / pristine.name
+        shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(
+            missing_ok=True
+        )
+        copy_store(pristine, target)
+        victim = rnd.choice(data_files(target))
+        victim.write_bytes(mutate(victim.read_bytes(), rnd, flips))
+        _signal.alarm(per_example_seconds)
+        try:
+            with eng.open_reader(target) as reader:
+                for table in reader.tables():
+                    for _batch in reader.read_batches(table):
+                        pass
+        except StateMigrateError:
+            pass
+        finally:
+            _signal.alarm(0)
+
+    try:
+        one()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
