@@ -168,7 +168,8 @@ def helixdb_load(path: Path, source: Source, page: int = 2_000) -> int:
     from helixdb import Client, Disk, IndexSpec, PropertyInput, g, write_batch
 
     b64 = base64.b64encode
-    client = Client.embedded(Disk(str(path.parent.absolute()), path.name))
+    path.mkdir()  # the engine's layout: the database is PATH/db
+    client = Client.embedded(Disk(str(path.absolute()), "db"))
     n = 0
     for name, versioned, rows in source:
         label = "t" + name.encode().hex()
@@ -224,7 +225,7 @@ def helixdb_load(path: Path, source: Source, page: int = 2_000) -> int:
 def helixdb_scan_count(path: Path, page: int = 1_000) -> int:
     from helixdb import Client, Disk, SourcePredicate, g, read_batch
 
-    client = Client.embedded_reader(Disk(str(path.parent.absolute()), path.name))
+    client = Client.embedded_reader(Disk(str(path.absolute()), "db"))
     labels = set()
     rows = client.query(
         read_batch()

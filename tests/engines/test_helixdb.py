@@ -7,6 +7,7 @@ import asyncio
 import base64
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +18,10 @@ from helixdb import Client, Disk, PropertyInput, g, write_batch
 from statemigrate import convert, verify
 from statemigrate.engines import helixdb as helixdb_engine
 from statemigrate.engines.helixdb import HelixdbEngine, HelixdbReader, label_of
-from statemigrate.errors import SourceError, StoreBusyError
+from statemigrate.errors import DestinationError, SourceError, StoreBusyError
 from statemigrate.fsutil import store_size
 from statemigrate.model import TableInfo, TableKind
+from statemigrate.registry import get_engine
 from statemigrate.testing.stores import read_store, tree_sha256, write_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -58,7 +60,7 @@ def _shuffled_store(tmp_path: Path, n: int) -> tuple[Path, list[bytes]]:
     rnd = random.Random(5)
     keys = list({rnd.randbytes(rnd.randint(0, 6)) for _ in range(n)})
     rnd.shuffle(keys)
-    client = Client.embedded(Disk(str(tmp_path), "s.helixdb"))
+    client = Client.embedded(Disk(str(path), "db"))
     props = [("k", PropertyInput.param("k")), ("v", PropertyInput.param("v"))]
     body = write_batch().var_as("n", g().add_n(label_of("t"), props))
     for i in range(0, len(keys), 500):
@@ -163,7 +165,7 @@ def test_a_writer_taken_over_by_another_client_fails_busy(tmp_path):
     try:
         proc = _child(
             "import sys\nfrom pathlib import Path\nfrom helixdb import Client, Disk\n"
-            "p = Path(sys.argv[1])\nc = Client.embedded(Disk(str(p.parent), p.name))\n"
+            "p = Path(sys.argv[1])\nc = Client.embedded(Disk(str(p), 'db'))\n"
             "print('ready', flush=True)\nsys.stdin.read()\nc.close()\n",
             path,
         )
@@ -202,3 +204,35 @@ def test_not_a_helixdb_store(tmp_path):
         HelixdbEngine.open_reader(tmp_path / "empty.helixdb")
     assert sorted(os.listdir(tmp_path)) == ["empty.helixdb"]
     assert os.listdir(tmp_path / "empty.helixdb") == []
+
+
+def test_a_store_laid_out_by_an_app_reads_the_same(tmp_path):
+    # Disk(ROOT, NAME): the database directory itself rather than PATH/db.
+    flat = FIXTURES / "helixdb" / "app-flat.helixdb"
+    before = tree_sha256(flat)
+    assert HelixdbEngine.detect(flat)
+    assert read_store(HelixdbEngine, flat) == read_store(
+        HelixdbEngine, FIXTURES / "helixdb" / "app.helixdb"
+    )
+    assert tree_sha256(flat) == before
+
+
+def test_paths_helixdb_would_encode_work(tmp_path):
+    # HelixDB percent-encodes a non-ASCII database name (twice for some directories);
+    # the database inside a store is always called "db", so any store path works.
+    odd = tmp_path / "état #1 %41"
+    odd.mkdir()
+    src = FIXTURES / "sqlite" / "app.sqlite"
+    out = odd / "état.helixdb"
+    convert(str(src), f"helixdb:{out}", tables=["settings"])
+    assert sorted(os.listdir(odd)) == ["état.helixdb"]
+    assert sorted(os.listdir(out)) == ["db"]
+    got = read_store(HelixdbEngine, out)["tables"]["settings"]
+    assert got == read_store(get_engine("sqlite"), src)["tables"]["settings"]
+
+
+def test_an_app_store_with_a_name_helixdb_would_encode_is_not_written(tmp_path):
+    shutil.copytree(FIXTURES / "helixdb" / "app-flat.helixdb", tmp_path / "état")
+    with pytest.raises(DestinationError, match="would encode this database name"):
+        HelixdbEngine.open_writer(tmp_path / "état")
+    assert read_store(HelixdbEngine, tmp_path / "état")["metadata"]["schema"] == b"example-app"

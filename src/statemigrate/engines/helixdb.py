@@ -1,7 +1,11 @@
 """HelixDB embedded (``helix-db`` with ``helix-db-embedded``): one node label per table.
 
-A store is the directory ``ROOT/NAME`` that ``Client.embedded(Disk(ROOT, NAME))``
-keeps (SlateDB's ``manifest/``, ``wal/`` …). Each record is a node of its table's
+A store is a directory ``P`` holding the database ``Client.embedded(Disk(P, "db"))``
+keeps in ``P/db`` (SlateDB's ``manifest/``, ``wal/`` …): HelixDB percent-encodes a
+database name with non-ASCII characters, inconsistently (``é`` became ``%C3%A9`` for
+one directory and ``%25C3%25A9`` for another), so the name it sees is always the plain
+``db`` and any path works. A store an app made as ``Disk(ROOT, NAME)``, that is
+``ROOT/NAME`` holding ``manifest/`` directly, is read too. Each record is a node of its table's
 label with ``k`` (lower-case hex of the key, under a ``node_range`` index, so that
 string order is the key's byte order), ``v`` (base64 of the value) and, in a versioned
 table, ``ver`` (the version as a signed 64-bit integer with the same bits, as SQLite).
@@ -139,7 +143,7 @@ class _Helix:
         self.jobs: queue.Queue[Any] = queue.Queue()
         threading.Thread(target=self._serve, name="statemigrate-helixdb", daemon=True).start()
         self.client: Any = None
-        source = self.helix.Disk(str(path.parent.absolute()), path.name)
+        source = self.helix.Disk(str(path.parent.absolute()), path.name)  # path: the database
         opener = self.helix.Client.embedded_reader if reader else self.helix.Client.embedded
         try:
             self.client = self.call(lambda: opener(source))
@@ -231,11 +235,34 @@ def _wait_for_indexes(
             time.sleep(0.05)
 
 
+DB_NAME = "db"  # the database inside a store directory (see the module notes)
+
+
+def is_database(path: Path) -> bool:
+    """Whether ``path`` is a HelixDB (SlateDB) database directory."""
+    manifest = path / "manifest"
+    return manifest.is_dir() and (path / "wal").is_dir() and any(manifest.glob("*.manifest"))
+
+
+def database_of(path: Path) -> Path | None:
+    """The database directory of store ``path``: ``path/db``, or ``path`` itself as an app made it."""
+    if is_database(path / DB_NAME):
+        return path / DB_NAME
+    if is_database(path):
+        return path
+    return None
+
+
+def helix_safe(name: str) -> bool:
+    """Whether HelixDB takes ``name`` as a database name without encoding it."""
+    return bool(name) and all(c.isascii() and (c.isalnum() or c in "-_.") for c in name)
+
+
 def private_copy(path: Path, into: Path) -> Path:
     """A private image of the store: hard links where possible (SlateDB never rewrites a file
     in place, it writes new ones), copies otherwise. The manifests are taken first, so that
     every file they name is still there."""
-    dest = into / path.name
+    dest = into / "store"
     subdirs = sorted((p for p in path.iterdir() if p.is_dir()), key=lambda p: p.name != "manifest")
     dest.mkdir()
     for sub in subdirs:
@@ -423,7 +450,10 @@ class HelixdbReader(Reader):
         self.hx: _Helix | None = None
         self.tmpdir: str | None = tempfile.mkdtemp(prefix="statemigrate-helixdb-")
         try:
-            image = private_copy(path, Path(self.tmpdir))
+            database = database_of(path)
+            if database is None:
+                raise SourceError(f"{path}: not a HelixDB store")
+            image = private_copy(database, Path(self.tmpdir))
             self.hx = _Helix(engine, image, reader=True)
             self._meta = _read_meta(self.hx)
             self._registry = _registry(self._meta)
@@ -477,23 +507,31 @@ class HelixdbWriter(Writer):
         if create:
             if path.exists() or path.is_symlink():
                 raise DestinationError(f"{path}: already exists")
-            if not os.access(path.parent, os.W_OK):
-                raise DestinationError(f"{path.parent}: not writable")
+            try:
+                path.mkdir()
+            except OSError as exc:
+                raise DestinationError(f"{path}: cannot create ({exc.strerror})") from exc
+            database = path / DB_NAME
         else:
-            if not engine.detect(path):
+            found = database_of(path)
+            if found is None:
                 raise DestinationError(f"{path}: not a HelixDB store")
-            self._lock()
-            pid = other_helix_process(path)
-            if pid is not None:
-                self._unlock()
-                raise StoreBusyError(busy_message(path, pid))
+            if found == path and not helix_safe(path.name):
+                raise DestinationError(
+                    f"{path}: HelixDB would encode this database name and write elsewhere",
+                    hint="rename the directory to ASCII letters, digits, '-', '_' and '.'",
+                )
+            database = found
+        self._lock()
+        pid = None if create else other_helix_process(path)
+        if pid is not None:
+            self._unlock()
+            raise StoreBusyError(busy_message(path, pid))
         try:
-            self.hx = _Helix(engine, path, reader=False)
+            self.hx = _Helix(engine, database, reader=False)
         except Exception as exc:
             self._unlock()
             raise _map(exc, path, "opening for writing", source=False) from exc
-        if create:
-            self._lock()
         self.helix = self.hx.helix
         try:
             self._meta = _read_meta(self.hx)
@@ -690,19 +728,13 @@ class HelixdbEngine(Engine):
 
     @classmethod
     def detect(cls, path: Path) -> bool:
-        manifest = path / "manifest"
-        return (
-            path.is_dir()
-            and manifest.is_dir()
-            and (path / "wal").is_dir()
-            and any(manifest.glob("*.manifest"))
-        )
+        return path.is_dir() and database_of(path) is not None
 
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
         check_options(cls, options, set())
         if not cls.detect(path):
-            raise SourceError(f"{path}: not a HelixDB store (a directory with manifest/ and wal/)")
+            raise SourceError(f"{path}: not a HelixDB store (no database with manifest/ and wal/)")
         return HelixdbReader(cls, path)
 
     @classmethod
@@ -717,7 +749,8 @@ class HelixdbEngine(Engine):
 
     @classmethod
     def format_info(cls, path: Path) -> dict[str, Any]:
-        manifests = sorted((path / "manifest").glob("*.manifest"))
+        database = database_of(path) or path
+        manifests = sorted((database / "manifest").glob("*.manifest"))
         return {
             "manifest": manifests[-1].name if manifests else None,
             "writer_lock_pid": fcntl_holder(path / LOCK_NAME),
