@@ -276,7 +276,8 @@ def convert(
         _refuse_if_held(dst_engine, final)
         resumed = False
         checkpoint: Checkpoint | None = None
-        finished_before = False  # a .partial without checkpoint: maybe complete, maybe nothing
+        finished_before = False  # the .partial was finished (synced) before the process died
+        done_mark = _done_mark(partial)
         if dst_engine.store_paths(partial):
             if not resume:
                 raise DestinationError(
@@ -284,7 +285,13 @@ def convert(
                     hint="pass --resume to continue it, or remove it to start over",
                 )
             checkpoint = _load_checkpoint(dst_engine, partial, destination_options)
-            finished_before = checkpoint is None
+            # No checkpoint: killed while creating it (start over), or after its last batch,
+            # when the finished mark tells so (keep it if it verifies).
+            finished_before = checkpoint is None and done_mark.exists()
+            if checkpoint is None and not finished_before:
+                _remove_store(dst_engine, partial)
+        if not finished_before:
+            remove_path(done_mark)
         report = ConvertReport(str(src_path), src_engine.name, str(final), dst_engine.name)
         src_fp = fingerprint(src_engine.name, src_path, src_engine.store_paths(src_path)[1:])
         resume_hint = f"run the same command with --resume to finish ({partial} holds it)"
@@ -341,6 +348,8 @@ def convert(
                         writer.close()
                     raise
                 writer.close()
+        if not complete:
+            _mark_done(done_mark)
         crash_point("finished")
         report.resumed = resumed or complete
         if complete:
@@ -359,6 +368,7 @@ def convert(
         crash_point("placed")
         for sidecar in dst_engine.store_paths(partial):
             remove_path(sidecar)
+        remove_path(done_mark)
     sizes = source_digests
     report.tables = [TableReport(t.name, t.kind.value, sizes[t.name].count, 0, sizes[t.name].hex()) for t in chosen]
     report.store_digest = store_digest((t.name, t.kind, sizes[t.name]) for t in chosen)
@@ -401,6 +411,17 @@ def _partial_is_complete(engine: type[Engine], partial: Path, chosen: list[Table
 def _remove_store(engine: type[Engine], path: Path) -> None:
     for p in engine.store_paths(path):
         remove_path(p)
+    remove_path(_done_mark(path))
+
+
+def _done_mark(partial: Path) -> Path:
+    """Beside a ``.partial`` whose every batch is written and synced (writer.finish())."""
+    return partial.with_name(partial.name + ".done")
+
+
+def _mark_done(mark: Path) -> None:
+    os.close(os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+    fsync_tree(mark)  # the file and its directory
 
 
 def _copy_tables(reader: Reader, writer: Any, chosen: list[TableInfo], cp: Checkpoint,

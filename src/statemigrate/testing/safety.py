@@ -171,6 +171,7 @@ def leftovers(final: Path) -> list[str]:
             ".swap",
             ".replaced",
             ".partial.checkpoint",
+            ".partial.done",
             ".partial-wal",
             ".partial-journal",
         )
@@ -566,3 +567,18 @@ def fuzz_readers(engine: str, pristine: Path, examples: int, per_example_seconds
         one()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def write_content(engine: str, path: Path, content: Mapping[TableInfo, list]) -> Path:
+    """Create a store holding exactly ``content`` (each table's records, sorted here)."""
+    writer = get_engine(engine).create_writer(path)
+    try:
+        for table in sorted(content, key=lambda t: t.name.encode()):
+            writer.create_table(table)
+            records = sorted(content[table], key=lambda r: r[0])
+            for i in range(0, len(records), 1000):
+                writer.write_batch(table, records[i : i + 1000])
+        writer.finish()
+    finally:
+        writer.close()
+    return path
