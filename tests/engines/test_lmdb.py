@@ -130,8 +130,11 @@ def test_a_write_during_a_lock_free_read_is_caught(tmp_path):
             path,
         )
         _release(proc)
-        with pytest.raises(SourceError, match="wrote to the store while it was being read"):
+        with pytest.raises(
+            StoreBusyError, match="wrote to the store while it was being read"
+        ) as err:
             list(batches)
+        assert err.value.exit_code == 3
 
 
 def test_a_store_open_in_the_app_is_read_through_the_reader_table(tmp_path):

@@ -176,8 +176,9 @@ class LmdbReader(Reader):
 
     def _check_unchanged(self) -> None:
         if not self.locked and self._last_txnid() != self.txnid:
-            raise SourceError(
-                f"{self.path}: another process wrote to the store while it was being read",
+            pid = env_holder(self.path / "lock.mdb")
+            raise StoreBusyError(
+                busy_message(self.path, pid) + ": it wrote to the store while it was being read",
                 hint="stop the app (or let it finish) and run again",
             )
 
