@@ -33,6 +33,7 @@ from .errors import DestinationError, InterruptedByUser, SourceError, StoreBusyE
 from .fsutil import crash_point, fsync_tree, place, recover_placement, remove_path, store_size
 from .locks import busy_message, store_holder
 from .model import TableInfo, TableKind
+from .prefetch import prefetch
 from .progress import Progress
 from .registry import get_engine, parse_store, resolve_source
 
@@ -165,17 +166,17 @@ def select_tables(tables: list[TableInfo], wanted: list[str] | None) -> list[Tab
     return [by_name[n] for n in sorted(set(wanted), key=lambda n: n.encode())]
 
 
-def digest_checked(batch: list, table: TableInfo, after: bytes | None, where: str) -> Digest:
-    """The batch's digest, refusing records that are not in strictly ascending key order."""
+def digest_checked(batch: list, table: TableInfo, after: bytes | None, where: str) -> tuple[Digest, int]:
+    """The batch's digest and payload bytes, refusing records out of strictly ascending key order."""
     from . import _native
 
     try:
-        count, total, unsorted = _native.batch_digest(batch, table.versioned)
+        count, total, unsorted, nbytes = _native.batch_digest(batch, table.versioned)
     except (ValueError, TypeError, OverflowError) as exc:
         raise SourceError(f"{where}: table {table.name!r} holds a record outside the model ({exc})") from exc
     if unsorted >= 0 or (after is not None and batch and batch[0][0] <= after):
         raise SourceError(f"{where}: table {table.name!r} is not read in key order")
-    return Digest(count, total)
+    return Digest(count, total), nbytes
 
 
 def digest_store(reader: Reader, tables: list[TableInfo], where: str,
@@ -191,10 +192,11 @@ def digest_store(reader: Reader, tables: list[TableInfo], where: str,
         for batch in reader.read_batches(table):
             if should_stop is not None and should_stop():
                 raise InterruptedByUser("interrupted; the work done so far is kept", hint=hint)
-            total = total + digest_checked(batch, table, last, where)
+            d, nbytes = digest_checked(batch, table, last, where)
+            total = total + d
             last = batch[-1][0]
             if progress:
-                progress.advance(len(batch), sum(len(r[0]) + len(r[1]) for r in batch))
+                progress.advance(d.count, nbytes)
         if progress:
             progress.end_table()
         out[table.name] = total
@@ -442,14 +444,15 @@ def _copy_tables(reader: Reader, writer: Any, chosen: list[TableInfo], cp: Check
                 writer.create_table(table)
             cp.table, cp.last_key, cp.so_far = table.name, None, Digest()
         progress.start_table(table.name, None)
-        for batch in reader.read_batches(table, after, max_records=batch_records, max_bytes=batch_bytes):
-            d = digest_checked(batch, table, after, where)
+        batches = reader.read_batches(table, after, max_records=batch_records, max_bytes=batch_bytes)
+        for batch in prefetch(batches) if reader.threadsafe_reads else batches:
+            d, nbytes = digest_checked(batch, table, after, where)
             total = total + d
             after = batch[-1][0]
             cp.last_key, cp.so_far = after, total
             writer.write_batch(table, batch, {META_CHECKPOINT: cp.to_bytes()})
             crash_point("batch")
-            progress.advance(d.count, sum(len(r[0]) + len(r[1]) for r in batch))
+            progress.advance(d.count, nbytes)
             if should_stop():
                 raise InterruptedByUser(
                     "interrupted; the work done so far is kept",

@@ -71,6 +71,10 @@ class Capabilities:
 class Reader(ABC):
     """A read-only view of one consistent snapshot of a store."""
 
+    # True when read_batches may run on another thread than the one that opened the
+    # reader; the pipeline then reads ahead on a second thread (see prefetch.py).
+    threadsafe_reads: ClassVar[bool] = False
+
     def __enter__(self) -> "Reader":
         return self
 

@@ -77,8 +77,33 @@ def _shadow(path: Path) -> Path:
     return shadow
 
 
+def scan_batches(cf: Any, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int) -> Iterator[Batch]:
+    """Bounded batches of a column family in key order, strictly after ``after``.
+
+    Rows are taken and versions decoded in the native extension, one call per batch.
+    """
+    from .. import _native
+
+    items = cf.items(from_key=after) if after is not None else cf.items()
+    decode = "be_version_prefix" if table.versioned else "as_is"
+    skip = after
+    while True:
+        batch, _nbytes = _native.take_batch(items, max_records, max_bytes, decode)
+        if not batch:
+            return
+        if skip is not None:
+            if batch[0][0] == skip:
+                batch = batch[1:]
+            skip = None
+            if not batch:
+                continue
+        yield batch
+
+
 class RocksdbReader(Reader):
     """A read-only instance: it sees the store as it was when opened (one snapshot)."""
+
+    threadsafe_reads = True
 
     def __init__(self, engine: type["RocksdbEngine"], path: Path):
         rd = engine.require_driver()
@@ -142,21 +167,9 @@ class RocksdbReader(Reader):
         cf = self._cf(table.name)
         where = f"{self.path} table {table.name!r}"
         try:
-            items = cf.items(from_key=after) if after is not None else cf.items()
-            pairs: list = []
-            size = 0
-            for k, v in items:
-                if after is not None and k == after and not pairs:
-                    continue
-                pairs.append((k, v))
-                size += len(k) + len(v)
-                if len(pairs) >= max_records or size >= max_bytes:
-                    yield decode_versioned(pairs, where) if table.versioned else pairs
-                    pairs, size = [], 0
-            if pairs:
-                yield decode_versioned(pairs, where) if table.versioned else pairs
-        except SourceError:
-            raise
+            yield from scan_batches(cf, table, after, max_records, max_bytes)
+        except ValueError as exc:
+            raise SourceError(f"{where}: {exc}") from exc
         except Exception as exc:
             raise SourceError(f"{where}: read failed ({_msg(exc)})") from exc
 
@@ -287,7 +300,6 @@ class RocksdbWriter(Writer):
             self.db = None
             gc.collect()
 
-
     # In-place methods (schema upgrades). RocksDB creates and drops column families
     # outside its WriteBatches and cannot rename them, so it declares neither
     # transactional_ddl nor rename_table: an upgrade builds new tables aside and
@@ -298,21 +310,9 @@ class RocksdbWriter(Writer):
         where = f"{self.path} table {table.name!r}"
         cf = self.db if table.name == DEFAULT_CF else self.db.get_column_family(table.name)
         try:
-            items = cf.items(from_key=after) if after is not None else cf.items()
-            pairs: list = []
-            size = 0
-            for k, v in items:
-                if after is not None and k == after and not pairs:
-                    continue
-                pairs.append((k, v))
-                size += len(k) + len(v)
-                if len(pairs) >= max_records or size >= max_bytes:
-                    yield decode_versioned(pairs, where) if table.versioned else pairs
-                    pairs, size = [], 0
-            if pairs:
-                yield decode_versioned(pairs, where) if table.versioned else pairs
-        except SourceError:
-            raise
+            yield from scan_batches(cf, table, after, max_records, max_bytes)
+        except (ValueError, OverflowError) as exc:
+            raise SourceError(f"{where}: a record outside the model ({exc})") from exc
         except Exception as exc:
             raise DestinationError(f"{where}: read failed ({_msg(exc)})") from exc
         finally:

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping
 
 from ..errors import DestinationError, SourceError, StoreBusyError
-from ..locks import busy_message, fcntl_holder
 from ..model import METADATA_TABLE, Batch, Record, TableInfo, TableKind
+from ..locks import busy_message, fcntl_holder
 from .base import META_REVISION, Capabilities, Engine, Reader, Writer, check_options
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -104,6 +104,8 @@ def decode_revision_meta(meta: dict[str, bytes], alembic_rows: list[str]) -> dic
 class SqliteReader(Reader):
     """Reads one consistent snapshot: every query runs inside one read transaction."""
 
+    threadsafe_reads = True
+
     def __init__(self, engine: type["SqliteEngine"], path: Path, options: Mapping[str, Any]):
         apsw = engine.require_driver()
         self.engine = engine
@@ -161,16 +163,12 @@ class SqliteReader(Reader):
 
     def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
         apsw = self.engine.require_driver()
-        sql = SqlLayout.select_sql(table, after is not None)
         try:
-            cur = self.conn.execute(sql, (after,) if after is not None else ())
-            while True:
-                rows = _fetch(cur, max_records, max_bytes)
-                if not rows:
-                    return
-                yield fix_versions(rows) if table.versioned else rows
+            yield from select_batches(self.conn, table, after, max_records, max_bytes)
         except apsw.Error as exc:
             raise SourceError(f"{self.path}: reading table {table.name!r} failed ({_msg(exc)})") from exc
+        except (ValueError, OverflowError) as exc:
+            raise SourceError(f"{self.path}: table {table.name!r} holds a record outside the model ({exc})") from exc
 
     def close(self) -> None:
         conn = getattr(self, "conn", None)
@@ -179,16 +177,22 @@ class SqliteReader(Reader):
             self.conn = None
 
 
-def _fetch(cur: Any, max_records: int, max_bytes: int) -> list:
-    """Up to ``max_records`` rows, stopping early once ``max_bytes`` is passed."""
-    rows = []
-    size = 0
-    for row in cur:
-        rows.append(row)
-        size += len(row[0]) + len(row[1])
-        if len(rows) >= max_records or size >= max_bytes:
-            break
-    return rows
+def select_batches(conn: Any, table: TableInfo, after: bytes | None, max_records: int,
+                   max_bytes: int) -> Iterator[Batch]:
+    """Bounded batches of a table in key order, strictly after ``after``.
+
+    Rows are taken (and signed versions read back modulo 2^64) in the native
+    extension, one call per batch; a key or value that is not a BLOB raises ValueError.
+    """
+    from .. import _native
+
+    cur = conn.execute(SqlLayout.select_sql(table, after is not None), (after,) if after is not None else ())
+    decode = "signed_version" if table.versioned else "as_is"
+    while True:
+        rows, _nbytes = _native.take_batch(cur, max_records, max_bytes, decode)
+        if not rows:
+            return
+        yield rows
 
 
 def _uri_path(path: Path) -> str:
@@ -295,24 +299,12 @@ class SqliteWriter(Writer):
             conn.close()
             self.conn = None
 
-
     # In-place methods (schema upgrades): everything runs on this one connection, so
     # a revision's reads see its own uncommitted writes inside transaction().
 
     def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
-        sql = SqlLayout.select_sql(table, after is not None)
         try:
-            cur = self.conn.execute(sql, (after,) if after is not None else ())
-            rows: list = []
-            size = 0
-            for row in cur:
-                rows.append(row)
-                size += len(row[0]) + len(row[1])
-                if len(rows) >= max_records or size >= max_bytes:
-                    yield fix_versions(rows) if table.versioned else rows
-                    rows, size = [], 0
-            if rows:
-                yield fix_versions(rows) if table.versioned else rows
+            yield from select_batches(self.conn, table, after, max_records, max_bytes)
         except self.apsw.Error as exc:
             raise DestinationError(f"{self.path}: reading table {table.name!r} failed ({_msg(exc)})") from exc
 
@@ -422,8 +414,12 @@ class SqliteEngine(Engine):
         if len(head) < 100:
             return {}
         modes = {1: "rollback journal", 2: "WAL"}
+        wal = head[18] == 2
+        holder = fcntl_holder(path) or (fcntl_holder(Path(str(path) + "-shm")) if wal else None)
         return {
             "page_size": int.from_bytes(head[16:18], "big") or 65536,
             "journal": modes.get(head[18], f"unknown ({head[18]})"),
-            "wal_readable_while_written": head[18] == 2,
+            # In WAL mode a reader sees one consistent snapshot while the app writes.
+            "wal_readable_while_written": wal,
+            "writer_pid": holder,
         }
