@@ -236,3 +236,37 @@ def test_an_app_store_with_a_name_helixdb_would_encode_is_not_written(tmp_path):
     with pytest.raises(DestinationError, match="would encode this database name"):
         HelixdbEngine.open_writer(tmp_path / "état")
     assert read_store(HelixdbEngine, tmp_path / "état")["metadata"]["schema"] == b"example-app"
+
+
+def test_an_app_naming_the_store_is_seen_and_a_namesake_elsewhere_is_not(tmp_path):
+    path = write_store(HelixdbEngine, tmp_path / "s.helixdb", {TableInfo("t"): [(b"a", b"1")]})
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    app = "import sys, helixdb_uniffi\nprint('ready', flush=True)\nsys.stdin.read()\n"
+    # Same base name, another directory: not this store.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", app, "s.helixdb"],
+        cwd=elsewhere,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    try:
+        HelixdbEngine.open_writer(path).close()
+    finally:
+        _release(proc)
+    # The store itself, relative to the app's working directory.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", app, "s.helixdb"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    try:
+        with pytest.raises(StoreBusyError, match=f"pid {proc.pid}"):
+            HelixdbEngine.open_writer(path)
+    finally:
+        _release(proc)

@@ -100,9 +100,13 @@ def _map(exc: BaseException, path: Path, doing: str, *, source: bool) -> StateMi
 
 
 def other_helix_process(path: Path) -> int | None:
-    """Another process that has HelixDB loaded and names or works in ``path`` (a heuristic)."""
+    """Another process that has HelixDB loaded and names or works in ``path`` (a heuristic).
+
+    It names the store when an argument (``ENGINE:`` prefix allowed), taken relative to
+    that process's working directory, is the store or lies inside it.
+    """
     me = os.getpid()
-    target = str(path.absolute())
+    target = os.path.realpath(path)
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
@@ -110,21 +114,20 @@ def other_helix_process(path: Path) -> int | None:
             with open(f"/proc/{entry.name}/maps", "rb") as f:
                 if b"helixdb" not in f.read():
                     continue
-            cmdline = (
+            args = (
                 Path(f"/proc/{entry.name}/cmdline")
                 .read_bytes()
-                .replace(b"\0", b" ")
                 .decode(errors="replace")
+                .split("\0")
             )
             cwd = os.readlink(f"/proc/{entry.name}/cwd")
         except OSError:
             continue
-        if (
-            target in cmdline
-            or path.name in cmdline.split()
-            or cwd == target
-            or cwd.startswith(target + "/")
-        ):
+        places = [cwd] + [os.path.realpath(os.path.join(cwd, a)) for a in args if a]
+        places += [
+            os.path.realpath(os.path.join(cwd, a.partition(":")[2])) for a in args if ":" in a
+        ]
+        if any(p == target or p.startswith(target + os.sep) for p in places):
             return int(entry.name)
     return None
 
