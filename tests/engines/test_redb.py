@@ -443,7 +443,8 @@ def test_a_file_held_by_another_process_is_busy_at_once(tmp_path, fmt):
     proc = _child(path, fmt, "hold")
     try:
         start = time.monotonic()
-        with pytest.raises(StoreBusyError):
+        busy = f"store is in use by another process \\(pid {proc.pid}\\)"
+        with pytest.raises(StoreBusyError, match=busy):
             RedbEngine.open_reader(path)
         assert time.monotonic() - start < 3
     finally:

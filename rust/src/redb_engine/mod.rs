@@ -9,7 +9,9 @@
 use std::collections::HashMap;
 use std::ops::Bound as RBound;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::cell::Cell;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, Once, PoisonError};
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
@@ -56,6 +58,40 @@ impl From<NErr> for PyErr {
             NErr::Other(m) => RedbError::new_err(m),
         }
     }
+}
+
+
+thread_local! {
+    /// Set while this thread runs redb: a panic there is reported as an error, not printed.
+    static IN_REDB: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run redb work with the GIL released. redb asserts (panics) on some damaged
+/// pages; such a panic becomes a "corrupt" error (exit 4) instead of a Python
+/// `PanicException` and a message on stderr, and poisoned locks are recovered.
+fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, NErr> + Send) -> Result<T, NErr> {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !IN_REDB.with(|c| c.get()) {
+                previous(info);
+            }
+        }));
+    });
+    py.detach(|| {
+        IN_REDB.with(|c| c.set(true));
+        let out = std::panic::catch_unwind(AssertUnwindSafe(f));
+        IN_REDB.with(|c| c.set(false));
+        out.unwrap_or_else(|panic| {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a panic".into());
+            Err(NErr::Corrupt(format!("redb stopped on damaged data: {}", msg.lines().next().unwrap_or(""))))
+        })
+    })
 }
 
 pub type OwnedRec = (Vec<u8>, Vec<u8>, u64);
@@ -411,7 +447,7 @@ impl RedbReader {
     /// Open `path` (a redb file of `format` 1, 2 or 3) read-only at one snapshot.
     #[new]
     fn new(py: Python<'_>, path: PathBuf, format: u8) -> PyResult<Self> {
-        let reader = py.detach(|| -> Result<ReaderImpl, NErr> {
+        let reader = detach(py, || -> Result<ReaderImpl, NErr> {
             Ok(match format {
                 1 => ReaderImpl::V1(v1::Reader::open(&path)?),
                 2 => ReaderImpl::V2(v2::Reader::open(&path)?),
@@ -429,8 +465,8 @@ impl RedbReader {
 
     /// Every table and multimap table (not the metadata table), as dicts.
     fn list_tables<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let descs = py.detach(|| {
-            let st = self.state.lock().unwrap();
+        let descs = detach(py, || {
+            let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             let r = st.reader()?;
             each!(r, x => x.list_tables())
         })?;
@@ -439,8 +475,8 @@ impl RedbReader {
 
     /// The `__statemigrate__` table's entries.
     fn metadata(&self, py: Python<'_>) -> PyResult<Vec<(String, Py<PyBytes>)>> {
-        let meta = py.detach(|| {
-            let st = self.state.lock().unwrap();
+        let meta = detach(py, || {
+            let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             let r = st.reader()?;
             each!(r, x => x.metadata())
         })?;
@@ -459,8 +495,8 @@ impl RedbReader {
     ) -> PyResult<Bound<'py, PyList>> {
         let d = desc_from_py(table)?;
         let format = self.format;
-        let recs = py.detach(|| {
-            let mut st = self.state.lock().unwrap();
+        let recs = detach(py, || {
+            let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             st.read(format, &d, after.as_deref(), max_records.max(1), max_bytes.max(1))
         })?;
         recs_to_py(py, recs, plan(format, &d).kind == Kind::Versioned)
@@ -468,11 +504,13 @@ impl RedbReader {
 
     /// Release the snapshot and the file.
     fn close(&self, py: Python<'_>) {
-        py.detach(|| {
-            let mut st = self.state.lock().unwrap();
+        // Closing never raises: a damaged file may make redb fail even here.
+        let _ = detach(py, || {
+            let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             st.sorted.clear();
             st.reader = None;
-        })
+            Ok(())
+        });
     }
 }
 
@@ -508,7 +546,7 @@ impl RedbWriter {
     /// Create (`create=True`, the path must not exist) or open a store of `format` 2 or 3.
     #[new]
     fn new(py: Python<'_>, path: PathBuf, format: u8, create: bool) -> PyResult<Self> {
-        let w = py.detach(|| -> Result<WriterImpl, NErr> {
+        let w = detach(py, || -> Result<WriterImpl, NErr> {
             Ok(match (format, create) {
                 (2, true) => WriterImpl::V2(v2::Writer::create(&path)?),
                 (2, false) => WriterImpl::V2(v2::Writer::open(&path)?),
@@ -526,8 +564,8 @@ impl RedbWriter {
     }
 
     fn list_tables<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let descs = py.detach(|| {
-            let g = self.inner.lock().unwrap();
+        let descs = detach(py, || {
+            let g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_ref().ok_or_else(wclosed)?;
             each_w!(w, x => x.list_tables())
         })?;
@@ -535,8 +573,8 @@ impl RedbWriter {
     }
 
     fn metadata(&self, py: Python<'_>) -> PyResult<Vec<(String, Py<PyBytes>)>> {
-        let meta = py.detach(|| {
-            let g = self.inner.lock().unwrap();
+        let meta = detach(py, || {
+            let g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_ref().ok_or_else(wclosed)?;
             each_w!(w, x => x.metadata())
         })?;
@@ -556,8 +594,8 @@ impl RedbWriter {
             "versioned" => v4::TableKindN::Versioned,
             _ => v4::TableKindN::Typed,
         };
-        py.detach(|| {
-            let mut g = self.inner.lock().unwrap();
+        detach(py, || {
+            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_mut().ok_or_else(wclosed)?;
             match w {
                 WriterImpl::V2(x) => x.create_table(&d, match k {
@@ -600,8 +638,8 @@ impl RedbWriter {
         let recs: Vec<(&[u8], &[u8], u64)> = owned.iter().map(|(k, v, ver)| (k.as_bytes(), v.as_bytes(), *ver)).collect();
         let format = self.format;
         let kind = kind.to_string();
-        py.detach(|| -> Result<(), NErr> {
-            let mut g = self.inner.lock().unwrap();
+        detach(py, || -> Result<(), NErr> {
+            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_mut().ok_or_else(wclosed)?;
             if kind == "plain" || kind == "versioned" {
                 return each_w!(w, x => x.write_plain(&d.name, versioned, &recs, &metadata));
@@ -625,8 +663,8 @@ impl RedbWriter {
     }
 
     fn put_metadata(&self, py: Python<'_>, metadata: MetaUpdates) -> PyResult<()> {
-        py.detach(|| {
-            let mut g = self.inner.lock().unwrap();
+        detach(py, || {
+            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_mut().ok_or_else(wclosed)?;
             each_w!(w, x => x.put_metadata(&metadata))
         })?;
@@ -635,8 +673,8 @@ impl RedbWriter {
 
     /// A durable commit, then compaction.
     fn finish(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| {
-            let mut g = self.inner.lock().unwrap();
+        detach(py, || {
+            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_mut().ok_or_else(wclosed)?;
             each_w!(w, x => x.finish())
         })?;
@@ -644,10 +682,11 @@ impl RedbWriter {
     }
 
     fn close(&self, py: Python<'_>) {
-        py.detach(|| {
-            let mut g = self.inner.lock().unwrap();
+        let _ = detach(py, || {
+            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             *g = None;
-        })
+            Ok(())
+        });
     }
 }
 
@@ -663,14 +702,14 @@ fn hex(b: &[u8]) -> String {
 /// redb's own fastest load (one transaction, `&[u8] -> &[u8]`), for the benchmark ceiling.
 #[pyfunction]
 pub fn redb_bulk_load(py: Python<'_>, path: PathBuf, records: u64, key_len: usize, value_len: usize) -> PyResult<()> {
-    py.detach(|| v4::bulk_load(&path, records, key_len, value_len))?;
+    detach(py, || v4::bulk_load(&path, records, key_len, value_len))?;
     Ok(())
 }
 
 /// redb's own full scan of every plain table, for the benchmark ceiling: (records, bytes).
 #[pyfunction]
 pub fn redb_full_scan(py: Python<'_>, path: PathBuf) -> PyResult<(u64, u64)> {
-    Ok(py.detach(|| v4::full_scan(&path))?)
+    Ok(detach(py, || v4::full_scan(&path))?)
 }
 
 /// The order-preserving encoding of a stored key of redb type `type_name` (for tests and tools).

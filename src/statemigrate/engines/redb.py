@@ -11,6 +11,7 @@ types recorded in :attr:`TableInfo.meta`, so that writing it back restores it.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -81,6 +82,25 @@ def read_header(path: Path) -> dict[str, Any]:
     }
 
 
+def holder_pid(path: Path) -> int | None:
+    """The pid holding a ``flock`` on ``path`` (every redb version takes one), from /proc/locks."""
+    try:
+        inode = path.stat().st_ino
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF" (a blocked waiter has "->")
+        if len(parts) >= 6 and parts[1] == "FLOCK" and "->" not in parts:
+            dev_inode = parts[5].rsplit(":", 1)
+            if len(dev_inode) == 2 and dev_inode[1] == str(inode) and parts[4].isdigit():
+                pid = int(parts[4])
+                if pid > 0 and pid != os.getpid():
+                    return pid
+    return None
+
+
 def _one_line(msg: object) -> str:
     return " ".join(str(msg).split())
 
@@ -91,9 +111,10 @@ def _native_error(exc: BaseException, path: Path, *, writing: bool) -> StateMigr
 
     msg = _one_line(exc)
     if isinstance(exc, _native.RedbBusyError):
+        from ..locks import busy_message
+
         return StoreBusyError(
-            f"{path}: the redb file is held by another process",
-            hint="stop the application that uses it",
+            busy_message(path, holder_pid(path)), hint="stop the application that uses it"
         )
     if isinstance(exc, _native.RedbUnsupportedError):
         return SourceError(f"{path}: unsupported redb {msg}")
