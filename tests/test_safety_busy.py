@@ -51,13 +51,7 @@ READ_HOLDER = (
 
 # Bugs found in engines owned by others (reported, not fixed here): strict xfail, so the
 # test turns red as soon as the engine is fixed and the mark must go.
-BUGS = {
-    (
-        "redb",
-        "source",
-    ): "BUG in the redb engine: its busy error says 'the redb file is held by another "
-    "process', not the contract's 'store is in use by another process (pid …)'",
-}
+BUGS: dict[tuple[str, str], str] = {}
 LIMITS = {
     ("jsonl", "overwrite"): "a dump file carries no lock: a process reading it cannot be detected",
 }

@@ -21,7 +21,6 @@ EXAMPLES = 2_000 if LONG else 200
 
 BUGS = {
     "lmdb": "BUG in the lmdb engine: a data.mdb cut short crashes the interpreter (SIGBUS)",
-    "redb": "BUG in the redb engine: some mutated files raise a Rust panic instead of an error",
     "helixdb": "BUG in the helixdb engine: some mutated stores hang the reader",
     "turso": "BUG in the turso engine (or pyturso): some mutated files abort the interpreter (SIGABRT)",
 }

@@ -39,12 +39,10 @@ FRACTIONS = [0.0, 0.02, 0.3, 0.6, 0.95]
 # xfail, so each test turns red once its engine is fixed and the mark must go.
 HANG = "BUG in the helixdb engine: a truncated store hangs the reader (> 30 s)"
 SIGBUS = "BUG in the lmdb engine: a data.mdb cut short kills the interpreter with SIGBUS"
-PANIC = "BUG in the redb engine: a flipped data byte raises a Rust panic (PoisonError), exit 1"
 BUGS: dict[tuple, str] = {
     ("helixdb", "truncated"): HANG,
     ("lmdb", "truncated", 0.3): SIGBUS + " (the mmap is read past the file's end)",
     ("lmdb", "truncated", 0.6): SIGBUS,
-    ("redb", "flipped-data"): PANIC,
     ("helixdb", "non-ascii"): HANG + " (the non-ASCII path itself works since 598c34b)",
 }
 
