@@ -72,7 +72,10 @@ class TursoReader(DbapiSqlReader):
             if isinstance(exc, (SourceError, StoreBusyError)):
                 raise
             if isinstance(exc, OSError):
-                raise SourceError(f"{path}: cannot make a private copy to read ({exc})") from exc
+                raise SourceError(
+                    f"{path}: cannot make a private copy to read ({exc})",
+                    hint="pyturso cannot open a file read-only; point TMPDIR at a disk with room for a copy",
+                ) from exc
             raise map_error(exc, path, "opening", source=True) from exc
         super().__init__(engine, path, conn, options)
 
