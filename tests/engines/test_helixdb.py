@@ -270,3 +270,21 @@ def test_an_app_naming_the_store_is_seen_and_a_namesake_elsewhere_is_not(tmp_pat
             HelixdbEngine.open_writer(path)
     finally:
         _release(proc)
+
+
+def test_backup_holds_every_write_and_the_writer_goes_on(tmp_path):
+    path = write_store(HelixdbEngine, tmp_path / "s.helixdb", {TableInfo("t"): [(b"a", b"1")]})
+    w = HelixdbEngine.open_writer(path)
+    try:
+        w.write_batch(TableInfo("t"), [(b"b", b"2")])
+        w.backup(tmp_path / "copy.helixdb")
+        w.write_batch(TableInfo("t"), [(b"c", b"3")])
+        w.finish()
+    finally:
+        w.close()
+    assert read_store(HelixdbEngine, tmp_path / "copy.helixdb")["tables"]["t"][1] == [
+        (b"a", b"1"),
+        (b"b", b"2"),
+    ]
+    assert [r[0] for r in read_store(HelixdbEngine, path)["tables"]["t"][1]] == [b"a", b"b", b"c"]
+    assert "statemigrate.lock" not in os.listdir(tmp_path / "copy.helixdb")

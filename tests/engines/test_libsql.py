@@ -168,3 +168,15 @@ def test_cli_exits_4_on_a_corrupt_source(tmp_path):
     assert (
         len([line for line in res.output.splitlines() if line.strip()]) <= 2
     )  # the line, maybe a hint
+
+
+def test_backup_holds_what_the_wal_held(tmp_path):
+    path = write_store(LibsqlEngine, tmp_path / "s.libsql", {TableInfo("t"): [(b"a", b"1")]})
+    w = LibsqlEngine.open_writer(path)  # WAL mode while it writes
+    try:
+        w.write_batch(TableInfo("t"), [(b"b", b"2")])
+        w.backup(tmp_path / "copy.libsql")
+    finally:
+        w.close()
+    got = read_store(LibsqlEngine, tmp_path / "copy.libsql")["tables"]["t"][1]
+    assert got == [(b"a", b"1"), (b"b", b"2")]

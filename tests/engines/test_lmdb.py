@@ -217,3 +217,18 @@ def test_cli_names_table_and_key_and_exits_5(tmp_path):
     res = CliRunner().invoke(main, ["convert", str(src), str(tmp_path / "b.lmdb")])
     assert res.exit_code == 5
     assert "'odd'" in res.output and "(empty)" in res.output and "Traceback" not in res.output
+
+
+def test_backup_is_lmdbs_own_consistent_copy(tmp_path):
+    path = write_store(LmdbEngine, tmp_path / "s.lmdb", {TableInfo("t"): [(b"a", b"1")]})
+    w = LmdbEngine.open_writer(path)
+    try:
+        with w.transaction():
+            w.write_batch(TableInfo("t"), [(b"b", b"2")])
+        w.backup(tmp_path / "copy.lmdb")
+    finally:
+        w.close()
+    assert read_store(LmdbEngine, tmp_path / "copy.lmdb")["tables"]["t"][1] == [
+        (b"a", b"1"),
+        (b"b", b"2"),
+    ]

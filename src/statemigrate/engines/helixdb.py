@@ -507,6 +507,7 @@ class HelixdbWriter(Writer):
     def __init__(self, engine: type[HelixdbEngine], path: Path, create: bool):
         self.path = path
         self.lock_fd: int | None = None
+        self.engine = engine
         if create:
             if path.exists() or path.is_symlink():
                 raise DestinationError(f"{path}: already exists")
@@ -677,6 +678,19 @@ class HelixdbWriter(Writer):
         query, params = self._with_meta(query, {TABLE_PREFIX + label: None})
         self._run(query, f"dropping table {name!r}", **params)
         self._commit_meta({TABLE_PREFIX + label: None})
+
+    def backup(self, path: Path) -> None:
+        """A copy taken with the database closed, so that everything written is on disk."""
+        engine = self.engine
+        database = self.hx.path
+        self.hx.close()
+        try:
+            shutil.copytree(self.path, path, ignore=shutil.ignore_patterns(LOCK_NAME))
+        except OSError as exc:
+            raise DestinationError(f"{path}: cannot write the backup ({exc})") from exc
+        finally:
+            self.hx = _Helix(engine, database, reader=False)
+            self.helix = self.hx.helix
 
     def finish(self) -> None:
         try:

@@ -436,6 +436,21 @@ class DbapiSqlWriter(Writer):
         except Exception as exc:
             raise map_error(exc, self.path, "syncing", source=False) from exc
 
+    def backup(self, path: Path) -> None:
+        """A copy of the file after a checkpoint, so that no committed page is left in the WAL."""
+        import shutil
+
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            shutil.copy2(self.path, path)
+            wal = Path(str(self.path) + "-wal")
+            if wal.exists() and wal.stat().st_size > 0:  # a checkpoint a reader kept from finishing
+                shutil.copy2(wal, Path(str(path) + "-wal"))
+        except OSError as exc:
+            raise DestinationError(f"{path}: cannot write the backup ({exc.strerror})") from exc
+        except Exception as exc:
+            raise map_error(exc, self.path, "backing up", source=False) from exc
+
     def finish(self) -> None:
         try:
             for pragma in self.engine.finish_pragmas:

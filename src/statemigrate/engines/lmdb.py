@@ -486,6 +486,16 @@ class LmdbWriter(Writer):
     def sync(self) -> None:
         self.finish()
 
+    def backup(self, path: Path) -> None:
+        """LMDB's own consistent copy (``mdb_env_copy``) into a new directory."""
+        try:
+            path.mkdir()
+            self.env.copy(str(path))
+        except OSError as exc:
+            raise DestinationError(f"{path}: cannot write the backup ({exc.strerror})") from exc
+        except self.lmdb.Error as exc:
+            raise DestinationError(f"{path}: backup failed ({_msg(exc)})") from exc
+
     def finish(self) -> None:
         try:
             self.env.sync(True)
