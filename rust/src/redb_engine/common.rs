@@ -18,7 +18,7 @@ use std::sync::Arc;
 use redb::{MultimapTableDefinition, MultimapTableHandle, ReadableMultimapTable, ReadableTable, TableDefinition, TableHandle};
 
 use super::types::TypeExpr;
-use super::{NErr, OwnedRec, TableDesc, TypeDesc};
+use super::{NErr, OwnedRec, PairSink, Pairs, TableDesc, TypeDesc};
 
 pub const META_TABLE: &str = "__statemigrate__";
 const PROBE: &str = "statemigrate::probe";
@@ -224,11 +224,6 @@ fn read_plain_in(
     Ok(out)
 }
 
-/// A callback taking each stored pair of a scan.
-pub type PairSink<'a> = dyn FnMut(&[u8], &[u8]) -> Result<(), NErr> + 'a;
-
-/// Stored (key, value) pairs.
-pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// Raw stored pairs of a typed table, in redb's order, starting after the stored key
 /// `after_raw` (already bytes of the stored type); opened with the stored types.
@@ -296,30 +291,6 @@ impl Reader {
 
     pub fn metadata(&self) -> Result<Vec<(String, Vec<u8>)>, NErr> {
         metadata_in(&self.txn)
-    }
-
-    pub fn read_plain(
-        &self,
-        name: &str,
-        versioned: bool,
-        after: Option<&[u8]>,
-        max_records: usize,
-        max_bytes: usize,
-    ) -> Result<Vec<OwnedRec>, NErr> {
-        read_plain_in(&self.txn, name, versioned, after, max_records, max_bytes)
-    }
-
-    pub fn read_raw(
-        &self,
-        desc: &TableDesc,
-        key_order: Option<Arc<TypeExpr>>,
-        value_order: Option<Arc<TypeExpr>>,
-        start: Bound<&[u8]>,
-        max_records: usize,
-        max_bytes: usize,
-    ) -> Result<Pairs, NErr> {
-        let spec = spec_for(desc, key_order, value_order)?;
-        read_raw_in(&self.txn, desc, spec, start, max_records, max_bytes)
     }
 }
 
@@ -550,29 +521,98 @@ pub fn full_scan(path: &Path) -> Result<(u64, u64), NErr> {
     Ok((n, bytes))
 }
 
-impl Reader {
-    /// Every stored pair of a typed table in redb's order, in one pass (for
-    /// custom-order tables, whose keys cannot be sought by bytes).
-    pub fn scan_raw(&self, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr> {
-        set_spec(spec_for(desc, None, None)?);
-        if desc.multimap {
-            let def = MultimapTableDefinition::<RawKey, RawValue>::new(&desc.name);
-            let table = self.txn.open_multimap_table(def).map_err(err)?;
-            for item in table.iter().map_err(err)? {
-                let (k, vals) = item.map_err(err)?;
-                for v in vals {
-                    let v = v.map_err(err)?;
-                    f(k.value(), v.value())?;
-                }
-            }
-        } else {
-            let def = TableDefinition::<RawKey, RawValue>::new(&desc.name);
-            let table = self.txn.open_table(def).map_err(err)?;
-            for item in table.iter().map_err(err)? {
-                let (k, v) = item.map_err(err)?;
+/// Every stored pair of a typed table in redb's order, in one pass (for
+/// custom-order tables, whose keys cannot be sought by bytes).
+fn scan_raw_in(txn: &RT<'_>, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr> {
+    set_spec(spec_for(desc, None, None)?);
+    if desc.multimap {
+        let def = MultimapTableDefinition::<RawKey, RawValue>::new(&desc.name);
+        let table = txn.open_multimap_table(def).map_err(err)?;
+        for item in table.iter().map_err(err)? {
+            let (k, vals) = item.map_err(err)?;
+            for v in vals {
+                let v = v.map_err(err)?;
                 f(k.value(), v.value())?;
             }
         }
-        Ok(())
+    } else {
+        let def = TableDefinition::<RawKey, RawValue>::new(&desc.name);
+        let table = txn.open_table(def).map_err(err)?;
+        for item in table.iter().map_err(err)? {
+            let (k, v) = item.map_err(err)?;
+            f(k.value(), v.value())?;
+        }
+    }
+    Ok(())
+}
+
+impl super::Snapshot for Reader {
+    fn read_plain(&self, name: &str, versioned: bool, after: Option<&[u8]>, max_records: usize, max_bytes: usize) -> Result<Vec<OwnedRec>, NErr> {
+        read_plain_in(&self.txn, name, versioned, after, max_records, max_bytes)
+    }
+
+    fn read_raw(
+        &self,
+        desc: &TableDesc,
+        key_order: Option<Arc<TypeExpr>>,
+        value_order: Option<Arc<TypeExpr>>,
+        start: Bound<&[u8]>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Pairs, NErr> {
+        read_raw_in(&self.txn, desc, spec_for(desc, key_order, value_order)?, start, max_records, max_bytes)
+    }
+
+    fn scan_raw(&self, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr> {
+        scan_raw_in(&self.txn, desc, f)
+    }
+}
+
+/// The writer reads what it has committed so far (in-place upgrades), each call
+/// from a read transaction of its own.
+impl super::Snapshot for Writer {
+    fn read_plain(&self, name: &str, versioned: bool, after: Option<&[u8]>, max_records: usize, max_bytes: usize) -> Result<Vec<OwnedRec>, NErr> {
+        let txn = self.db()?.begin_read().map_err(err)?;
+        read_plain_in(&txn, name, versioned, after, max_records, max_bytes)
+    }
+
+    fn read_raw(
+        &self,
+        desc: &TableDesc,
+        key_order: Option<Arc<TypeExpr>>,
+        value_order: Option<Arc<TypeExpr>>,
+        start: Bound<&[u8]>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Pairs, NErr> {
+        let txn = self.db()?.begin_read().map_err(err)?;
+        read_raw_in(&txn, desc, spec_for(desc, key_order, value_order)?, start, max_records, max_bytes)
+    }
+
+    fn scan_raw(&self, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr> {
+        let txn = self.db()?.begin_read().map_err(err)?;
+        scan_raw_in(&txn, desc, f)
+    }
+}
+
+impl Writer {
+    /// Drop a table (plain or multimap; nothing if it does not exist) with metadata updates, in one commit.
+    pub fn drop_table(&mut self, name: &str, meta: &[(String, Option<Vec<u8>>)]) -> Result<(), NErr> {
+        let txn = self.begin(false)?;
+        match txn.delete_table(TableDefinition::<&[u8], &[u8]>::new(name)) {
+            Ok(_) => {}
+            Err(redb::TableError::TableIsMultimap(_)) => {
+                txn.delete_multimap_table(MultimapTableDefinition::<&[u8], &[u8]>::new(name)).map_err(err)?;
+            }
+            Err(e) => return Err(err(e)),
+        }
+        Self::put_meta(&txn, meta)?;
+        txn.commit().map_err(err)
+    }
+
+    /// Make every commit so far durable.
+    pub fn sync(&mut self) -> Result<(), NErr> {
+        let txn = self.begin(true)?;
+        txn.commit().map_err(err)
     }
 }

@@ -96,6 +96,30 @@ fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, NErr> + Send) -
 
 pub type OwnedRec = (Vec<u8>, Vec<u8>, u64);
 
+/// A callback taking each stored pair of a scan.
+pub type PairSink<'a> = dyn FnMut(&[u8], &[u8]) -> Result<(), NErr> + 'a;
+
+/// Stored (key, value) pairs.
+pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// What a table is read from: a reader's snapshot, or a writer's committed state.
+pub trait Snapshot {
+    /// A batch of a plain or versioned table strictly after `after`.
+    fn read_plain(&self, name: &str, versioned: bool, after: Option<&[u8]>, max_records: usize, max_bytes: usize) -> Result<Vec<OwnedRec>, NErr>;
+    /// Stored pairs of a typed table from `start`, in redb's order.
+    fn read_raw(
+        &self,
+        desc: &TableDesc,
+        key_order: Option<Arc<TypeExpr>>,
+        value_order: Option<Arc<TypeExpr>>,
+        start: RBound<&[u8]>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Pairs, NErr>;
+    /// Every stored pair of a typed table, in redb's order.
+    fn scan_raw(&self, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr>;
+}
+
 #[derive(Debug, Clone)]
 pub struct TypeDesc {
     pub name: String,
@@ -325,89 +349,102 @@ impl ReaderState {
     }
 
     fn read(&mut self, format: u8, d: &TableDesc, after: Option<&[u8]>, max_records: usize, max_bytes: usize) -> Result<Vec<OwnedRec>, NErr> {
-        let p = plan(format, d);
-        let r = self.reader()?;
-        match p.kind {
-            Kind::Plain | Kind::Versioned => {
-                each!(r, x => x.read_plain(&d.name, p.kind == Kind::Versioned, after, max_records, max_bytes))
-            }
-            Kind::Typed => {
-                let start = match after {
-                    Some(a) => Some(p.stored(d.multimap, a, b"").map_err(|e| NErr::Other(format!("cannot resume after that key: {e}")))?),
-                    None => None,
+        let ReaderState { reader, sorted } = self;
+        let r = reader.as_ref().ok_or_else(closed)?;
+        each!(r, x => read_table(x, sorted, format, d, after, max_records, max_bytes))
+    }
+}
+
+/// One batch of a table strictly after `after`, from any snapshot.
+fn read_table<S: Snapshot>(
+    r: &S,
+    sorted: &mut HashMap<String, SortState>,
+    format: u8,
+    d: &TableDesc,
+    after: Option<&[u8]>,
+    max_records: usize,
+    max_bytes: usize,
+) -> Result<Vec<OwnedRec>, NErr> {
+    let p = plan(format, d);
+    match p.kind {
+        Kind::Plain | Kind::Versioned => {
+            r.read_plain(&d.name, p.kind == Kind::Versioned, after, max_records, max_bytes)
+        }
+        Kind::Typed => {
+            let start = match after {
+                Some(a) => Some(p.stored(d.multimap, a, b"").map_err(|e| NErr::Other(format!("cannot resume after that key: {e}")))?),
+                None => None,
+            };
+            // A multimap resumed inside a key starts at that key and skips by encoding.
+            let mut from: RBound<Vec<u8>> = match start {
+                Some((k, _)) if d.multimap => RBound::Included(k),
+                Some((k, _)) => RBound::Excluded(k),
+                None => RBound::Unbounded,
+            };
+            let mut out = Vec::new();
+            loop {
+                let b = match &from {
+                    RBound::Included(k) => RBound::Included(k.as_slice()),
+                    RBound::Excluded(k) => RBound::Excluded(k.as_slice()),
+                    RBound::Unbounded => RBound::Unbounded,
                 };
-                // A multimap resumed inside a key starts at that key and skips by encoding.
-                let mut from: RBound<Vec<u8>> = match start {
-                    Some((k, _)) if d.multimap => RBound::Included(k),
-                    Some((k, _)) => RBound::Excluded(k),
-                    None => RBound::Unbounded,
-                };
-                let mut out = Vec::new();
-                loop {
-                    let b = match &from {
-                        RBound::Included(k) => RBound::Included(k.as_slice()),
-                        RBound::Excluded(k) => RBound::Excluded(k.as_slice()),
-                        RBound::Unbounded => RBound::Unbounded,
-                    };
-                    let pairs = each!(r, x => x.read_raw(d, p.key.clone(), p.value.clone(), b, max_records, max_bytes))?;
-                    let Some(last) = pairs.last().map(|(k, _)| k.clone()) else { break };
-                    for (k, v) in &pairs {
-                        let rk = p.record_key(d.multimap, k, v)?;
-                        if let Some(a) = after {
-                            if rk.as_slice() <= a {
-                                continue;
-                            }
-                        }
-                        out.push((rk, if d.multimap { Vec::new() } else { v.clone() }, 0));
-                    }
-                    if !out.is_empty() {
-                        break;
-                    }
-                    from = RBound::Excluded(last);
-                }
-                Ok(out)
-            }
-            Kind::Custom => {
-                let resume = self.sorted.get(&d.name).map(|s| s.last.as_deref() == after).unwrap_or(false);
-                if !resume {
-                    let mut sorter = Sorter::new();
-                    let r = self.reader()?;
-                    each!(r, x => x.scan_raw(d, &mut |k: &[u8], v: &[u8]| {
-                        let rk = p.record_key(d.multimap, k, v)?;
-                        sorter.push(&rk, if d.multimap { b"" } else { v })
-                    }))?;
-                    sorter.finish()?;
-                    let mut st = SortState { sorter, last: None };
+                let pairs = r.read_raw(d, p.key.clone(), p.value.clone(), b, max_records, max_bytes)?;
+                let Some(last) = pairs.last().map(|(k, _)| k.clone()) else { break };
+                for (k, v) in &pairs {
+                    let rk = p.record_key(d.multimap, k, v)?;
                     if let Some(a) = after {
-                        // Skip to the resume point.
-                        loop {
-                            match st.sorter.next()? {
-                                None => break,
-                                Some((k, v)) if k.as_slice() > a => {
-                                    // Put back by yielding it first below.
-                                    st.last = Some(a.to_vec());
-                                    let mut out = vec![(k.clone(), v, 0)];
-                                    fill(&mut st, &mut out, max_records, max_bytes)?;
-                                    st.last = out.last().map(|r| r.0.clone());
-                                    self.sorted.insert(d.name.clone(), st);
-                                    return Ok(out);
-                                }
-                                Some(_) => {}
-                            }
+                        if rk.as_slice() <= a {
+                            continue;
                         }
                     }
-                    st.last = after.map(|a| a.to_vec());
-                    self.sorted.insert(d.name.clone(), st);
+                    out.push((rk, if d.multimap { Vec::new() } else { v.clone() }, 0));
                 }
-                let st = self.sorted.get_mut(&d.name).unwrap();
-                let mut out = Vec::new();
-                fill(st, &mut out, max_records, max_bytes)?;
-                st.last = out.last().map(|r| r.0.clone()).or(st.last.take());
-                if out.is_empty() {
-                    self.sorted.remove(&d.name);
+                if !out.is_empty() {
+                    break;
                 }
-                Ok(out)
+                from = RBound::Excluded(last);
             }
+            Ok(out)
+        }
+        Kind::Custom => {
+            let resume = sorted.get(&d.name).map(|s| s.last.as_deref() == after).unwrap_or(false);
+            if !resume {
+                let mut sorter = Sorter::new();
+                            r.scan_raw(d, &mut |k: &[u8], v: &[u8]| {
+                    let rk = p.record_key(d.multimap, k, v)?;
+                    sorter.push(&rk, if d.multimap { b"" } else { v })
+                })?;
+                sorter.finish()?;
+                let mut st = SortState { sorter, last: None };
+                if let Some(a) = after {
+                    // Skip to the resume point.
+                    loop {
+                        match st.sorter.next()? {
+                            None => break,
+                            Some((k, v)) if k.as_slice() > a => {
+                                // Put back by yielding it first below.
+                                st.last = Some(a.to_vec());
+                                let mut out = vec![(k.clone(), v, 0)];
+                                fill(&mut st, &mut out, max_records, max_bytes)?;
+                                st.last = out.last().map(|r| r.0.clone());
+                                sorted.insert(d.name.clone(), st);
+                                return Ok(out);
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                }
+                st.last = after.map(|a| a.to_vec());
+                sorted.insert(d.name.clone(), st);
+            }
+            let st = sorted.get_mut(&d.name).unwrap();
+            let mut out = Vec::new();
+            fill(st, &mut out, max_records, max_bytes)?;
+            st.last = out.last().map(|r| r.0.clone()).or(st.last.take());
+            if out.is_empty() {
+                sorted.remove(&d.name);
+            }
+            Ok(out)
         }
     }
 }
@@ -533,6 +570,8 @@ macro_rules! each_w {
 pub struct RedbWriter {
     format: u8,
     inner: Mutex<Option<WriterImpl>>,
+    /// Custom-order tables being read back in byte order (cleared by every write).
+    sorted: Mutex<HashMap<String, SortState>>,
 }
 
 type MetaUpdates = Vec<(String, Option<Vec<u8>>)>;
@@ -555,7 +594,7 @@ impl RedbWriter {
                 (v, _) => return Err(NErr::Refused(format!("redb file format {v} cannot be written"))),
             })
         })?;
-        Ok(RedbWriter { format, inner: Mutex::new(Some(w)) })
+        Ok(RedbWriter { format, inner: Mutex::new(Some(w)), sorted: Mutex::new(HashMap::new()) })
     }
 
     #[getter]
@@ -639,6 +678,7 @@ impl RedbWriter {
         let format = self.format;
         let kind = kind.to_string();
         detach(py, || -> Result<(), NErr> {
+            self.sorted.lock().unwrap_or_else(PoisonError::into_inner).clear();
             let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_mut().ok_or_else(wclosed)?;
             if kind == "plain" || kind == "versioned" {
@@ -662,8 +702,55 @@ impl RedbWriter {
         Ok(())
     }
 
+    /// One batch of `table` as committed so far, strictly after `after` (in-place upgrades).
+    #[pyo3(signature = (table, after=None, max_records=10000, max_bytes=8388608))]
+    fn read_batch<'py>(
+        &self,
+        py: Python<'py>,
+        table: &Bound<'py, PyDict>,
+        after: Option<Vec<u8>>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let format = self.format;
+        let d = target_desc(format, &desc_from_py(table)?).0;
+        let recs = detach(py, || {
+            let g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let w = g.as_ref().ok_or_else(wclosed)?;
+            let mut sorted = self.sorted.lock().unwrap_or_else(PoisonError::into_inner);
+            let (after, n, b) = (after.as_deref(), max_records.max(1), max_bytes.max(1));
+            match w {
+                WriterImpl::V2(x) => read_table(x, &mut sorted, format, &d, after, n, b),
+                WriterImpl::V4(x) => read_table(x, &mut sorted, format, &d, after, n, b),
+            }
+        })?;
+        recs_to_py(py, recs, plan(format, &d).kind == Kind::Versioned)
+    }
+
+    /// Drop a table (nothing if it does not exist) and apply `metadata` updates, in one commit.
+    fn drop_table(&self, py: Python<'_>, name: String, metadata: MetaUpdates) -> PyResult<()> {
+        detach(py, || {
+            self.sorted.lock().unwrap_or_else(PoisonError::into_inner).clear();
+            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let w = g.as_mut().ok_or_else(wclosed)?;
+            each_w!(w, x => x.drop_table(&name, &metadata))
+        })?;
+        Ok(())
+    }
+
+    /// Make every commit so far durable.
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        detach(py, || {
+            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let w = g.as_mut().ok_or_else(wclosed)?;
+            each_w!(w, x => x.sync())
+        })?;
+        Ok(())
+    }
+
     fn put_metadata(&self, py: Python<'_>, metadata: MetaUpdates) -> PyResult<()> {
         detach(py, || {
+            self.sorted.lock().unwrap_or_else(PoisonError::into_inner).clear();
             let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_mut().ok_or_else(wclosed)?;
             each_w!(w, x => x.put_metadata(&metadata))

@@ -23,6 +23,7 @@ from ..model import METADATA_TABLE, Batch, Record, TableInfo, TableKind
 from .base import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_RECORDS,
+    META_TABLE_PREFIX,
     Capabilities,
     Engine,
     Reader,
@@ -266,7 +267,9 @@ class RedbWriter(Writer):
     def _kind(self, table: TableInfo) -> tuple[str, dict[str, Any]]:
         desc = _desc(table)
         if desc is None:
-            return ("versioned" if table.versioned else "plain"), {"name": table.name}
+            value = _VERSIONED if table.versioned else _BYTES
+            desc = {"name": table.name, "multimap": False, "key": _BYTES, "value": value}
+            return ("versioned" if table.versioned else "plain"), desc
         if table.versioned:
             raise DestinationError(f"table {table.name!r}: a typed redb table cannot be versioned")
         kind = self._native.kind_of(desc)
@@ -295,8 +298,6 @@ class RedbWriter(Writer):
     def create_table(self, table: TableInfo) -> None:
         """Create an empty table: default layout, or the redb types its meta records."""
         kind, desc = self._kind(table)
-        if desc.get("key") is None:
-            desc = {**desc, "multimap": False, "key": _BYTES, "value": _BYTES}
         with _Mapped(self.path, writing=True):
             self._native.create_table(desc, kind)
         self._kinds[table.name] = kind
@@ -306,10 +307,43 @@ class RedbWriter(Writer):
     ) -> None:
         """Insert a batch and update the metadata in one commit."""
         kind, desc = self._kind(table)
-        if desc.get("key") is None:
-            desc = {**desc, "multimap": False, "key": _BYTES, "value": _BYTES}
         with _Mapped(self.path, writing=True):
             self._native.write_batch(desc, kind, batch, _meta_updates(metadata))
+
+    def read_batches(
+        self,
+        table: TableInfo,
+        after: bytes | None = None,
+        *,
+        max_records: int = DEFAULT_BATCH_RECORDS,
+        max_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> Iterator[Batch]:
+        """Batches of ``table`` as committed so far (in-place upgrades)."""
+        _, desc = self._kind(table)
+        while True:
+            with _Mapped(self.path, writing=True):
+                batch = self._native.read_batch(desc, after, max_records, max_bytes)
+            if not batch:
+                return
+            yield batch
+            after = batch[-1][0]
+
+    def drop_table(self, name: str) -> None:
+        """Drop a table and its ``table:`` metadata in one commit (nothing if absent)."""
+        with _Mapped(self.path, writing=True):
+            self._native.drop_table(name, [(META_TABLE_PREFIX + name, None)])
+
+    def sync(self) -> None:
+        """Make every commit so far durable (intermediate batches are not)."""
+        with _Mapped(self.path, writing=True):
+            self._native.sync()
+
+    def backup(self, path: Path) -> None:
+        """A copy of the file after a durable commit (redb repairs the copy when opened)."""
+        import shutil
+
+        self.sync()
+        shutil.copy2(self.path, path)
 
     def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
         """Commit metadata updates alone."""
@@ -327,6 +361,8 @@ class RedbWriter(Writer):
 
 
 _BYTES = {"name": "&[u8]", "class": "Internal", "width": None}
+# The writer spells it as its own redb version does (Internal3 in format 3).
+_VERSIONED = {"name": "(u64,&[u8])", "class": "Internal", "width": None}
 
 
 class RedbEngine(Engine):
@@ -342,6 +378,7 @@ class RedbEngine(Engine):
         multi_process_readers=False,
         directory=False,
         typed_keys=True,
+        in_place=True,
         transactional_ddl=False,
     )
     space_factor: ClassVar[float] = 2.0
