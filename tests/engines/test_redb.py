@@ -555,3 +555,33 @@ def test_native_bulk_load_and_full_scan_ceiling(tmp_path):
     _native.redb_bulk_load(str(path), 1000, 16, 100)
     assert _native.redb_full_scan(str(path)) == (1000, 1000 * 116)
     assert read_header(path)["format"] == 3
+
+
+@pytest.mark.parametrize("fmt", [1, 2, 3])
+def test_every_typed_table_resumes_strictly_after_any_of_its_keys(fmt):
+    """Resuming after each record key (inside a multimap key's values too) yields the rest."""
+    with RedbEngine.open_reader(FIXTURES / FILES[fmt]) as reader:
+        for t in reader.tables():
+            full = all_records(reader, t)
+            for i, rec in enumerate(full):
+                assert all_records(reader, t, after=rec[0], max_records=2) == full[i + 1 :], (
+                    t.name,
+                    i,
+                )
+                # Any byte string bounds a range, whether or not it encodes a key.
+                for probe in (rec[0] + b"\x00", rec[0] + b"\xff", rec[0][:-1]):
+                    want = [r for r in full if r[0] > probe]
+                    assert all_records(reader, t, after=probe) == want, (t.name, probe)
+            if full:
+                assert all_records(reader, t, after=full[-1][0] + b"\xff") == []
+
+
+def test_a_builtin_type_the_writer_cannot_produce_is_refused_by_name(tmp_path):
+    odd = {"name": "niche::Option<u8>", "class": "Internal3", "width": 1, "legacy": False}
+    meta = {"redb": {"multimap": False, "key": odd, "value": dict(odd, name="u8"), "order": "redb"}}
+    w = RedbEngine.create_writer(tmp_path / "n.redb")
+    try:
+        with pytest.raises(DestinationError, match=r"'niche_table'.*niche::Option<u8>"):
+            w.create_table(TableInfo("niche_table", TableKind.PLAIN, meta))
+    finally:
+        w.close()

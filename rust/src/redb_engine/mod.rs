@@ -371,10 +371,9 @@ fn read_table<S: Snapshot>(
             r.read_plain(&d.name, p.kind == Kind::Versioned, after, max_records, max_bytes)
         }
         Kind::Typed => {
-            let start = match after {
-                Some(a) => Some(p.stored(d.multimap, a, b"").map_err(|e| NErr::Other(format!("cannot resume after that key: {e}")))?),
-                None => None,
-            };
+            // A key that is no encoding of the table's type (a bisection bound, say)
+            // starts from the beginning; records up to it are skipped by encoding.
+            let start = after.and_then(|a| p.stored(d.multimap, a, b"").ok());
             // A multimap resumed inside a key starts at that key and skips by encoding.
             let mut from: RBound<Vec<u8>> = match start {
                 Some((k, _)) if d.multimap => RBound::Included(k),
