@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -201,7 +202,7 @@ def test_not_an_lmdb_store(tmp_path):
     with pytest.raises(SourceError, match="no|not"):
         LmdbEngine.open_reader(junk)
     (junk / "data.mdb").write_bytes(b"garbage" * 1000)
-    with pytest.raises(SourceError, match="not a readable LMDB store"):
+    with pytest.raises(SourceError, match="not an LMDB store"):
         LmdbEngine.open_reader(junk)
     assert sorted(os.listdir(junk)) == ["data.mdb"]
 
@@ -232,3 +233,17 @@ def test_backup_is_lmdbs_own_consistent_copy(tmp_path):
         (b"a", b"1"),
         (b"b", b"2"),
     ]
+
+
+@pytest.mark.parametrize("fraction", [0.02, 0.3, 0.6, 0.95])
+def test_a_truncated_data_file_is_refused_before_it_is_mapped(tmp_path, fraction):
+    # LMDB would read past the end of the mapped file: SIGBUS, the interpreter dies.
+    path = tmp_path / "cut.lmdb"
+    shutil.copytree(FIXTURES / "lmdb" / "app.lmdb", path)
+    data = path / "data.mdb"
+    os.truncate(data, int(data.stat().st_size * fraction))
+    with pytest.raises(SourceError, match="truncated") as err:
+        LmdbEngine.open_reader(path)
+    assert err.value.exit_code == 4
+    with pytest.raises(DestinationError, match="truncated"):
+        LmdbEngine.open_writer(path)

@@ -103,6 +103,39 @@ def writer_holder(lock_file: Path) -> int | None:
     return tid
 
 
+def check_data_file(data: Path) -> None:
+    """Refuse a ``data.mdb`` shorter than its newest meta page says, before LMDB maps it.
+
+    LMDB trusts the file: reading a page past the end of a file cut short is a SIGBUS
+    that kills the interpreter. The meta pages (pages 0 and 1: magic, page size, last
+    page, transaction id) tell how long the file must be.
+    """
+    metas: list[tuple[int, int, int]] = []  # (page size, last page, transaction id)
+    try:
+        with open(data, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            offset = 0
+            for _ in range(2):
+                f.seek(offset)
+                page = f.read(152)
+                if len(page) < 152 or struct.unpack_from("<I", page, 16)[0] != LOCK_MAGIC:
+                    break
+                psize = struct.unpack_from("<I", page, 40)[0]
+                last_pg, txnid = struct.unpack_from("<QQ", page, 136)
+                metas.append((psize, last_pg, txnid))
+                offset = psize  # the second meta page is page 1
+    except OSError as exc:
+        raise SourceError(f"{data.parent}: cannot read data.mdb ({exc.strerror})") from exc
+    if not metas or not 512 <= metas[0][0] <= 1 << 16:
+        raise SourceError(f"{data.parent}: not an LMDB store (data.mdb has no valid meta page)")
+    psize, last_pg, _txnid = max(metas, key=lambda m: m[2])
+    if size < (last_pg + 1) * psize:
+        raise SourceError(
+            f"{data.parent}: data.mdb is truncated ({size:,} bytes; its last page ends at "
+            f"{(last_pg + 1) * psize:,})"
+        )
+
+
 def _table_dbs(env: Any, txn: Any, lmdb: Any, where: Path) -> dict[str, Any]:
     """Named databases of the environment (table name -> handle), metadata included."""
     out: dict[str, Any] = {}
@@ -139,6 +172,7 @@ class LmdbReader(Reader):
         self.path = path
         lock_file = path / "lock.mdb"
         self.locked = lock_file.exists() and env_holder(lock_file) is not None
+        check_data_file(path / "data.mdb")
         try:
             n = _count_dbs(path, lmdb, self.locked)
             self.env = lmdb.open(
@@ -242,6 +276,10 @@ class LmdbWriter(Writer):
         else:
             if not (path / "data.mdb").is_file():
                 raise DestinationError(f"{path}: not an LMDB store (no data.mdb)")
+            try:
+                check_data_file(path / "data.mdb")
+            except SourceError as exc:
+                raise DestinationError(exc.message) from exc
             pid = writer_holder(path / "lock.mdb")
             if pid is not None:
                 raise StoreBusyError(busy_message(path, pid))
