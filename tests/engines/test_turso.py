@@ -145,3 +145,29 @@ def test_cli_exits_3_while_the_app_holds_the_store(tmp_path):
         proc.stdin.close()
         proc.wait(timeout=10)
     assert not (tmp_path / "b.sqlite").exists()
+
+
+def test_a_damaged_file_is_refused_before_pyturso_opens_it(tmp_path):
+    # pyturso panics (SIGABRT, the whole interpreter) on some damaged b-trees; run the
+    # read in a child so that a crash fails this test instead of killing the runner.
+    path = tmp_path / "bad.turso"
+    shutil.copyfile(FIXTURES / "turso" / "app.turso", path)
+    data = bytearray(path.read_bytes())
+    for off in range(len(data) // 3, len(data) // 3 + 4000, 97):
+        data[off] ^= 0xFF
+    path.write_bytes(bytes(data))
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom statemigrate.engines.turso import TursoEngine\n"
+        "from statemigrate.errors import SourceError\nfrom statemigrate.testing.stores import read_store\n"
+        "try:\n    read_store(TursoEngine, Path(sys.argv[1]))\nexcept SourceError as exc:\n"
+        "    print('refused', exc.exit_code, exc.message)\nelse:\n    print('read')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("refused 4") and "damaged" in out.stdout

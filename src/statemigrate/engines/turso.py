@@ -13,7 +13,9 @@ closes. So the reader checks that no process holds the store (Turso takes an exc
 POSIX lock on the whole file while any connection is open: exit 3 with its pid),
 copies the file and its WAL into a private temporary directory (``TMPDIR``; it needs
 the store's size in free space there), checks the source did not change during the
-copy, and reads the copy. The source is never opened by the driver.
+copy, and reads the copy. The source is never opened by the driver. The copy is first
+checked with SQLite's ``integrity_check`` (the standard library's sqlite3): pyturso aborts
+the whole interpreter on some damaged files.
 
 Other quirks: Turso stores table names lower-cased (ASCII only) in ``sqlite_schema``
 but keeps the ``CREATE TABLE`` text, from which the real name is read back; it folds
@@ -32,6 +34,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import quote as urlquote
 
 from ..errors import DestinationError, SourceError, StoreBusyError
 from ..locks import busy_message, fcntl_holder
@@ -57,6 +60,25 @@ def _state(paths: list[Path]) -> list[tuple[int, int]]:
     return out
 
 
+def _check_copy(path: Path, copy: Path) -> None:
+    """Refuse a damaged file before pyturso opens it: on some damaged files it panics and
+    aborts the interpreter (SIGABRT), which no ``except`` catches. SQLite's own
+    ``integrity_check`` (the standard library's sqlite3, on the private copy) finds them."""
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{urlquote(str(copy))}", uri=True)
+        try:
+            rows = con.execute("PRAGMA integrity_check").fetchall()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        raise SourceError(f"{path}: not a readable SQLite/Turso database ({exc})") from exc
+    if rows != [("ok",)]:
+        first = " ".join(str(rows[0][0]).split())[:200] if rows else "no answer"  # one line
+        raise SourceError(f"{path}: the database is damaged (integrity_check: {first})")
+
+
 class TursoReader(DbapiSqlReader):
     """Reads a private copy of the store (see the module notes); removes it on close."""
 
@@ -66,6 +88,7 @@ class TursoReader(DbapiSqlReader):
         copy = Path(self.tmpdir) / "store.db"
         try:
             self._copy(path, copy)
+            _check_copy(path, copy)
             conn = driver.connect(str(copy), isolation_level=None)
         except Exception as exc:
             self._drop_copy()
