@@ -20,9 +20,9 @@ from statemigrate.testing.safety import LONG, build_store, store_file
 EXAMPLES = 2_000 if LONG else 200
 
 BUGS = {
-    "lmdb": "BUG in the lmdb engine: a data.mdb cut short crashes the interpreter (SIGBUS)",
     "helixdb": "BUG in the helixdb engine: some mutated stores hang the reader",
-    "turso": "BUG in the turso engine (or pyturso): some mutated files abort the interpreter (SIGABRT)",
+    "libsql": "BUG in the libsql engine (or its driver): a mutated file raises a Rust panic "
+    "(Utf8Error unwrap) instead of an error",
 }
 
 

@@ -30,14 +30,14 @@ from statemigrate.testing.safety import (
     truncate_file,
 )
 
-BOUND = 30  # seconds: a hang fails the test
+BOUND = 20  # seconds: a hang fails the test
 
 ENGINES = engine_names()
 FRACTIONS = [0.0, 0.02, 0.3, 0.6, 0.95]
 
 # Bugs found in engines owned by others (reported to them, not fixed here): strict
 # xfail, so each test turns red once its engine is fixed and the mark must go.
-HANG = "BUG in the helixdb engine: a truncated store hangs the reader (> 30 s)"
+HANG = "BUG in the helixdb engine: a truncated store hangs the reader (> 20 s)"
 SIGBUS = "BUG in the lmdb engine: a data.mdb cut short kills the interpreter with SIGBUS"
 BUGS: dict[tuple, str] = {
     ("helixdb", "truncated"): HANG,
