@@ -72,7 +72,11 @@ pub const ODD_KEYS: &[&[u8]] = &[b"", b"\x00", b"\x00\x00", b"\xff", b"a", b"a\x
 /// stored (key, value) pairs in redb's own iteration order, as hex.
 pub fn write(path: &std::path::Path) -> String {
     let _ = std::fs::remove_file(path);
-    let mut db = r::Database::create(path).unwrap();
+    write_db(path, r::Database::create(path).unwrap())
+}
+
+/// Write the fixture tables into `db` (created at `path`), then dump them.
+pub fn write_db(path: &std::path::Path, mut db: r::Database) -> String {
     let long_key = vec![b'k'; 1000];
     let txn = db.begin_write().unwrap();
     {

@@ -1,5 +1,6 @@
 //! Writes the redb fixtures with the real redb crates: one file per redb major that
-//! writes a distinct file format (1.5: format 1; 2.6: format 2; 4.x: format 3), each
+//! writes a distinct file format (1.5: format 1; 2.6: format 2, and format 3 on request;
+//! 4.x: format 3), each
 //! with plain, versioned, typed (fixed- and variable-width tuples, Option, arrays,
 //! char, signed ints), custom fixed- and variable-width key types, multimap and empty
 //! tables and odd keys, plus `<file>.json`: the stored pairs in redb's own order.
@@ -26,6 +27,13 @@ mod v4 {
     include!("body.rs");
 }
 
+/// redb 2.6 writing file format 3 (its opt-in), with its own type encodings.
+fn write_v2_format3(path: &std::path::Path) -> String {
+    let _ = std::fs::remove_file(path);
+    let db = redb2::Builder::new().create_with_file_format_v3(true).create(path).unwrap();
+    v2::write_db(path, db)
+}
+
 fn main() {
     // `dump FORMAT FILE`: print what redb of that format's version reads from FILE.
     if std::env::args().nth(1).as_deref() == Some("dump") {
@@ -45,6 +53,7 @@ fn main() {
         ("redb1-format1.redb", v1::write as fn(&std::path::Path) -> String),
         ("redb2-format2.redb", v2::write),
         ("redb4-format3.redb", v4::write),
+        ("redb2-format3.redb", write_v2_format3),
     ] {
         let path = dir.join(name);
         let json = write(&path);

@@ -167,6 +167,8 @@ struct Plan {
     value: Option<Arc<TypeExpr>>,
     key_enc: TypeExpr,
     value_enc: TypeExpr,
+    /// A versioned table in redb 2.6's spelling inside a format-3 file (read raw).
+    raw_versioned: bool,
 }
 
 fn stand_in(t: &TypeDesc) -> TypeExpr {
@@ -214,12 +216,14 @@ fn plan(format: u8, d: &TableDesc) -> Plan {
     let builtin = |t: &TypeDesc| t.class != "UserDefined";
     if !d.multimap && builtin(&d.key) && builtin(&d.value) && d.key.name == "&[u8]" {
         if d.value.name == "&[u8]" {
-            return Plan { kind: Kind::Plain, key: None, value: None, key_enc: TypeExpr::Bytes, value_enc: TypeExpr::Bytes };
+            return Plan { kind: Kind::Plain, key: None, value: None, key_enc: TypeExpr::Bytes, value_enc: TypeExpr::Bytes, raw_versioned: false };
         }
-        // The real `(u64, &[u8])` type opens what this redb version writes for it.
-        let native = if format >= 3 { d.value.class != "Internal" } else { true };
-        if d.value.name == "(u64,&[u8])" && native {
-            return Plan { kind: Kind::Versioned, key: None, value: None, key_enc: TypeExpr::Bytes, value_enc: TypeExpr::Bytes };
+        if d.value.name == "(u64,&[u8])" {
+            // redb 4.x's real `(u64, &[u8])` does not open the old spelling (classification
+            // Internal, old tuple layout) that redb 2.6 writes into format-3 files: those
+            // values are read raw and split here.
+            let raw = format >= 3 && d.value.class == "Internal";
+            return Plan { kind: Kind::Versioned, key: None, value: None, key_enc: TypeExpr::Bytes, value_enc: TypeExpr::Bytes, raw_versioned: raw };
         }
     }
     let parse = |t: &TypeDesc| {
@@ -238,6 +242,7 @@ fn plan(format: u8, d: &TableDesc) -> Plan {
         value_enc: value.clone().unwrap_or_else(|| stand_in(&d.value)),
         key: key.map(Arc::new),
         value: value.map(Arc::new),
+        raw_versioned: false,
     }
 }
 
@@ -367,6 +372,20 @@ fn read_table<S: Snapshot>(
 ) -> Result<Vec<OwnedRec>, NErr> {
     let p = plan(format, d);
     match p.kind {
+        Kind::Versioned if p.raw_versioned => {
+            let start = after.map_or(RBound::Unbounded, RBound::Excluded);
+            let pairs = r.read_raw(d, None, None, start, max_records, max_bytes)?;
+            let mut out = Vec::with_capacity(pairs.len());
+            for (k, v) in pairs {
+                // Legacy (u64, &[u8]): u32 length of the first element (8), the u64, the bytes.
+                if v.len() < 12 {
+                    return Err(NErr::Corrupt(format!("a versioned value of table {:?} is too short", d.name)));
+                }
+                let ver = u64::from_le_bytes(v[4..12].try_into().unwrap());
+                out.push((k, v[12..].to_vec(), ver));
+            }
+            Ok(out)
+        }
         Kind::Plain | Kind::Versioned => {
             r.read_plain(&d.name, p.kind == Kind::Versioned, after, max_records, max_bytes)
         }
