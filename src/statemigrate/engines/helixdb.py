@@ -68,7 +68,8 @@ I64_MAX = 2**63 - 1
 INDEX_WAIT_SECONDS = 300.0
 FIRST_PAGE = 100
 MAX_PAGE = 1000
-STALL_SECONDS = 5.0  # a call this slow has the free space checked
+STALL_SECONDS = 2.0  # a call this slow has the free space checked
+READ_TIMEOUT = 8.0  # a read call this slow means a damaged store (a page is at most 8 MiB)
 FULL_MARGIN = 4 << 20  # free bytes under which a stalled write means a full disk
 BATCH_FACTOR = 4  # disk bytes a batch takes per payload byte, at least (WAL, index)
 RUN_BYTES = 64 << 20  # records per sorted run of the fallback sort, in payload bytes
@@ -139,9 +140,13 @@ class _Helix:
     and a stuck call must not keep the process from exiting once we have given up on it.
     """
 
-    def __init__(self, engine: type[HelixdbEngine], path: Path, *, reader: bool):
+    def __init__(
+        self, engine: type[HelixdbEngine], path: Path, *, reader: bool, shown: Path | None = None
+    ):
         self.helix = engine.require_driver()
         self.path = path
+        self.shown = shown or path  # the store's path, for messages
+        self.reader = reader
         self.broken = False
         self.jobs: queue.Queue[Any] = queue.Queue()
         threading.Thread(target=self._serve, name="statemigrate-helixdb", daemon=True).start()
@@ -168,10 +173,19 @@ class _Helix:
     def call(self, fn: Callable[[], Any]) -> Any:
         done: Future[Any] = Future()
         self.jobs.put((fn, done))
+        started = time.monotonic()
         while True:
             try:
                 return done.result(timeout=STALL_SECONDS)
             except FutureTimeout:
+                if self.reader and time.monotonic() - started >= READ_TIMEOUT:
+                    # A damaged store (a file cut short, flipped bytes) makes HelixDB
+                    # retry for ever rather than fail.
+                    self.broken = True
+                    raise SourceError(
+                        f"{self.shown}: HelixDB did not answer in {READ_TIMEOUT:.0f}s: "
+                        "the store looks damaged"
+                    ) from None
                 if disk_nearly_full(self.path):
                     self.broken = True
                     raise DestinationError(
@@ -457,7 +471,7 @@ class HelixdbReader(Reader):
             if database is None:
                 raise SourceError(f"{path}: not a HelixDB store")
             image = private_copy(database, Path(self.tmpdir))
-            self.hx = _Helix(engine, image, reader=True)
+            self.hx = _Helix(engine, image, reader=True, shown=path)
             self._meta = _read_meta(self.hx)
             self._registry = _registry(self._meta)
             _wait_for_indexes(self.hx, list(self._registry.values()), path, source=True)
