@@ -594,3 +594,26 @@ def test_a_builtin_type_the_writer_cannot_produce_is_refused_by_name(tmp_path):
             w.create_table(TableInfo("niche_table", TableKind.PLAIN, meta))
     finally:
         w.close()
+
+
+_KEYS = st.binary(max_size=40) | st.sampled_from([b"", b"\x00", b"\xff", b"\x00\xff", b"a\x00"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    fmt=st.sampled_from([2, 3]),
+    plain=st.dictionaries(_KEYS, st.binary(max_size=64), max_size=40),
+    versioned=st.dictionaries(
+        _KEYS, st.tuples(st.binary(max_size=16), st.integers(0, MAX_VERSION)), max_size=40
+    ),
+)
+def test_any_records_round_trip_property(tmp_path_factory, fmt, plain, versioned):
+    path = tmp_path_factory.mktemp("prop") / "p.redb"
+    content = {
+        TableInfo("p"): list(plain.items()),
+        TableInfo("v", TableKind.VERSIONED): [(k, v, ver) for k, (v, ver) in versioned.items()],
+    }
+    write_store(RedbEngine, path, content, batch=7, options={"redb_format": fmt})
+    got = read_store(RedbEngine, path)["tables"]
+    assert got["p"] == ("plain", sorted(plain.items()))
+    assert got["v"] == ("versioned", sorted((k, v, ver) for k, (v, ver) in versioned.items()))
