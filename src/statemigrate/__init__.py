@@ -21,8 +21,13 @@ def __getattr__(name: str) -> Any:
         from .upgrade import op as _op
 
         return _op
+    if name == "upgrade":
+        # The package is callable (it is also the upgrade() function).
+        import importlib
+
+        return importlib.import_module(".upgrade", __name__)
     raise AttributeError(f"module 'statemigrate' has no attribute {name!r}")
 
 
-__all__ = ["checksum", "convert", "engines", "inspect", "open_store", "verify", "verify_manifest", "op",
+__all__ = ["checksum", "convert", "engines", "inspect", "open_store", "verify", "verify_manifest", "upgrade", "op",
            "__version__"]
