@@ -2,7 +2,17 @@
 
 from typing import Any
 
-def batch_digest(records: list[tuple[bytes, ...]], versioned: bool) -> tuple[int, int, int]: ...
+def batch_digest(records: list[tuple[bytes, ...]], versioned: bool) -> tuple[int, int, int, int]:
+    """(count, sum mod 2^128, index of the first record out of key order or -1, payload bytes)."""
+
+def take_batch(
+    rows: Any, max_records: int, max_bytes: int, decode: str = "as_is"
+) -> tuple[list[tuple[Any, ...]], int]:
+    """Up to max_records rows from an iterator, stopping once max_bytes is reached.
+
+    decode: "as_is", "be_version_prefix" (value = u64be(version) + value) or
+    "signed_version" (SQLite's signed INTEGER read back modulo 2^64).
+    """
 
 # The redb engine (rust/src/redb_engine): formats 1, 2 (redb 1.5, 2.6) and 3 (redb 4.x).
 # A table description is a dict: {"name": str, "multimap": bool, "kind": "plain" |
