@@ -26,14 +26,16 @@ from statemigrate.testing.stores import read_store, write_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "redb"
 # Fixture files by id: 1, 2, 3 are redb 1.5, 2.6 and 4.x writing their own formats;
-# 4 is redb 2.6 writing format 3 (its opt-in), with redb 2.x type names and tuple layout.
+# 4 is redb 2.6 writing format 3 (its opt-in), with redb 2.x type names and tuple layout;
+# 5 is redb 3.x (the 3.0 tuple layout, variable-width tuples classified Internal2).
 FILES = {
     1: "redb1-format1.redb",
     2: "redb2-format2.redb",
     3: "redb4-format3.redb",
     4: "redb2-format3.redb",
+    5: "redb3-format3.redb",
 }
-FORMAT = {1: 1, 2: 2, 3: 3, 4: 3}
+FORMAT = {1: 1, 2: 2, 3: 3, 4: 3, 5: 3}
 LEGACY = {1, 2, 4}  # written by redb <= 2.x
 CUSTOM_TYPES = ["fixture::RevId", "fixture::ShortLex"]
 ODD_KEYS = [
@@ -151,7 +153,7 @@ def _versioned(stored: bytes, fmt: int) -> tuple[bytes, int]:
     return body[8:], struct.unpack("<Q", body[:8])[0]
 
 
-@pytest.mark.parametrize("fmt", [1, 2, 3, 4])
+@pytest.mark.parametrize("fmt", [1, 2, 3, 4, 5])
 def test_fixture_records_match_what_redb_itself_reads(fmt):
     path = FIXTURES / FILES[fmt]
     before = sha256(path)
@@ -203,7 +205,7 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("fmt", [1, 2, 3, 4])
+@pytest.mark.parametrize("fmt", [1, 2, 3, 4, 5])
 def test_custom_order_tables_sort_through_spilled_runs(fmt):
     """With one-record runs every record spills to disk; the merge still yields byte order."""
     env = dict(os.environ, STATEMIGRATE_REDB_SORT_RUN_BYTES="1")
@@ -308,7 +310,7 @@ def test_variable_width_tuple_encoding_order_property(items):
 # --- conversions through other engines -----------------------------------------------
 
 
-@pytest.mark.parametrize("fmt", [1, 2, 3, 4])
+@pytest.mark.parametrize("fmt", [1, 2, 3, 4, 5])
 def test_custom_key_types_are_refused_unless_asserted_bytewise(tmp_path, fmt):
     src = FIXTURES / FILES[fmt]
     mid = tmp_path / "mid.sqlite"
@@ -362,7 +364,7 @@ def _native_json(fmt: int) -> dict[str, list[list[str]]]:
     return {t: sorted(rows) if t.startswith("custom") else rows for t, rows in raw.items()}
 
 
-@pytest.mark.parametrize("fmt", [1, 2, 3, 4])
+@pytest.mark.parametrize("fmt", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("via", ["sqlite", "jsonl"])
 def test_round_trip_through_another_engine_restores_typed_tables(tmp_path, fmt, via, redb_dump):
     """redb -> other engine -> redb (format 3): the tables are byte for byte what redb 4
@@ -388,7 +390,7 @@ def test_round_trip_through_another_engine_restores_typed_tables(tmp_path, fmt, 
             assert all_records(b, tb[name]) == all_records(a, t), name
 
 
-@pytest.mark.parametrize("fmt", [1, 2, 3, 4])
+@pytest.mark.parametrize("fmt", [1, 2, 3, 4, 5])
 def test_format_2_is_written_on_request_as_redb_2_writes_it(tmp_path, fmt, redb_dump):
     mid = tmp_path / "mid.sqlite"
     out = tmp_path / "out.redb"
@@ -510,7 +512,7 @@ def _damaged_outcomes(paths: list[Path]) -> list[list[str]]:
     return json.loads(proc.stdout)
 
 
-@pytest.mark.parametrize("fmt", [1, 2, 3, 4])
+@pytest.mark.parametrize("fmt", [1, 2, 3, 4, 5])
 def test_truncated_files_are_a_source_error(tmp_path, fmt):
     data = (FIXTURES / FILES[fmt]).read_bytes()
     paths = []
@@ -522,7 +524,7 @@ def test_truncated_files_are_a_source_error(tmp_path, fmt):
     assert [o[0] for o in outcomes] == ["SourceError"] * len(paths), outcomes
 
 
-@pytest.mark.parametrize("fmt", [1, 2, 3, 4])
+@pytest.mark.parametrize("fmt", [1, 2, 3, 4, 5])
 def test_flipped_bytes_never_crash_and_never_read_wrong_records(tmp_path, fmt):
     src = FIXTURES / FILES[fmt]
     data = bytearray(src.read_bytes())
@@ -566,7 +568,7 @@ def test_native_bulk_load_and_full_scan_ceiling(tmp_path):
     assert read_header(path)["format"] == 3
 
 
-@pytest.mark.parametrize("fmt", [1, 2, 3, 4])
+@pytest.mark.parametrize("fmt", [1, 2, 3, 4, 5])
 def test_every_typed_table_resumes_strictly_after_any_of_its_keys(fmt):
     """Resuming after each record key (inside a multimap key's values too) yields the rest."""
     with RedbEngine.open_reader(FIXTURES / FILES[fmt]) as reader:

@@ -1,6 +1,6 @@
 //! Writes the redb fixtures with the real redb crates: one file per redb major that
 //! writes a distinct file format (1.5: format 1; 2.6: format 2, and format 3 on request;
-//! 4.x: format 3), each
+//! 3.x and 4.x: format 3), each
 //! with plain, versioned, typed (fixed- and variable-width tuples, Option, arrays,
 //! char, signed ints), custom fixed- and variable-width key types, multimap and empty
 //! tables and odd keys, plus `<file>.json`: the stored pairs in redb's own order.
@@ -18,6 +18,12 @@ mod v1 {
 mod v2 {
     use redb2 as r;
     use r::{Key, Value};
+    include!("body.rs");
+}
+
+mod v3 {
+    use redb3 as r;
+    use r::{Key, ReadableDatabase, Value};
     include!("body.rs");
 }
 
@@ -42,6 +48,7 @@ fn main() {
         let json = match fmt.as_str() {
             "1" => v1::dump(&file),
             "2" => v2::dump(&file),
+            "3.x" => v3::dump(&file),
             _ => v4::dump(&file),
         };
         println!("{json}");
@@ -54,6 +61,7 @@ fn main() {
         ("redb2-format2.redb", v2::write),
         ("redb4-format3.redb", v4::write),
         ("redb2-format3.redb", write_v2_format3),
+        ("redb3-format3.redb", v3::write),
     ] {
         let path = dir.join(name);
         let json = write(&path);

@@ -164,6 +164,20 @@ fn list_tables_in(txn: &RT<'_>) -> Result<Vec<TableDesc>, NErr> {
     Ok(out)
 }
 
+/// The raw types' spec for reading a table: its stored type names exactly as redb
+/// reports them (a name rebuilt from the description could differ in classification,
+/// e.g. redb 3.x's `Internal2`, which redb 4.x can no longer make).
+fn exact_spec(txn: &RT<'_>, desc: &TableDesc, key_order: Option<Arc<TypeExpr>>, value_order: Option<Arc<TypeExpr>>) -> Result<RawSpec, NErr> {
+    let (k, kw, v, vw) = if desc.multimap {
+        let open = || txn.open_multimap_table(MultimapTableDefinition::<RawKey, RawValue>::new(&desc.name)).map(|_| ());
+        probe_types(&open)?
+    } else {
+        let open = || txn.open_table(TableDefinition::<RawKey, RawValue>::new(&desc.name)).map(|_| ());
+        probe_types(&open)?
+    };
+    Ok(RawSpec { key: k, key_width: kw, value: v, value_width: vw, key_order, value_order })
+}
+
 fn metadata_in(txn: &RT<'_>) -> Result<Vec<(String, Vec<u8>)>, NErr> {
     let def: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
     let table = match txn.open_table(def) {
@@ -524,7 +538,7 @@ pub fn full_scan(path: &Path) -> Result<(u64, u64), NErr> {
 /// Every stored pair of a typed table in redb's order, in one pass (for
 /// custom-order tables, whose keys cannot be sought by bytes).
 fn scan_raw_in(txn: &RT<'_>, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr> {
-    set_spec(spec_for(desc, None, None)?);
+    set_spec(exact_spec(txn, desc, None, None)?);
     if desc.multimap {
         let def = MultimapTableDefinition::<RawKey, RawValue>::new(&desc.name);
         let table = txn.open_multimap_table(def).map_err(err)?;
@@ -560,7 +574,7 @@ impl super::Snapshot for Reader {
         max_records: usize,
         max_bytes: usize,
     ) -> Result<Pairs, NErr> {
-        read_raw_in(&self.txn, desc, spec_for(desc, key_order, value_order)?, start, max_records, max_bytes)
+        read_raw_in(&self.txn, desc, exact_spec(&self.txn, desc, key_order, value_order)?, start, max_records, max_bytes)
     }
 
     fn scan_raw(&self, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr> {
@@ -586,7 +600,7 @@ impl super::Snapshot for Writer {
         max_bytes: usize,
     ) -> Result<Pairs, NErr> {
         let txn = self.db()?.begin_read().map_err(err)?;
-        read_raw_in(&txn, desc, spec_for(desc, key_order, value_order)?, start, max_records, max_bytes)
+        read_raw_in(&txn, desc, exact_spec(&txn, desc, key_order, value_order)?, start, max_records, max_bytes)
     }
 
     fn scan_raw(&self, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr> {

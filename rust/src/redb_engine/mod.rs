@@ -178,8 +178,17 @@ fn stand_in(t: &TypeDesc) -> TypeExpr {
     }
 }
 
+/// Whether a type's stored tuples have the redb <= 2.x layout. In format 3 the name
+/// alone tells only for a variable-width tuple itself: redb 2.6 (format-3 opt-in) spells
+/// it `Internal`, redb 3.0-4.1 `Internal2`, redb 4.2+ `Internal3`. A tuple inside
+/// another composite (`Option<(u64,&str)>`, spelt `Internal` by both 2.6 and 3.x) is
+/// taken to be in the 3.0 layout, since redb 3.x and 4.x files are the common ones.
 fn legacy_tuples(format: u8, t: &TypeDesc) -> bool {
-    t.legacy.unwrap_or(format < 3 || t.class == "Internal")
+    t.legacy.unwrap_or_else(|| {
+        format < 3
+            || (t.class == "Internal"
+                && matches!(TypeExpr::parse(&t.name, true), Some(e @ TypeExpr::Tuple(..)) if e.fixed_width().is_none()))
+    })
 }
 
 fn is_composite(name: &str) -> bool {
