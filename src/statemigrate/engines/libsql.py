@@ -54,6 +54,17 @@ _CREATE_NAME = re.compile(
 )
 
 
+def reraise_control(exc: BaseException) -> None:
+    """Re-raise what is not a driver error: interrupts, exits, a generator's close.
+
+    The drivers are Rust (pyo3): a panic inside one reaches Python as
+    ``pyo3_runtime.PanicException``, a BaseException (seen on damaged files: a
+    ``Utf8Error`` unwrap), so driver calls catch BaseException and keep only these.
+    """
+    if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+        raise exc
+
+
 def _msg(exc: BaseException) -> str:
     return str(exc).split("\n")[0]
 
@@ -200,7 +211,8 @@ def page_batches(
             yield fix_versions(batch) if table.versioned else batch
     except StateMigrateError:
         raise
-    except Exception as exc:
+    except BaseException as exc:  # a driver panic is a BaseException
+        reraise_control(exc)
         raise map_error(exc, path, f"reading table {table.name!r}", source=source) from exc
 
 
@@ -223,7 +235,8 @@ class DbapiSqlReader(Reader):
             tables, foreign = _layout_tables(conn, names)
             self._meta = _read_meta(conn, names)
             self._tables, self._sql = _real_names(tables, self._meta)
-        except Exception as exc:
+        except BaseException as exc:  # a driver panic is a BaseException
+            reraise_control(exc)
             self.close()
             if isinstance(exc, StateMigrateError):
                 raise
@@ -281,7 +294,8 @@ class DbapiSqlWriter(Writer):
             for pragma in engine.writer_pragmas:
                 conn.execute(pragma).fetchall()
             conn.execute(SqlLayout.META_CREATE)
-        except Exception as exc:
+        except BaseException as exc:  # a driver panic is a BaseException
+            reraise_control(exc)
             self.close()
             raise map_error(exc, path, "opening for writing", source=False) from exc
 
@@ -291,14 +305,16 @@ class DbapiSqlWriter(Writer):
                 work()
             except StateMigrateError:
                 raise
-            except Exception as exc:
+            except BaseException as exc:  # a driver panic is a BaseException
+                reraise_control(exc)
                 raise map_error(exc, self.path, doing, source=False) from exc
             return
         try:
             self.conn.execute("BEGIN")
             work()
             self.conn.execute("COMMIT")
-        except Exception as exc:
+        except BaseException as exc:  # a driver panic is a BaseException
+            reraise_control(exc)
             with contextlib.suppress(Exception):  # nothing left to end
                 self.conn.execute("ROLLBACK")
             if isinstance(exc, StateMigrateError):
@@ -406,7 +422,8 @@ class DbapiSqlWriter(Writer):
         try:
             self.conn.execute("PRAGMA synchronous=FULL").fetchall()  # the user's own file now
             self.conn.execute("BEGIN IMMEDIATE")
-        except Exception as exc:
+        except BaseException as exc:  # a driver panic is a BaseException
+            reraise_control(exc)
             raise map_error(exc, self.path, "starting a transaction", source=False) from exc
         self._in_tx = True
         try:
@@ -419,7 +436,8 @@ class DbapiSqlWriter(Writer):
         self._in_tx = False
         try:
             self.conn.execute("COMMIT")
-        except Exception as exc:
+        except BaseException as exc:  # a driver panic is a BaseException
+            reraise_control(exc)
             with contextlib.suppress(Exception):  # nothing left to end
                 self.conn.execute("ROLLBACK")
             raise map_error(exc, self.path, "committing", source=False) from exc
@@ -433,7 +451,8 @@ class DbapiSqlWriter(Writer):
             return
         try:
             self.conn.execute("PRAGMA wal_checkpoint(FULL)").fetchall()
-        except Exception as exc:
+        except BaseException as exc:  # a driver panic is a BaseException
+            reraise_control(exc)
             raise map_error(exc, self.path, "syncing", source=False) from exc
 
     def backup(self, path: Path) -> None:
@@ -448,14 +467,16 @@ class DbapiSqlWriter(Writer):
                 shutil.copy2(wal, Path(str(path) + "-wal"))
         except OSError as exc:
             raise DestinationError(f"{path}: cannot write the backup ({exc.strerror})") from exc
-        except Exception as exc:
+        except BaseException as exc:  # a driver panic is a BaseException
+            reraise_control(exc)
             raise map_error(exc, self.path, "backing up", source=False) from exc
 
     def finish(self) -> None:
         try:
             for pragma in self.engine.finish_pragmas:
                 self.conn.execute(pragma).fetchall()
-        except Exception as exc:
+        except BaseException as exc:  # a driver panic is a BaseException
+            reraise_control(exc)
             raise map_error(exc, self.path, "finishing", source=False) from exc
 
     def close(self) -> None:
@@ -556,7 +577,8 @@ class LibsqlEngine(DbapiSqlEngine):
         try:
             conn = driver.connect(uri, isolation_level=None)
             conn.execute("PRAGMA busy_timeout=3000").fetchall()
-        except Exception as exc:
+        except BaseException as exc:  # a driver panic is a BaseException
+            reraise_control(exc)
             raise map_error(exc, path, "opening", source=True) from exc
         return DbapiSqlReader(cls, path, conn, opts)
 
@@ -573,7 +595,8 @@ class LibsqlEngine(DbapiSqlEngine):
         driver = cls.require_driver()
         try:
             conn = driver.connect(str(path), isolation_level=None)
-        except Exception as exc:
+        except BaseException as exc:  # a driver panic is a BaseException
+            reraise_control(exc)
             raise map_error(exc, path, "opening for writing", source=False) from exc
         return DbapiSqlWriter(cls, path, conn)
 

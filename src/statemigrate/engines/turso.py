@@ -39,7 +39,14 @@ from urllib.parse import quote as urlquote
 from ..errors import DestinationError, SourceError, StoreBusyError
 from ..locks import busy_message, fcntl_holder
 from .base import Capabilities, Reader, Writer, check_options
-from .libsql import DbapiLayout, DbapiSqlEngine, DbapiSqlReader, DbapiSqlWriter, map_error
+from .libsql import (
+    DbapiLayout,
+    DbapiSqlEngine,
+    DbapiSqlReader,
+    DbapiSqlWriter,
+    map_error,
+    reraise_control,
+)
 
 
 class TursoLayout(DbapiLayout):
@@ -90,7 +97,8 @@ class TursoReader(DbapiSqlReader):
             self._copy(path, copy)
             _check_copy(path, copy)
             conn = driver.connect(str(copy), isolation_level=None)
-        except Exception as exc:
+        except BaseException as exc:  # a driver panic is a BaseException
+            reraise_control(exc)
             self._drop_copy()
             if isinstance(exc, (SourceError, StoreBusyError)):
                 raise
@@ -179,7 +187,8 @@ class TursoEngine(DbapiSqlEngine):
         driver = cls.require_driver()
         try:
             conn = driver.connect(str(path), isolation_level=None)
-        except Exception as exc:
+        except BaseException as exc:  # a driver panic is a BaseException
+            reraise_control(exc)
             raise map_error(exc, path, "opening for writing", source=False) from exc
         return DbapiSqlWriter(cls, path, conn)
 
