@@ -37,14 +37,7 @@ FRACTIONS = [0.0, 0.02, 0.3, 0.6, 0.95]
 
 # Bugs found in engines owned by others (reported to them, not fixed here): strict
 # xfail, so each test turns red once its engine is fixed and the mark must go.
-HANG = "BUG in the helixdb engine: a truncated store hangs the reader (> 20 s)"
-SIGBUS = "BUG in the lmdb engine: a data.mdb cut short kills the interpreter with SIGBUS"
-BUGS: dict[tuple, str] = {
-    ("helixdb", "truncated"): HANG,
-    ("lmdb", "truncated", 0.3): SIGBUS + " (the mmap is read past the file's end)",
-    ("lmdb", "truncated", 0.6): SIGBUS,
-    ("helixdb", "non-ascii"): HANG + " (the non-ASCII path itself works since 598c34b)",
-}
+BUGS: dict[tuple, str] = {}  # none open: the helixdb hang and the lmdb SIGBUS were fixed
 
 
 def cases(kind: str, *more: list) -> list:

@@ -26,8 +26,11 @@ def fingerprint(engine: str, path: Path, extra_paths: list[Path] | None = None) 
             for r, _d, fs in os.walk(root):
                 for name in fs:
                     p = Path(r) / name
-                    if name == "LOCK" or name.startswith("LOG"):
-                        continue  # RocksDB rewrites its log on every open
+                    if name in ("LOCK", "lock.mdb") or name.startswith("LOG"):
+                        # Lock files hold no state (RocksDB's LOCK, LMDB's reader table,
+                        # which an app holding the store rewrites); RocksDB rewrites its
+                        # info log on every open.
+                        continue
                     st = p.stat()
                     files[str(p.relative_to(path))] = [st.st_size, st.st_mtime_ns]
         elif root.name.endswith("-shm"):

@@ -40,6 +40,7 @@ from .registry import get_engine, parse_store, resolve_source
 SUFFIX_ENGINES = {
     ".sqlite": "sqlite", ".sqlite3": "sqlite", ".db": "sqlite", ".jsonl": "jsonl",
     ".redb": "redb", ".rocksdb": "rocksdb", ".lmdb": "lmdb", ".libsql": "libsql", ".turso": "turso",
+    ".helixdb": "helixdb",
 }
 
 
