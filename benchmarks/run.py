@@ -77,9 +77,14 @@ def main() -> None:
     print(f"writing the workload: {args.n:,} events + 200 settings + odd keys", file=sys.stderr)
     write_workload(sqlite, src_sql, args.n)
     write_workload(rocks, src_rdb, args.n)
+    redb = get_engine("redb")
+    src_redb = work / "src.redb"
+    clean(src_redb)()
+    write_workload(redb, src_redb, args.n)
     records = B.sqlite_scan_count(src_sql)
     r = args.repeat
     out_sql, out_rdb, out_jsonl = work / "out.sqlite", work / "out.rocksdb", work / "out.jsonl"
+    out_redb = work / "out.redb"
     res: dict[str, float] = {}
 
     # ceilings: the drivers' own fastest paths
@@ -94,6 +99,13 @@ def main() -> None:
                                         for n, v, rows in B.rocksdb_scan(src_rdb))), r, clean(out_sql))
     res["jsonl write (scan+write)"] = timed(lambda: B.jsonl_write(out_jsonl, B.sqlite_scan(src_sql)), r, clean(out_jsonl))
     res["jsonl read"] = timed(lambda: B.jsonl_read_count(out_jsonl), r)
+    # redb's own fastest paths through the binding (records generated in Rust with the
+    # workload's sizes: 19-byte keys, ~300-byte values).
+    from statemigrate import _native
+
+    res["redb load (native)"] = timed(lambda: _native.redb_bulk_load(str(out_redb), records, 19, 300), r,
+                                      clean(out_redb))
+    res["redb scan (native)"] = timed(lambda: _native.redb_full_scan(str(src_redb)), r)
     clean(out_sql, out_rdb, out_jsonl)()
 
     # the naive loop: one driver call per record
@@ -118,6 +130,8 @@ def main() -> None:
     res["convert rocksdb->sqlite"] = timed(lambda: convert(str(src_rdb), str(out_sql)), r, clean(out_sql))
     res["convert sqlite->jsonl"] = timed(lambda: convert(str(src_sql), str(out_jsonl)), r, clean(out_jsonl))
     res["verify sqlite rocksdb"] = timed(lambda: verify(str(src_sql), str(src_rdb)), r)
+    res["convert sqlite->redb"] = timed(lambda: convert(str(src_sql), str(out_redb)), r, clean(out_redb))
+    res["convert redb->sqlite"] = timed(lambda: convert(str(src_redb), str(out_sql)), r, clean(out_sql))
 
     ceilings = {
         "convert sqlite->rocksdb": res["rocksdb load (scan+load)"] + res["rocksdb scan"],
@@ -125,6 +139,8 @@ def main() -> None:
         "convert rocksdb->sqlite": res["sqlite load from rocksdb (scan+load)"] + res["sqlite scan"],
         "convert sqlite->jsonl": res["jsonl write (scan+write)"] + res["jsonl read"],
         "verify sqlite rocksdb": res["sqlite scan"] + res["rocksdb scan"],
+        "convert sqlite->redb": res["sqlite scan"] + res["redb load (native)"] + res["redb scan (native)"],
+        "convert redb->sqlite": res["redb scan (native)"] + res["sqlite load (scan+load)"] + res["sqlite scan"],
     }
     rows = []
     for name, ceiling in ceilings.items():
@@ -153,6 +169,7 @@ def main() -> None:
                                                "rss": rss, "raw": res}, indent=2))
     if not args.dir:
         shutil.rmtree(work)
+    return None
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from .engines.base import Reader
 from .errors import SourceError, UsageError
 from .model import Record, TableInfo, TableKind
 from .pipeline import digest_checked, digest_store
+from .prefetch import prefetch
 from .progress import Progress
 from .registry import resolve_source
 
@@ -99,7 +100,9 @@ class _Stream:
     """A table's records in key order, buffered a batch at a time, digested as read."""
 
     def __init__(self, reader: Reader, table: TableInfo | None, where: str):
-        self.batches = self._batches(reader, table, where)
+        batches = self._batches(reader, table, where)
+        # Both sides read (and digest) ahead on their own threads where the reader allows.
+        self.batches = prefetch(batches) if table is not None and reader.threadsafe_reads else batches
         self.buf: list[Record] = []
         self.pos = 0
         self.digest = Digest()
