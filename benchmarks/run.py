@@ -50,15 +50,29 @@ def clean(*paths: Path) -> Callable[[], None]:
     return do
 
 
+_RSS_WRAPPER = """
+import os, subprocess, sys
+proc = subprocess.Popen(sys.argv[1:])
+_pid, status, usage = os.wait4(proc.pid, 0)
+print(usage.ru_maxrss if status == 0 else -1)
+"""
+
+
 def peak_rss_of_convert(src: Path, dst: Path) -> int:
-    """Peak RSS (bytes) of a `statemigrate convert` child process."""
+    """Peak RSS (bytes) of a `statemigrate convert` child process.
+
+    The child is started by a small wrapper process: a child forked straight from this
+    (large) process would report this process's RSS, which Linux counts into the
+    child's peak until it execs.
+    """
     clean(dst)()
-    proc = subprocess.Popen([sys.executable, "-m", "statemigrate.cli", "convert", "--quiet", str(src), str(dst)])
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    if status != 0:
-        raise SystemExit(f"convert for the RSS measurement failed ({status})")
+    out = subprocess.run([sys.executable, "-c", _RSS_WRAPPER, sys.executable, "-m", "statemigrate.cli", "convert",
+                          "--quiet", str(src), str(dst)], capture_output=True, text=True, check=True).stdout
     clean(dst)()
-    return usage.ru_maxrss * 1024
+    kib = int(out.strip())
+    if kib < 0:
+        raise SystemExit("convert for the RSS measurement failed")
+    return kib * 1024
 
 
 def main() -> None:
@@ -68,10 +82,19 @@ def main() -> None:
     ap.add_argument("--rss-n", default="1000000,4000000")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--rss-only", action="store_true", help="only the peak-RSS measurements")
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="sm-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     sqlite, rocks = get_engine("sqlite"), get_engine("rocksdb")
+    if args.rss_only:
+        for n in [int(x) for x in args.rss_n.split(",") if x]:
+            big = work / f"rss-{n}.sqlite"
+            if not big.exists():
+                write_workload(sqlite, big, n)
+            print(f"peak RSS of convert sqlite->rocksdb at {n:,} events: "
+                  f"{peak_rss_of_convert(big, work / f'rss-{n}.rocksdb') / 2**20:.0f} MiB")
+        return
     src_sql, src_rdb = work / "src.sqlite", work / "src.rocksdb"
     clean(src_sql, src_rdb)()
     print(f"writing the workload: {args.n:,} events + 200 settings + odd keys", file=sys.stderr)
