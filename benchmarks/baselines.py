@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 Tables = dict[str, tuple[bool, list]]  # unused alias kept for readers of the signatures
 

@@ -14,23 +14,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import baselines as B  # noqa: E402
+import baselines as B
 
-from statemigrate import convert, verify  # noqa: E402
-from statemigrate.registry import get_engine  # noqa: E402
-from statemigrate.testing.workload import write_workload  # noqa: E402
+from statemigrate import convert, verify
+from statemigrate.registry import get_engine
+from statemigrate.testing.workload import write_workload
 
 
 def timed(fn: Callable[[], object], repeat: int, setup: Callable[[], None] = lambda: None) -> float:
@@ -192,7 +191,7 @@ def main() -> None:
                                                "rss": rss, "raw": res}, indent=2))
     if not args.dir:
         shutil.rmtree(work)
-    return None
+    return
 
 
 if __name__ == "__main__":

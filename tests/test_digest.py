@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from statemigrate.digest import Digest, batch_digest, batch_digest_py, record_bytes, record_hash_py, store_digest
+from statemigrate.digest import (
+    Digest,
+    batch_digest,
+    batch_digest_py,
+    record_bytes,
+    record_hash_py,
+    store_digest,
+)
 from statemigrate.model import MAX_VERSION, TableKind
 
 VECTORS = json.loads((Path(__file__).parent / "data" / "digest_vectors.json").read_text())

@@ -29,5 +29,15 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'statemigrate' has no attribute {name!r}")
 
 
-__all__ = ["checksum", "convert", "engines", "inspect", "open_store", "verify", "verify_manifest", "upgrade", "op",
-           "__version__"]
+__all__ = [
+    "__version__",
+    "checksum",
+    "convert",
+    "engines",
+    "inspect",
+    "op",
+    "open_store",
+    "upgrade",
+    "verify",
+    "verify_manifest",
+]

@@ -98,6 +98,15 @@ def engines() -> list[dict[str, Any]]:
 
 
 __all__ = [
-    "convert", "verify", "verify_manifest", "checksum", "inspect", "open_store", "engines",
-    "ConvertReport", "VerifyReport", "ChecksumReport", "InspectReport",
+    "ChecksumReport",
+    "ConvertReport",
+    "InspectReport",
+    "VerifyReport",
+    "checksum",
+    "convert",
+    "engines",
+    "inspect",
+    "open_store",
+    "verify",
+    "verify_manifest",
 ]

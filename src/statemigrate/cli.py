@@ -13,11 +13,18 @@ import os
 import signal
 import sys
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 
-from .errors import EXIT_DESTINATION, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_SOURCE, StateMigrateError
+from .errors import (
+    EXIT_DESTINATION,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_SOURCE,
+    StateMigrateError,
+)
 
 EXIT_CODES_HELP = """\b
 Exit codes:

@@ -7,8 +7,8 @@ is the pure-Python reference built on ``xxhash`` that tests compare it with.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import xxhash
 
@@ -24,7 +24,7 @@ class Digest:
     count: int = 0
     sum: int = 0
 
-    def __add__(self, other: "Digest") -> "Digest":
+    def __add__(self, other: Digest) -> Digest:
         return Digest(self.count + other.count, (self.sum + other.sum) % MOD)
 
     def hex(self) -> str:
@@ -36,7 +36,7 @@ class Digest:
         return {"count": self.count, "sum": self.hex()}
 
     @classmethod
-    def from_json(cls, data: dict) -> "Digest":
+    def from_json(cls, data: dict) -> Digest:
         """Inverse of :meth:`to_json`."""
         return cls(int(data["count"]), int(data["sum"], 16))
 

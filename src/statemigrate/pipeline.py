@@ -14,13 +14,14 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .checkpoint import Checkpoint, fingerprint
-from .digest import Digest, batch_digest, store_digest
+from .digest import Digest, store_digest
 from .engines.base import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_RECORDS,
@@ -525,4 +526,4 @@ def _read_built(dst_engine: type[Engine], partial: Path, chosen: list[TableInfo]
         return digest_store(reader, chosen, str(partial), progress, should_stop, hint)
 
 
-__all__ = ["convert", "ConvertReport", "TableReport", "TableKind", "resolve_destination", "partial_path"]
+__all__ = ["ConvertReport", "TableKind", "TableReport", "convert", "partial_path", "resolve_destination"]

@@ -6,7 +6,7 @@ listing names reads entry points only; an engine's driver loads only when used.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -41,7 +41,7 @@ def engine_names() -> list[str]:
     return sorted(_entry_points())
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_engine(name: str) -> type[Engine]:
     """The engine class registered as ``name``.
 

@@ -8,13 +8,14 @@ falls back to a record-by-record merge that lists the differences.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .digest import Digest, store_digest
 from .engines.base import Reader
-from .errors import SourceError, UsageError
+from .errors import UsageError
 from .model import Record, TableInfo, TableKind
 from .pipeline import digest_checked, digest_store
 from .prefetch import prefetch
@@ -259,4 +260,4 @@ def verify_manifest(store: str, manifest: str, *, engine: str | None = None) -> 
     return report
 
 
-__all__ = ["verify", "verify_manifest", "checksum", "VerifyReport", "ChecksumReport", "TableKind"]
+__all__ = ["ChecksumReport", "TableKind", "VerifyReport", "checksum", "verify", "verify_manifest"]

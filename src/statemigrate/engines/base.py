@@ -13,9 +13,10 @@ import contextlib
 import importlib
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, ContextManager, Iterator, Mapping
+from typing import Any, ClassVar, ContextManager
 
 from ..errors import MissingDriverError, UsageError
 from ..model import Batch, Record, TableInfo
@@ -75,7 +76,7 @@ class Reader(ABC):
     # reader; the pipeline then reads ahead on a second thread (see prefetch.py).
     threadsafe_reads: ClassVar[bool] = False
 
-    def __enter__(self) -> "Reader":
+    def __enter__(self) -> Reader:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -93,7 +94,7 @@ class Reader(ABC):
     def iter_records(self, table: TableInfo, after: bytes | None = None) -> Iterator[Record]:
         """Records of ``table`` in key order, strictly after ``after`` when given."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:
         """Release the snapshot and the store."""
 
     def tables(self) -> list[TableInfo]:
@@ -134,7 +135,7 @@ class Reader(ABC):
 class Writer(ABC):
     """Writes a store: tables, batches of records in key order, metadata."""
 
-    def __enter__(self) -> "Writer":
+    def __enter__(self) -> Writer:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -170,7 +171,7 @@ class Writer(ABC):
     def finish(self) -> None:
         """Make everything durable (flush, compact, fsync) before verification."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:
         """Release the store (after :meth:`finish`, or to abandon the work)."""
 
     # In-place methods, used by schema upgrades (statemigrate.upgrade). An engine that
@@ -239,7 +240,7 @@ class Writer(ABC):
         """
         return contextlib.nullcontext()
 
-    def sync(self) -> None:  # noqa: B027 - optional hook
+    def sync(self) -> None:
         """Make everything committed so far durable before a destructive step.
 
         Engines whose commits are durable when they return need not override it.
@@ -253,7 +254,7 @@ class Writer(ABC):
         """
         import shutil
 
-        src = Path(getattr(self, "path"))
+        src = Path(self.path)
         if src.is_dir():
             shutil.copytree(src, path)
         else:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from ..digest import Digest, batch_digest, store_digest
 from ..errors import DestinationError, SourceError

@@ -13,8 +13,9 @@ import gc
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from ..errors import DestinationError, SourceError, StoreBusyError
 from ..locks import busy_message, fcntl_holder
@@ -105,7 +106,7 @@ class RocksdbReader(Reader):
 
     threadsafe_reads = True
 
-    def __init__(self, engine: type["RocksdbEngine"], path: Path):
+    def __init__(self, engine: type[RocksdbEngine], path: Path):
         rd = engine.require_driver()
         self.path = path
         holder = fcntl_holder(path / "LOCK")
@@ -190,7 +191,7 @@ class RocksdbReader(Reader):
 class RocksdbWriter(Writer):
     """Large WriteBatches, WAL off, atomic flushes; flushed and closed in finish()."""
 
-    def __init__(self, engine: type["RocksdbEngine"], path: Path, create: bool, format_version: int):
+    def __init__(self, engine: type[RocksdbEngine], path: Path, create: bool, format_version: int):
         rd = engine.require_driver()
         self.rd = rd
         self.path = path

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Mapping
+from typing import Any, ClassVar
 
 from ..errors import DestinationError, SourceError, StoreBusyError
-from ..model import METADATA_TABLE, Batch, Record, TableInfo, TableKind
 from ..locks import busy_message, fcntl_holder
+from ..model import METADATA_TABLE, Batch, Record, TableInfo, TableKind
 from .base import META_REVISION, Capabilities, Engine, Reader, Writer, check_options
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -106,7 +107,7 @@ class SqliteReader(Reader):
 
     threadsafe_reads = True
 
-    def __init__(self, engine: type["SqliteEngine"], path: Path, options: Mapping[str, Any]):
+    def __init__(self, engine: type[SqliteEngine], path: Path, options: Mapping[str, Any]):
         apsw = engine.require_driver()
         self.engine = engine
         self.skip_foreign = bool(options.get("skip_foreign_tables", False))
@@ -208,7 +209,7 @@ def _msg(exc: BaseException) -> str:
 class SqliteWriter(Writer):
     """Writes through large transactions; WAL with relaxed sync while the file is private."""
 
-    def __init__(self, engine: type["SqliteEngine"], path: Path, create: bool):
+    def __init__(self, engine: type[SqliteEngine], path: Path, create: bool):
         apsw = engine.require_driver()
         self.apsw = apsw
         self.path = path

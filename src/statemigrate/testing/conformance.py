@@ -7,8 +7,8 @@ every registered engine; :data:`XFAIL` lists real engine limits (strict xfail).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..engines.base import Engine
 from ..model import MAX_VERSION, TableInfo, TableKind

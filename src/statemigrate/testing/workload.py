@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from ..engines.base import Engine
 from ..model import TableInfo, TableKind
