@@ -18,7 +18,7 @@ demo: install  ## convert the bundled example store, verify it, show the digest
 	statemigrate checksum $(DEMO)/app-state.rocksdb
 
 test: install system-deps  ## the whole test suite (kill harness and fuzzers bounded)
-	$(PYTHON) -m pytest -q -p no:cacheprovider --durations=20
+	$(PYTHON) -m pytest -q -p no:cacheprovider -rx --durations=20
 
 test-long: install system-deps  ## the same with the long kill harness and fuzzers
 	STATEMIGRATE_LONG=1 $(PYTHON) -m pytest -q -p no:cacheprovider
