@@ -29,5 +29,7 @@ bench: install  ## the benchmark runner (1M records; several minutes)
 fixtures: install  ## remake the small fixture stores made by the Python drivers
 	$(PYTHON) fixtures/make_fixtures.py
 
-lint:
-	ruff check src tests benchmarks && ruff format --check src tests benchmarks
+lint: install  ## the gate CI runs before the tests: ruff (lint, format) and mypy
+	$(PYTHON) -m ruff check src tests benchmarks
+	$(PYTHON) -m ruff format --check src tests benchmarks
+	$(PYTHON) -m mypy src/statemigrate

@@ -16,13 +16,16 @@ Tables = dict[str, tuple[bool, list]]  # unused alias kept for readers of the si
 
 # --- SQLite (apsw) -------------------------------------------------------------------
 
+
 def sqlite_tables(path: Path) -> list[tuple[str, bool]]:
     import apsw
 
     con = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     out = []
-    for (name,) in con.execute("SELECT name FROM sqlite_schema WHERE type='table' AND name NOT IN "
-                               "('__statemigrate__','alembic_version')"):
+    for (name,) in con.execute(
+        "SELECT name FROM sqlite_schema WHERE type='table' AND name NOT IN "
+        "('__statemigrate__','alembic_version')"
+    ):
         cols = [r[1] for r in con.execute(f'PRAGMA table_info("{name}")')]
         out.append((name, "version" in cols))
     con.close()
@@ -58,7 +61,9 @@ def sqlite_load(path: Path, source: Iterator[tuple[str, bool, Iterator]]) -> int
     con.execute("BEGIN")
     for name, versioned, rows in source:
         extra = ", version INTEGER NOT NULL" if versioned else ""
-        con.execute(f'CREATE TABLE "{name}" (key BLOB PRIMARY KEY NOT NULL, value BLOB NOT NULL{extra}) WITHOUT ROWID')
+        con.execute(
+            f'CREATE TABLE "{name}" (key BLOB PRIMARY KEY NOT NULL, value BLOB NOT NULL{extra}) WITHOUT ROWID'
+        )
         q = "?, ?, ?" if versioned else "?, ?"
         rows = list(rows) if not isinstance(rows, list) else rows
         con.executemany(f'INSERT INTO "{name}" VALUES ({q})', rows)
@@ -69,6 +74,7 @@ def sqlite_load(path: Path, source: Iterator[tuple[str, bool, Iterator]]) -> int
 
 
 # --- RocksDB (rocksdict) -------------------------------------------------------------
+
 
 def _rd_opts():
     import rocksdict as rd
@@ -86,8 +92,12 @@ def rocksdb_scan(path: Path) -> Iterator[tuple[str, bool, Iterator]]:
 
     o = _rd_opts()
     names = [n for n in rd.Rdict.list_cf(str(path), o) if n not in ("default", "__statemigrate__")]
-    db = rd.Rdict(str(path), o, column_families={n: o for n in rd.Rdict.list_cf(str(path), o) if n != "default"},
-                  access_type=rd.AccessType.read_only())
+    db = rd.Rdict(
+        str(path),
+        o,
+        column_families={n: o for n in rd.Rdict.list_cf(str(path), o) if n != "default"},
+        access_type=rd.AccessType.read_only(),
+    )
     meta = db.get_column_family("__statemigrate__")
     versioned = {k[5:].decode() for k in meta.keys() if k.startswith(b"kind:")}
     del meta
@@ -106,7 +116,9 @@ def rocksdb_scan_count(path: Path) -> int:
     return n
 
 
-def rocksdb_load(path: Path, source: Iterator[tuple[str, bool, Iterator]], chunk: int = 100_000) -> int:
+def rocksdb_load(
+    path: Path, source: Iterator[tuple[str, bool, Iterator]], chunk: int = 100_000
+) -> int:
     """Large WriteBatches with the WAL off, then a flush: RocksDB's fast bulk path here."""
     import rocksdict as rd
 
@@ -140,17 +152,25 @@ def rocksdb_load(path: Path, source: Iterator[tuple[str, bool, Iterator]], chunk
 
 # --- the JSON-lines dump -------------------------------------------------------------
 
+
 def jsonl_write(path: Path, source: Iterator[tuple[str, bool, Iterator]]) -> int:
     """The dump's encoding done directly: a line per record, base64 keys and values."""
     b64 = base64.b64encode
     n = 0
     with open(path, "w") as f:
         for name, versioned, rows in source:
-            f.write(json.dumps({"table": name, "kind": "versioned" if versioned else "plain"}) + "\n")
+            f.write(
+                json.dumps({"table": name, "kind": "versioned" if versioned else "plain"}) + "\n"
+            )
             if versioned:
-                lines = (f'{{"k":"{b64(r[0]).decode()}","v":"{b64(r[1]).decode()}","ver":{r[2]}}}\n' for r in rows)
+                lines = (
+                    f'{{"k":"{b64(r[0]).decode()}","v":"{b64(r[1]).decode()}","ver":{r[2]}}}\n'
+                    for r in rows
+                )
             else:
-                lines = (f'{{"k":"{b64(r[0]).decode()}","v":"{b64(r[1]).decode()}"}}\n' for r in rows)
+                lines = (
+                    f'{{"k":"{b64(r[0]).decode()}","v":"{b64(r[1]).decode()}"}}\n' for r in rows
+                )
             for line in lines:
                 f.write(line)
                 n += 1

@@ -46,6 +46,7 @@ def clean(*paths: Path) -> Callable[[], None]:
     def do() -> None:
         for p in paths:
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
     return do
 
 
@@ -65,8 +66,23 @@ def peak_rss_of_convert(src: Path, dst: Path) -> int:
     child's peak until it execs.
     """
     clean(dst)()
-    out = subprocess.run([sys.executable, "-c", _RSS_WRAPPER, sys.executable, "-m", "statemigrate.cli", "convert",
-                          "--quiet", str(src), str(dst)], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _RSS_WRAPPER,
+            sys.executable,
+            "-m",
+            "statemigrate.cli",
+            "convert",
+            "--quiet",
+            str(src),
+            str(dst),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     clean(dst)()
     kib = int(out.strip())
     if kib < 0:
@@ -91,8 +107,10 @@ def main() -> None:
             big = work / f"rss-{n}.sqlite"
             if not big.exists():
                 write_workload(sqlite, big, n)
-            print(f"peak RSS of convert sqlite->rocksdb at {n:,} events: "
-                  f"{peak_rss_of_convert(big, work / f'rss-{n}.rocksdb') / 2**20:.0f} MiB")
+            print(
+                f"peak RSS of convert sqlite->rocksdb at {n:,} events: "
+                f"{peak_rss_of_convert(big, work / f'rss-{n}.rocksdb') / 2**20:.0f} MiB"
+            )
         return
     src_sql, src_rdb = work / "src.sqlite", work / "src.rocksdb"
     clean(src_sql, src_rdb)()
@@ -112,21 +130,45 @@ def main() -> None:
     # ceilings: the drivers' own fastest paths
     res["sqlite scan"] = timed(lambda: B.sqlite_scan_count(src_sql), r)
     res["rocksdb scan"] = timed(lambda: B.rocksdb_scan_count(src_rdb), r)
-    res["sqlite load"] = timed(lambda: B.sqlite_load(out_sql, ((n, v, list(rows)) for n, v, rows in B.sqlite_scan(src_sql))), r,
-                               clean(out_sql))
+    res["sqlite load"] = timed(
+        lambda: B.sqlite_load(
+            out_sql, ((n, v, list(rows)) for n, v, rows in B.sqlite_scan(src_sql))
+        ),
+        r,
+        clean(out_sql),
+    )
     res["sqlite load (scan+load)"] = res["sqlite load"]
-    res["rocksdb load (scan+load)"] = timed(lambda: B.rocksdb_load(out_rdb, B.sqlite_scan(src_sql)), r, clean(out_rdb))
+    res["rocksdb load (scan+load)"] = timed(
+        lambda: B.rocksdb_load(out_rdb, B.sqlite_scan(src_sql)), r, clean(out_rdb)
+    )
     res["sqlite load from rocksdb (scan+load)"] = timed(
-        lambda: B.sqlite_load(out_sql, ((n, v, [(k, x[8:], int.from_bytes(x[:8], 'big', signed=True)) for k, x in rows] if v else list(rows))
-                                        for n, v, rows in B.rocksdb_scan(src_rdb))), r, clean(out_sql))
-    res["jsonl write (scan+write)"] = timed(lambda: B.jsonl_write(out_jsonl, B.sqlite_scan(src_sql)), r, clean(out_jsonl))
+        lambda: B.sqlite_load(
+            out_sql,
+            (
+                (
+                    n,
+                    v,
+                    [(k, x[8:], int.from_bytes(x[:8], "big", signed=True)) for k, x in rows]
+                    if v
+                    else list(rows),
+                )
+                for n, v, rows in B.rocksdb_scan(src_rdb)
+            ),
+        ),
+        r,
+        clean(out_sql),
+    )
+    res["jsonl write (scan+write)"] = timed(
+        lambda: B.jsonl_write(out_jsonl, B.sqlite_scan(src_sql)), r, clean(out_jsonl)
+    )
     res["jsonl read"] = timed(lambda: B.jsonl_read_count(out_jsonl), r)
     # redb's own fastest paths through the binding (records generated in Rust with the
     # workload's sizes: 19-byte keys, ~300-byte values).
     from statemigrate import _native
 
-    res["redb load (native)"] = timed(lambda: _native.redb_bulk_load(str(out_redb), records, 19, 300), r,
-                                      clean(out_redb))
+    res["redb load (native)"] = timed(
+        lambda: _native.redb_bulk_load(str(out_redb), records, 19, 300), r, clean(out_redb)
+    )
     res["redb scan (native)"] = timed(lambda: _native.redb_full_scan(str(src_redb)), r)
     clean(out_sql, out_rdb, out_jsonl)()
 
@@ -146,14 +188,25 @@ def main() -> None:
     res["naive sqlite->rocksdb"] = timed(naive, r, clean(out_rdb))
 
     # the tool
-    res["convert sqlite->rocksdb"] = timed(lambda: convert(str(src_sql), str(out_rdb)), r, clean(out_rdb))
-    res["convert sqlite->rocksdb --no-verify"] = timed(lambda: convert(str(src_sql), str(out_rdb), verify=False), r,
-                                                       clean(out_rdb))
-    res["convert rocksdb->sqlite"] = timed(lambda: convert(str(src_rdb), str(out_sql)), r, clean(out_sql))
-    res["convert sqlite->jsonl"] = timed(lambda: convert(str(src_sql), str(out_jsonl)), r, clean(out_jsonl))
+    res["convert sqlite->rocksdb"] = timed(
+        lambda: convert(str(src_sql), str(out_rdb)), r, clean(out_rdb)
+    )
+    res["convert sqlite->rocksdb --no-verify"] = timed(
+        lambda: convert(str(src_sql), str(out_rdb), verify=False), r, clean(out_rdb)
+    )
+    res["convert rocksdb->sqlite"] = timed(
+        lambda: convert(str(src_rdb), str(out_sql)), r, clean(out_sql)
+    )
+    res["convert sqlite->jsonl"] = timed(
+        lambda: convert(str(src_sql), str(out_jsonl)), r, clean(out_jsonl)
+    )
     res["verify sqlite rocksdb"] = timed(lambda: verify(str(src_sql), str(src_rdb)), r)
-    res["convert sqlite->redb"] = timed(lambda: convert(str(src_sql), str(out_redb)), r, clean(out_redb))
-    res["convert redb->sqlite"] = timed(lambda: convert(str(src_redb), str(out_sql)), r, clean(out_sql))
+    res["convert sqlite->redb"] = timed(
+        lambda: convert(str(src_sql), str(out_redb)), r, clean(out_redb)
+    )
+    res["convert redb->sqlite"] = timed(
+        lambda: convert(str(src_redb), str(out_sql)), r, clean(out_sql)
+    )
 
     ceilings = {
         "convert sqlite->rocksdb": res["rocksdb load (scan+load)"] + res["rocksdb scan"],
@@ -161,13 +214,24 @@ def main() -> None:
         "convert rocksdb->sqlite": res["sqlite load from rocksdb (scan+load)"] + res["sqlite scan"],
         "convert sqlite->jsonl": res["jsonl write (scan+write)"] + res["jsonl read"],
         "verify sqlite rocksdb": res["sqlite scan"] + res["rocksdb scan"],
-        "convert sqlite->redb": res["sqlite scan"] + res["redb load (native)"] + res["redb scan (native)"],
-        "convert redb->sqlite": res["redb scan (native)"] + res["sqlite load (scan+load)"] + res["sqlite scan"],
+        "convert sqlite->redb": res["sqlite scan"]
+        + res["redb load (native)"]
+        + res["redb scan (native)"],
+        "convert redb->sqlite": res["redb scan (native)"]
+        + res["sqlite load (scan+load)"]
+        + res["sqlite scan"],
     }
     rows = []
     for name, ceiling in ceilings.items():
-        rows.append({"what": name, "seconds": res[name], "records_per_s": records / res[name],
-                     "ceiling_seconds": ceiling, "ratio_to_ceiling": ceiling / res[name]})
+        rows.append(
+            {
+                "what": name,
+                "seconds": res[name],
+                "records_per_s": records / res[name],
+                "ceiling_seconds": ceiling,
+                "ratio_to_ceiling": ceiling / res[name],
+            }
+        )
     speedup_naive = res["naive sqlite->rocksdb"] / res["convert sqlite->rocksdb"]
     rss = {}
     for n in [int(x) for x in args.rss_n.split(",") if x]:
@@ -179,16 +243,30 @@ def main() -> None:
     print("| what | records/s | ceiling records/s | ratio to ceiling |")
     print("|---|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['what']} | {row['records_per_s']:,.0f} | {records / row['ceiling_seconds']:,.0f} | "
-              f"{row['ratio_to_ceiling']:.2f} |")
-    print(f"\nnaive per-record loop sqlite->rocksdb: {records / res['naive sqlite->rocksdb']:,.0f} records/s; "
-          f"verified convert is {speedup_naive:.2f}x faster")
+        print(
+            f"| {row['what']} | {row['records_per_s']:,.0f} | {records / row['ceiling_seconds']:,.0f} | "
+            f"{row['ratio_to_ceiling']:.2f} |"
+        )
+    print(
+        f"\nnaive per-record loop sqlite->rocksdb: {records / res['naive sqlite->rocksdb']:,.0f} records/s; "
+        f"verified convert is {speedup_naive:.2f}x faster"
+    )
     for n, b in rss.items():
         print(f"peak RSS of convert sqlite->rocksdb at {n:,} events: {b / 2**20:.0f} MiB")
     print("\nraw timings (s):", json.dumps({k: round(v, 3) for k, v in res.items()}))
     if args.json:
-        Path(args.json).write_text(json.dumps({"records": records, "rows": rows, "naive_speedup": speedup_naive,
-                                               "rss": rss, "raw": res}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "records": records,
+                    "rows": rows,
+                    "naive_speedup": speedup_naive,
+                    "rss": rss,
+                    "raw": res,
+                },
+                indent=2,
+            )
+        )
     if not args.dir:
         shutil.rmtree(work)
     return

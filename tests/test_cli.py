@@ -24,8 +24,10 @@ def run(*args: str):
 
 @pytest.fixture
 def src(tmp_path: Path) -> Path:
-    content = {TableInfo("events"): [(b"e%03d" % i, b"payload %d" % i) for i in range(50)],
-               TableInfo("settings", TableKind.VERSIONED): [(b"s1", b"on", 3), (b"s2", b"off", 2**64 - 1)]}
+    content = {
+        TableInfo("events"): [(b"e%03d" % i, b"payload %d" % i) for i in range(50)],
+        TableInfo("settings", TableKind.VERSIONED): [(b"s1", b"on", 3), (b"s2", b"off", 2**64 - 1)],
+    }
     return write_store(SqliteEngine, tmp_path / "a.sqlite", content, metadata={"schema": b"demo"})
 
 
@@ -95,10 +97,18 @@ def test_busy_destination_exit_3(src: Path, tmp_path: Path):
     import sys
 
     # Another process holds the destination's lock (flock is per open file, so a child).
-    child = subprocess.Popen([sys.executable, "-c",
-                              "import fcntl,os,sys,time;fd=os.open(sys.argv[1],os.O_RDWR);"
-                              "fcntl.flock(fd,fcntl.LOCK_EX);os.write(fd,b'4242');print('ok',flush=True);time.sleep(30)",
-                              str(tmp_path / "b.sqlite.lock")], stdout=subprocess.PIPE)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import fcntl,os,sys,time;fd=os.open(sys.argv[1],os.O_RDWR);"
+                "fcntl.flock(fd,fcntl.LOCK_EX);os.write(fd,b'4242');print('ok',flush=True);time.sleep(30)"
+            ),
+            str(tmp_path / "b.sqlite.lock"),
+        ],
+        stdout=subprocess.PIPE,
+    )
     try:
         assert child.stdout.readline().strip() == b"ok"
         res = run("convert", src, dst)
@@ -200,7 +210,9 @@ def test_every_command_has_help_and_is_in_the_readme():
     readme = (ROOT / "README.md").read_text()
     for name, cmd in main.commands.items():
         assert cmd.help and len(cmd.help) > 20, name
-        assert re.search(rf"statemigrate {re.escape(name)}\b", readme), f"README lacks `statemigrate {name}`"
+        assert re.search(rf"statemigrate {re.escape(name)}\b", readme), (
+            f"README lacks `statemigrate {name}`"
+        )
     top = run("--help").output
     for code in ("0 ", "1 ", "2 ", "3 ", "4 ", "5 ", "6 ", "70 "):
         assert f"  {code}" in top
@@ -210,9 +222,13 @@ def test_help_imports_no_driver():
     import subprocess
     import sys
 
-    code = ("import sys; from statemigrate.cli import main\n"
-            "try:\n main(['--help'])\nexcept SystemExit: pass\n"
-            "bad=[m for m in ('apsw','rocksdict','lmdb','statemigrate._native','alembic') if m in sys.modules]\n"
-            "print('LOADED:' + ','.join(bad))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    code = (
+        "import sys; from statemigrate.cli import main\n"
+        "try:\n main(['--help'])\nexcept SystemExit: pass\n"
+        "bad=[m for m in ('apsw','rocksdict','lmdb','statemigrate._native','alembic') if m in sys.modules]\n"
+        "print('LOADED:' + ','.join(bad))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip().splitlines()[-1] == "LOADED:"

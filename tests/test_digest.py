@@ -25,7 +25,9 @@ b64 = base64.b64decode
 
 keys = st.binary(max_size=40)
 values = st.binary(max_size=200)
-versions = st.one_of(st.sampled_from([0, 1, 2**63 - 1, 2**63, MAX_VERSION]), st.integers(0, MAX_VERSION))
+versions = st.one_of(
+    st.sampled_from([0, 1, 2**63 - 1, 2**63, MAX_VERSION]), st.integers(0, MAX_VERSION)
+)
 
 
 @pytest.mark.parametrize("vec", VECTORS["records"], ids=lambda v: v["record_bytes_hex"][:16])
@@ -42,7 +44,9 @@ def test_table_and_store_vectors():
     for name, t in VECTORS["tables"].items():
         versioned = t["kind"] == "versioned"
         recs = [
-            (b64(r["key_b64"]), b64(r["value_b64"]), r["version"]) if versioned else (b64(r["key_b64"]), b64(r["value_b64"]))
+            (b64(r["key_b64"]), b64(r["value_b64"]), r["version"])
+            if versioned
+            else (b64(r["key_b64"]), b64(r["value_b64"]))
             for r in t["records"]
         ]
         d = batch_digest(recs, versioned)

@@ -21,7 +21,12 @@ def _apsw_content(path: Path) -> dict:
             continue
         cols = [r[1] for r in con.execute(f'PRAGMA table_info("{name}")')]
         if "version" in cols:
-            rows = [(k, v, ver % 2**64) for k, v, ver in con.execute(f'SELECT key, value, version FROM "{name}" ORDER BY key')]
+            rows = [
+                (k, v, ver % 2**64)
+                for k, v, ver in con.execute(
+                    f'SELECT key, value, version FROM "{name}" ORDER BY key'
+                )
+            ]
         else:
             rows = list(con.execute(f'SELECT key, value FROM "{name}" ORDER BY key'))
         out[name] = rows
@@ -32,8 +37,12 @@ def _apsw_content(path: Path) -> dict:
 def _rocksdict_content(path: Path, versioned: set[str]) -> dict:
     opts = rocksdict.Options(raw_mode=True)
     names = rocksdict.Rdict.list_cf(str(path), opts)
-    db = rocksdict.Rdict(str(path), opts, column_families={n: opts for n in names if n != "default"},
-                         access_type=rocksdict.AccessType.read_only())
+    db = rocksdict.Rdict(
+        str(path),
+        opts,
+        column_families={n: opts for n in names if n != "default"},
+        access_type=rocksdict.AccessType.read_only(),
+    )
     out = {}
     for name in names:
         if name in ("default", "__statemigrate__"):

@@ -26,14 +26,24 @@ def _fits(engine, key: bytes) -> bool:
 
 @st.composite
 def contents(draw):
-    names = draw(st.lists(st.text(min_size=1, max_size=12).filter(lambda n: "\x00" not in n and n != "__statemigrate__"),
-                          max_size=3, unique=True))
+    names = draw(
+        st.lists(
+            st.text(min_size=1, max_size=12).filter(
+                lambda n: "\x00" not in n and n != "__statemigrate__"
+            ),
+            max_size=3,
+            unique=True,
+        )
+    )
     out = {}
     for name in names:
         kind = draw(st.sampled_from([TableKind.PLAIN, TableKind.VERSIONED]))
         ks = draw(st.lists(st.binary(max_size=12), max_size=15, unique=True))
         if kind is TableKind.VERSIONED:
-            recs = [(k, draw(st.binary(max_size=30)), draw(st.sampled_from([0, 5, MAX_VERSION]))) for k in ks]
+            recs = [
+                (k, draw(st.binary(max_size=30)), draw(st.sampled_from([0, 5, MAX_VERSION])))
+                for k in ks
+            ]
         else:
             recs = [(k, draw(st.binary(max_size=30))) for k in ks]
         out[TableInfo(name, kind)] = recs
@@ -41,18 +51,28 @@ def contents(draw):
 
 
 def _storable(content, *engines):
-    return {t: [r for r in recs if all(_fits(e, r[0]) for e in engines)] for t, recs in content.items()}
+    return {
+        t: [r for r in recs if all(_fits(e, r[0]) for e in engines)] for t, recs in content.items()
+    }
 
 
 @pytest.mark.parametrize(("src", "dst"), PAIRS, ids=[f"{a}-to-{b}" for a, b in PAIRS])
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(content=contents())
 def test_convert_every_pair_exactly(src, dst, content):
     src_e, dst_e = get_engine(src), get_engine(dst)
     content = _storable(content, src, dst)
     tmp = Path(tempfile.mkdtemp(prefix="sm-rt-"))
     try:
-        a = write_store(src_e, tmp / f"a.{src}", content, metadata={"schema": b"demo", "revision": b'["r1"]'}, batch=4)
+        a = write_store(
+            src_e,
+            tmp / f"a.{src}",
+            content,
+            metadata={"schema": b"demo", "revision": b'["r1"]'},
+            batch=4,
+        )
         report = convert(f"{src}:{a}", f"{dst}:{tmp / ('b.' + dst)}", batch_records=3)
         assert report.verified
         got = read_store(dst_e, tmp / f"b.{dst}")

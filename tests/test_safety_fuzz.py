@@ -42,7 +42,14 @@ def test_reader_under_fuzzer(engine: str, tmp_path: Path) -> None:
     )
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", code, engine, str(path), str(SLOW_EXAMPLES.get(engine, EXAMPLES))],
+            [
+                sys.executable,
+                "-c",
+                code,
+                engine,
+                str(path),
+                str(SLOW_EXAMPLES.get(engine, EXAMPLES)),
+            ],
             capture_output=True,
             text=True,
             timeout=(EXAMPLES if LONG else 45) + 10 * SLOW_EXAMPLES.get(engine, 0),

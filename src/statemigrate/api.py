@@ -13,7 +13,9 @@ from .registry import engine_names, get_engine, resolve_source
 from .verification import ChecksumReport, VerifyReport, checksum, verify, verify_manifest
 
 
-def open_store(store: str, *, engine: str | None = None, options: dict[str, Any] | None = None) -> Reader:
+def open_store(
+    store: str, *, engine: str | None = None, options: dict[str, Any] | None = None
+) -> Reader:
     """Open a store read-only at one consistent snapshot.
 
     Args:
@@ -44,7 +46,9 @@ class InspectReport:
         return dict(self.__dict__)
 
 
-def inspect(store: str, *, engine: str | None = None, options: dict[str, Any] | None = None) -> InspectReport:
+def inspect(
+    store: str, *, engine: str | None = None, options: dict[str, Any] | None = None
+) -> InspectReport:
     """Describe a store: engine, format, tables with kind, records and bytes, revision.
 
     Args:
@@ -66,8 +70,12 @@ def inspect(store: str, *, engine: str | None = None, options: dict[str, Any] | 
                 for batch in reader.read_batches(table):
                     records += len(batch)
                     nbytes += sum(len(r[0]) + len(r[1]) for r in batch)
-                row: dict[str, Any] = {"table": table.name, "kind": table.kind.value, "records": records,
-                                       "bytes": nbytes}
+                row: dict[str, Any] = {
+                    "table": table.name,
+                    "kind": table.kind.value,
+                    "records": records,
+                    "bytes": nbytes,
+                }
                 if table.meta:
                     row["meta"] = table.meta
                 report.tables.append(row)
@@ -83,17 +91,22 @@ def inspect(store: str, *, engine: str | None = None, options: dict[str, Any] | 
 
 def engines() -> list[dict[str, Any]]:
     """Every registered engine: name, description, driver installed, capabilities."""
-    out = []
+    out: list[dict[str, Any]] = []
     for name in engine_names():
         try:
             eng: type[Engine] = get_engine(name)
-        except Exception as exc:  # a broken third-party plugin must not hide the others
+        except Exception as exc:  # noqa: BLE001 - a broken third-party plugin must not hide the others
             out.append({"name": name, "error": str(exc)})
             continue
-        out.append({
-            "name": name, "description": eng.description, "extra": eng.extra,
-            "driver_installed": eng.driver_available(), "capabilities": eng.capabilities.to_json(),
-        })
+        out.append(
+            {
+                "name": name,
+                "description": eng.description,
+                "extra": eng.extra,
+                "driver_installed": eng.driver_available(),
+                "capabilities": eng.capabilities.to_json(),
+            }
+        )
     return out
 
 

@@ -80,7 +80,7 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail(f"{path}{exc.strerror or exc}", hint, code)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
-        except Exception as exc:  # a bug: say where, never a bare traceback unless asked
+        except Exception as exc:  # noqa: BLE001 - a bug: say where, never a bare traceback unless asked
             if show_tb:
                 traceback.print_exc()
             where = traceback.extract_tb(exc.__traceback__)[-1]
@@ -98,7 +98,9 @@ def _emit_json(data: Any) -> None:
 
 
 @click.group(epilog=EXIT_CODES_HELP, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--traceback", is_flag=True, help="Show the full traceback of an error (for debugging).")
+@click.option(
+    "--traceback", is_flag=True, help="Show the full traceback of an error (for debugging)."
+)
 @click.version_option(package_name="statemigrate")
 def main(traceback: bool) -> None:
     """Move an app's embedded state store between engines, and prove nothing was lost.
@@ -124,7 +126,9 @@ class _Stopper:
 
     def __call__(self, signum: int, _frame: Any) -> None:
         if self.requested:
-            os.write(2, b"statemigrate: stopped at once; the destination's .partial stays resumable\n")
+            os.write(
+                2, b"statemigrate: stopped at once; the destination's .partial stays resumable\n"
+            )
             os._exit(EXIT_INTERRUPTED)
         self.requested = True
         os.write(2, b"statemigrate: stopping after the batch in flight (again to stop at once)\n")
@@ -147,35 +151,104 @@ def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @main.command()
 @click.argument("source")
 @click.argument("destination")
-@click.option("--from", "from_engine", metavar="ENGINE", help="Source engine (detected when omitted).")
-@click.option("--to", "to_engine", metavar="ENGINE", help="Destination engine (from ENGINE:PATH or the suffix).")
+@click.option(
+    "--from", "from_engine", metavar="ENGINE", help="Source engine (detected when omitted)."
+)
+@click.option(
+    "--to",
+    "to_engine",
+    metavar="ENGINE",
+    help="Destination engine (from ENGINE:PATH or the suffix).",
+)
 @click.option("--tables", metavar="NAMES", help="Only these tables, comma-separated.")
-@click.option("--batch-records", type=click.IntRange(min=1), default=10_000, show_default=True,
-              help="Records per batch at most.")
-@click.option("--batch-bytes", type=click.IntRange(min=1), default=8 << 20, show_default=True,
-              help="Payload bytes per batch at most.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing destination (kept until the new one verified).")
-@click.option("--resume", is_flag=True, help="Continue DST.partial left by an interrupted run (or start).")
-@click.option("--no-verify", is_flag=True, help="Skip reading the destination back (not recommended).")
+@click.option(
+    "--batch-records",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Records per batch at most.",
+)
+@click.option(
+    "--batch-bytes",
+    type=click.IntRange(min=1),
+    default=8 << 20,
+    show_default=True,
+    help="Payload bytes per batch at most.",
+)
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace an existing destination (kept until the new one verified).",
+)
+@click.option(
+    "--resume", is_flag=True, help="Continue DST.partial left by an interrupted run (or start)."
+)
+@click.option(
+    "--no-verify", is_flag=True, help="Skip reading the destination back (not recommended)."
+)
 @click.option("--force", is_flag=True, help="Skip the free-space check.")
-@click.option("--skip-foreign-tables", is_flag=True,
-              help="SQLite sources: leave out tables not in statemigrate's layout instead of refusing.")
-@click.option("--rocksdb-format-version", type=click.IntRange(2, 7), default=None,
-              help="RocksDB destinations: block-based table format (default 5, readable since RocksDB 6.6).")
-@click.option("--redb-format", type=click.IntRange(1, 3), default=None,
-              help="redb destinations: file format (3 = redb 2.6+/3.x/4.x, default; 2 = redb 2.x).")
-@click.option("--bytewise-key", "bytewise_keys", multiple=True, metavar="TYPE",
-              help="redb destinations: assert that this custom key type sorts bytewise (repeatable).")
-@click.option("--source-option", "source_opts", multiple=True, metavar="KEY=VALUE", help="Engine option for the reader.")
-@click.option("--dest-option", "dest_opts", multiple=True, metavar="KEY=VALUE", help="Engine option for the writer.")
+@click.option(
+    "--skip-foreign-tables",
+    is_flag=True,
+    help="SQLite sources: leave out tables not in statemigrate's layout instead of refusing.",
+)
+@click.option(
+    "--rocksdb-format-version",
+    type=click.IntRange(2, 7),
+    default=None,
+    help="RocksDB destinations: block-based table format (default 5, readable since RocksDB 6.6).",
+)
+@click.option(
+    "--redb-format",
+    type=click.IntRange(1, 3),
+    default=None,
+    help="redb destinations: file format (3 = redb 2.6+/3.x/4.x, default; 2 = redb 2.x).",
+)
+@click.option(
+    "--bytewise-key",
+    "bytewise_keys",
+    multiple=True,
+    metavar="TYPE",
+    help="redb destinations: assert that this custom key type sorts bytewise (repeatable).",
+)
+@click.option(
+    "--source-option",
+    "source_opts",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Engine option for the reader.",
+)
+@click.option(
+    "--dest-option",
+    "dest_opts",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Engine option for the writer.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON report on stdout at the end.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
 @handle_errors
-def convert(source: str, destination: str, from_engine: str | None, to_engine: str | None, tables: str | None,
-            batch_records: int, batch_bytes: int, overwrite: bool, resume: bool, no_verify: bool, force: bool,
-            skip_foreign_tables: bool, rocksdb_format_version: int | None, redb_format: int | None,
-            bytewise_keys: tuple[str, ...], source_opts: tuple[str, ...], dest_opts: tuple[str, ...],
-            as_json: bool, quiet: bool) -> None:
+def convert(
+    source: str,
+    destination: str,
+    from_engine: str | None,
+    to_engine: str | None,
+    tables: str | None,
+    batch_records: int,
+    batch_bytes: int,
+    overwrite: bool,
+    resume: bool,
+    no_verify: bool,
+    force: bool,
+    skip_foreign_tables: bool,
+    rocksdb_format_version: int | None,
+    redb_format: int | None,
+    bytewise_keys: tuple[str, ...],
+    source_opts: tuple[str, ...],
+    dest_opts: tuple[str, ...],
+    as_json: bool,
+    quiet: bool,
+) -> None:
     """Convert SOURCE to DESTINATION on another engine, verified, never in place.
 
     The destination is built at DESTINATION.partial, read back and compared with
@@ -202,26 +275,48 @@ def convert(source: str, destination: str, from_engine: str | None, to_engine: s
     stopper = _Stopper()
     stopper.install()
     report = api.convert(
-        source, destination, from_engine=from_engine, to_engine=to_engine,
+        source,
+        destination,
+        from_engine=from_engine,
+        to_engine=to_engine,
         tables=[t for t in tables.split(",") if t] if tables else None,
-        batch_records=batch_records, batch_bytes=batch_bytes, overwrite=overwrite, verify=not no_verify,
-        resume=resume, force=force, source_options=src_options or None, destination_options=dst_options or None,
-        progress=_progress(quiet or as_json), should_stop=lambda: stopper.requested,
+        batch_records=batch_records,
+        batch_bytes=batch_bytes,
+        overwrite=overwrite,
+        verify=not no_verify,
+        resume=resume,
+        force=force,
+        source_options=src_options or None,
+        destination_options=dst_options or None,
+        progress=_progress(quiet or as_json),
+        should_stop=lambda: stopper.requested,
     )
     if as_json:
         _emit_json(report.to_json())
     elif not quiet:
         state = "verified" if report.verified else "NOT verified (--no-verify)"
-        click.echo(f"converted {report.records:,} records in {len(report.tables)} tables "
-                   f"{report.source_engine} -> {report.destination_engine} in {report.seconds:.1f}s, {state}")
+        click.echo(
+            f"converted {report.records:,} records in {len(report.tables)} tables "
+            f"{report.source_engine} -> {report.destination_engine} in {report.seconds:.1f}s, {state}"
+        )
         click.echo(f"store digest {report.store_digest}")
 
 
 @main.command()
 @click.argument("a")
 @click.argument("b", required=False)
-@click.option("--manifest", type=click.Path(dir_okay=False), help="Compare A with a manifest from `checksum --json`.")
-@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True, help="Differences to list.")
+@click.option(
+    "--manifest",
+    type=click.Path(dir_okay=False),
+    help="Compare A with a manifest from `checksum --json`.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="Differences to list.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @handle_errors
 def verify(a: str, b: str | None, manifest: str | None, limit: int, as_json: bool) -> None:
@@ -242,16 +337,25 @@ def verify(a: str, b: str | None, manifest: str | None, limit: int, as_json: boo
         for diff in report.differences:
             click.echo(diff.line())
         if report.difference_count > len(report.differences):
-            click.echo(f"... and {report.difference_count - len(report.differences)} more differences")
+            click.echo(
+                f"... and {report.difference_count - len(report.differences)} more differences"
+            )
         click.echo(f"A {report.a}: {report.digest_a}")
         click.echo(f"B {report.b}: {report.digest_b}")
-        click.echo("equal" if report.equal else f"DIFFERENT ({report.difference_count} differences)")
+        click.echo(
+            "equal" if report.equal else f"DIFFERENT ({report.difference_count} differences)"
+        )
     sys.exit(0 if report.equal else 1)
 
 
 @main.command()
 @click.argument("store")
-@click.option("--json", "as_json", is_flag=True, help="Print a manifest (JSON) that `verify --manifest` reads.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a manifest (JSON) that `verify --manifest` reads.",
+)
 @handle_errors
 def checksum(store: str, as_json: bool) -> None:
     """Print each table's record count and digest, and the store digest.
@@ -286,10 +390,14 @@ def inspect(store: str, as_json: bool) -> None:
     click.echo(f"engine   {report.engine}")
     for key, value in report.format.items():
         click.echo(f"{key:<8} {value}")
-    click.echo(f"schema   {report.schema or '-'}  revision {', '.join(report.revision or []) or '-'}")
+    click.echo(
+        f"schema   {report.schema or '-'}  revision {', '.join(report.revision or []) or '-'}"
+    )
     for t in report.tables:
         extra = f"  {t['meta']}" if t.get("meta") else ""
-        click.echo(f"  {t['table']}\t{t['kind']}\t{t['records']} records\t{t['bytes']} bytes{extra}")
+        click.echo(
+            f"  {t['table']}\t{t['kind']}\t{t['records']} records\t{t['bytes']} bytes{extra}"
+        )
 
 
 @main.command()
@@ -307,7 +415,11 @@ def engines(as_json: bool) -> None:
         if "error" in row:
             click.echo(f"{row['name']:<8} broken plugin: {row['error']}")
             continue
-        installed = "installed" if row["driver_installed"] else f"missing: pip install 'statemigrate[{row['extra']}]'"
+        installed = (
+            "installed"
+            if row["driver_installed"]
+            else f"missing: pip install 'statemigrate[{row['extra']}]'"
+        )
         caps = ", ".join(k for k, v in row["capabilities"].items() if v is True)
         click.echo(f"{row['name']:<8} {row['description']}  [{installed}]  {caps}")
 
@@ -662,6 +774,7 @@ def revision(
     _emit_json({"schema": schema, "message": message, "path": path}) if as_json else click.echo(
         f"wrote {path}"
     )
+
 
 if __name__ == "__main__":
     main()

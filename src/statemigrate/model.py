@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from .errors import UsageError
 
-Record = Union[tuple[bytes, bytes], tuple[bytes, bytes, int]]
+Record = tuple[bytes, bytes] | tuple[bytes, bytes, int]
 Batch = list  # list[Record]
 
 METADATA_TABLE = "__statemigrate__"

@@ -39,8 +39,15 @@ from .progress import Progress
 from .registry import get_engine, parse_store, resolve_source
 
 SUFFIX_ENGINES = {
-    ".sqlite": "sqlite", ".sqlite3": "sqlite", ".db": "sqlite", ".jsonl": "jsonl",
-    ".redb": "redb", ".rocksdb": "rocksdb", ".lmdb": "lmdb", ".libsql": "libsql", ".turso": "turso",
+    ".sqlite": "sqlite",
+    ".sqlite3": "sqlite",
+    ".db": "sqlite",
+    ".jsonl": "jsonl",
+    ".redb": "redb",
+    ".rocksdb": "rocksdb",
+    ".lmdb": "lmdb",
+    ".libsql": "libsql",
+    ".turso": "turso",
     ".helixdb": "helixdb",
 }
 
@@ -90,7 +97,9 @@ def resolve_destination(spec: str, engine: str | None) -> tuple[type[Engine], Pa
     if eng is None:
         name = SUFFIX_ENGINES.get(path.suffix.lower())
         if name is None:
-            raise UsageError(f"cannot tell the destination engine of {path}", hint="name it with --to ENGINE")
+            raise UsageError(
+                f"cannot tell the destination engine of {path}", hint="name it with --to ENGINE"
+            )
         eng = get_engine(name)
     return eng, path
 
@@ -114,7 +123,9 @@ def destination_lock(final: Path) -> Iterator[None]:
         except BlockingIOError as exc:
             pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise StoreBusyError(f"{final}: another statemigrate (pid {pid}) is writing this destination") from exc
+            raise StoreBusyError(
+                f"{final}: another statemigrate (pid {pid}) is writing this destination"
+            ) from exc
         # The holder unlinks the file before it releases it: a lock taken on a file
         # that is no longer at the path protects nothing, so take the new one.
         try:
@@ -164,26 +175,37 @@ def select_tables(tables: list[TableInfo], wanted: list[str] | None) -> list[Tab
     by_name = {t.name: t for t in tables}
     missing = [n for n in wanted if n not in by_name]
     if missing:
-        raise UsageError(f"no table {missing[0]!r} in the source; it has: {', '.join(by_name) or '(none)'}")
+        raise UsageError(
+            f"no table {missing[0]!r} in the source; it has: {', '.join(by_name) or '(none)'}"
+        )
     return [by_name[n] for n in sorted(set(wanted), key=lambda n: n.encode())]
 
 
-def digest_checked(batch: list, table: TableInfo, after: bytes | None, where: str) -> tuple[Digest, int]:
+def digest_checked(
+    batch: list, table: TableInfo, after: bytes | None, where: str
+) -> tuple[Digest, int]:
     """The batch's digest and payload bytes, refusing records out of strictly ascending key order."""
     from . import _native
 
     try:
         count, total, unsorted, nbytes = _native.batch_digest(batch, table.versioned)
     except (ValueError, TypeError, OverflowError) as exc:
-        raise SourceError(f"{where}: table {table.name!r} holds a record outside the model ({exc})") from exc
+        raise SourceError(
+            f"{where}: table {table.name!r} holds a record outside the model ({exc})"
+        ) from exc
     if unsorted >= 0 or (after is not None and batch and batch[0][0] <= after):
         raise SourceError(f"{where}: table {table.name!r} is not read in key order")
     return Digest(count, total), nbytes
 
 
-def digest_store(reader: Reader, tables: list[TableInfo], where: str,
-                 progress: Progress | None = None, should_stop: Callable[[], bool] | None = None,
-                 hint: str | None = None) -> dict[str, Digest]:
+def digest_store(
+    reader: Reader,
+    tables: list[TableInfo],
+    where: str,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    hint: str | None = None,
+) -> dict[str, Digest]:
     """Per-table digests of a store, streaming; ``should_stop`` is polled between batches."""
     out = {}
     for table in tables:
@@ -276,7 +298,9 @@ def convert(
         crash_point("locked")
         recover_placement(final)
         if (final.exists() or final.is_symlink()) and not overwrite:
-            raise DestinationError(f"{final}: already exists", hint="pass --overwrite to replace it")
+            raise DestinationError(
+                f"{final}: already exists", hint="pass --overwrite to replace it"
+            )
         _refuse_if_held(dst_engine, final)
         resumed = False
         checkpoint: Checkpoint | None = None
@@ -312,9 +336,12 @@ def convert(
                 # Killed after the last batch (while syncing, verifying, placing): keep the
                 # work if it reads back equal to the source, else start over.
                 progress.phase("checking the interrupted destination")
-                source_digests = digest_store(reader, chosen, str(src_path), None, should_stop, resume_hint)
-                complete = _partial_is_complete(dst_engine, partial, chosen, source_digests, progress,
-                                                should_stop, resume_hint)
+                source_digests = digest_store(
+                    reader, chosen, str(src_path), None, should_stop, resume_hint
+                )
+                complete = _partial_is_complete(
+                    dst_engine, partial, chosen, source_digests, progress, should_stop, resume_hint
+                )
                 if not complete:
                     _remove_store(dst_engine, partial)
             if checkpoint is None and not complete:
@@ -327,9 +354,18 @@ def convert(
             elif checkpoint is None:
                 checkpoint = Checkpoint(src_fp)
                 writer = dst_engine.create_writer(partial, destination_options)
-                carried = {k: v for k, v in src_meta.items()
-                           if k != META_CHECKPOINT and not k.startswith(META_TABLE_PREFIX)}
-                carried.update({META_TABLE_PREFIX + t.name: json.dumps(t.meta).encode() for t in chosen if t.meta})
+                carried = {
+                    k: v
+                    for k, v in src_meta.items()
+                    if k != META_CHECKPOINT and not k.startswith(META_TABLE_PREFIX)
+                }
+                carried.update(
+                    {
+                        META_TABLE_PREFIX + t.name: json.dumps(t.meta).encode()
+                        for t in chosen
+                        if t.meta
+                    }
+                )
                 carried[META_CHECKPOINT] = checkpoint.to_bytes()
                 writer.put_metadata(carried)
                 crash_point("created")
@@ -339,8 +375,18 @@ def convert(
             if not complete:
                 assert checkpoint is not None
                 try:
-                    source_digests = _copy_tables(reader, writer, chosen, checkpoint, batch_records, batch_bytes,
-                                                  progress, should_stop, str(src_path), partial)
+                    source_digests = _copy_tables(
+                        reader,
+                        writer,
+                        chosen,
+                        checkpoint,
+                        batch_records,
+                        batch_bytes,
+                        progress,
+                        should_stop,
+                        str(src_path),
+                        partial,
+                    )
                     writer.put_metadata({META_CHECKPOINT: None})
                     crash_point("copied")
                     progress.phase("syncing")
@@ -360,8 +406,19 @@ def convert(
             report.verified = True
         elif verify:
             progress.phase("verifying")
-            _verify_built(src_engine, src_path, source_options, dst_engine, partial, chosen,
-                          source_digests, resumed, progress, should_stop, resume_hint)
+            _verify_built(
+                src_engine,
+                src_path,
+                source_options,
+                dst_engine,
+                partial,
+                chosen,
+                source_digests,
+                resumed,
+                progress,
+                should_stop,
+                resume_hint,
+            )
             report.verified = True
         crash_point("verified")
         fsync_tree(partial)
@@ -374,14 +431,19 @@ def convert(
             remove_path(sidecar)
         remove_path(done_mark)
     sizes = source_digests
-    report.tables = [TableReport(t.name, t.kind.value, sizes[t.name].count, 0, sizes[t.name].hex()) for t in chosen]
+    report.tables = [
+        TableReport(t.name, t.kind.value, sizes[t.name].count, 0, sizes[t.name].hex())
+        for t in chosen
+    ]
     report.store_digest = store_digest((t.name, t.kind, sizes[t.name]) for t in chosen)
     report.seconds = time.monotonic() - started
     progress.close()
     return report
 
 
-def _load_checkpoint(engine: type[Engine], partial: Path, options: dict[str, Any] | None) -> Checkpoint | None:
+def _load_checkpoint(
+    engine: type[Engine], partial: Path, options: dict[str, Any] | None
+) -> Checkpoint | None:
     try:
         writer = engine.open_writer(partial, options)
     except (DestinationError, SourceError, OSError):
@@ -398,12 +460,20 @@ def _refuse_if_held(engine: type[Engine], final: Path) -> None:
     if final.exists():
         holder = store_holder(engine.store_paths(final))
         if holder is not None:
-            raise StoreBusyError(busy_message(final, holder), hint="stop the app, then run the same command")
+            raise StoreBusyError(
+                busy_message(final, holder), hint="stop the app, then run the same command"
+            )
 
 
-def _partial_is_complete(engine: type[Engine], partial: Path, chosen: list[TableInfo],
-                         source_digests: dict[str, Digest], progress: Progress,
-                         should_stop: Callable[[], bool], hint: str) -> bool:
+def _partial_is_complete(
+    engine: type[Engine],
+    partial: Path,
+    chosen: list[TableInfo],
+    source_digests: dict[str, Digest],
+    progress: Progress,
+    should_stop: Callable[[], bool],
+    hint: str,
+) -> bool:
     """Whether a ``.partial`` without checkpoint holds the whole source already."""
     try:
         _check_built(engine, partial, chosen, source_digests, progress, should_stop, hint)
@@ -428,9 +498,18 @@ def _mark_done(mark: Path) -> None:
     fsync_tree(mark)  # the file and its directory
 
 
-def _copy_tables(reader: Reader, writer: Any, chosen: list[TableInfo], cp: Checkpoint,
-                 batch_records: int, batch_bytes: int, progress: Progress,
-                 should_stop: Callable[[], bool], where: str, partial: Path) -> dict[str, Digest]:
+def _copy_tables(
+    reader: Reader,
+    writer: Any,
+    chosen: list[TableInfo],
+    cp: Checkpoint,
+    batch_records: int,
+    batch_bytes: int,
+    progress: Progress,
+    should_stop: Callable[[], bool],
+    where: str,
+    partial: Path,
+) -> dict[str, Digest]:
     """Stream every table into the writer, committing a checkpoint with each batch."""
     digests: dict[str, Digest] = {}
     existing = {t.name for t in writer.list_tables()}
@@ -446,7 +525,9 @@ def _copy_tables(reader: Reader, writer: Any, chosen: list[TableInfo], cp: Check
                 writer.create_table(table)
             cp.table, cp.last_key, cp.so_far = table.name, None, Digest()
         progress.start_table(table.name, None)
-        batches = reader.read_batches(table, after, max_records=batch_records, max_bytes=batch_bytes)
+        batches = reader.read_batches(
+            table, after, max_records=batch_records, max_bytes=batch_bytes
+        )
         for batch in prefetch(batches) if reader.threadsafe_reads else batches:
             d, nbytes = digest_checked(batch, table, after, where)
             total = total + d
@@ -473,10 +554,19 @@ def _copy_tables(reader: Reader, writer: Any, chosen: list[TableInfo], cp: Check
     return digests
 
 
-def _verify_built(src_engine: type[Engine], src_path: Path, src_options: Any, dst_engine: type[Engine],
-                  partial: Path, chosen: list[TableInfo], source_digests: dict[str, Digest],
-                  resumed: bool, progress: Progress, should_stop: Callable[[], bool] | None = None,
-                  hint: str | None = None) -> None:
+def _verify_built(
+    src_engine: type[Engine],
+    src_path: Path,
+    src_options: Any,
+    dst_engine: type[Engine],
+    partial: Path,
+    chosen: list[TableInfo],
+    source_digests: dict[str, Digest],
+    resumed: bool,
+    progress: Progress,
+    should_stop: Callable[[], bool] | None = None,
+    hint: str | None = None,
+) -> None:
     """Read the destination back and compare with the source's digests."""
     expected = source_digests
     if resumed:
@@ -492,14 +582,22 @@ def _verify_built(src_engine: type[Engine], src_path: Path, src_options: Any, ds
     _check_built(dst_engine, partial, chosen, expected, progress, should_stop, hint)
 
 
-def _check_built(dst_engine: type[Engine], partial: Path, chosen: list[TableInfo], expected: dict[str, Digest],
-                 progress: Progress, should_stop: Callable[[], bool] | None, hint: str | None) -> None:
+def _check_built(
+    dst_engine: type[Engine],
+    partial: Path,
+    chosen: list[TableInfo],
+    expected: dict[str, Digest],
+    progress: Progress,
+    should_stop: Callable[[], bool] | None,
+    hint: str | None,
+) -> None:
     """The built store holds exactly the chosen tables, with their kinds and digests."""
     try:
         got = _read_built(dst_engine, partial, chosen, progress, should_stop, hint)
     except SourceError as exc:  # the built store does not read back: the destination failed
-        raise DestinationError(f"verification failed: {exc.message}",
-                               hint="the destination was not put in place") from exc
+        raise DestinationError(
+            f"verification failed: {exc.message}", hint="the destination was not put in place"
+        ) from exc
     for t in chosen:
         if got[t.name] != expected[t.name]:
             raise DestinationError(
@@ -509,8 +607,14 @@ def _check_built(dst_engine: type[Engine], partial: Path, chosen: list[TableInfo
             )
 
 
-def _read_built(dst_engine: type[Engine], partial: Path, chosen: list[TableInfo], progress: Progress,
-                should_stop: Callable[[], bool] | None, hint: str | None) -> dict[str, Digest]:
+def _read_built(
+    dst_engine: type[Engine],
+    partial: Path,
+    chosen: list[TableInfo],
+    progress: Progress,
+    should_stop: Callable[[], bool] | None,
+    hint: str | None,
+) -> dict[str, Digest]:
     with dst_engine.open_reader(partial) as reader:
         built = {t.name: t for t in reader.tables()}
         want = {t.name: t for t in chosen}
@@ -521,9 +625,18 @@ def _read_built(dst_engine: type[Engine], partial: Path, chosen: list[TableInfo]
             )
         for name, t in want.items():
             if built[name].kind is not t.kind:
-                raise DestinationError(f"{partial}: verification failed: table {name!r} lost its kind")
+                raise DestinationError(
+                    f"{partial}: verification failed: table {name!r} lost its kind"
+                )
         crash_point("verifying")
         return digest_store(reader, chosen, str(partial), progress, should_stop, hint)
 
 
-__all__ = ["ConvertReport", "TableKind", "TableReport", "convert", "partial_path", "resolve_destination"]
+__all__ = [
+    "ConvertReport",
+    "TableKind",
+    "TableReport",
+    "convert",
+    "partial_path",
+    "resolve_destination",
+]

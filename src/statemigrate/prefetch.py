@@ -38,7 +38,7 @@ def prefetch(batches: Iterator[T], depth: int = 2) -> Iterator[T]:
                 if stop.is_set():
                     return
             q.put((False, _DONE))
-        except BaseException as exc:  # handed to the consumer
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
             q.put((False, exc))
 
     worker = threading.Thread(target=run, name="statemigrate-reader", daemon=True)

@@ -21,8 +21,14 @@ class TqdmProgress(Progress):
 
     def start_table(self, table: str, total: int | None) -> None:
         self.end_table()
-        self.bar = tqdm(total=total, desc=f"{self.label} {table}", unit="rec", unit_scale=True, leave=False,
-                        dynamic_ncols=True)
+        self.bar = tqdm(
+            total=total,
+            desc=f"{self.label} {table}",
+            unit="rec",
+            unit_scale=True,
+            leave=False,
+            dynamic_ncols=True,
+        )
         self.bytes = 0
 
     def advance(self, records: int, nbytes: int) -> None:

@@ -56,9 +56,14 @@ class VerifyReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "a": self.a, "b": self.b, "equal": self.equal, "difference_count": self.difference_count,
-            "differences": [d.to_json() for d in self.differences], "tables": self.tables,
-            "digest_a": self.digest_a, "digest_b": self.digest_b,
+            "a": self.a,
+            "b": self.b,
+            "equal": self.equal,
+            "difference_count": self.difference_count,
+            "differences": [d.to_json() for d in self.differences],
+            "tables": self.tables,
+            "digest_a": self.digest_a,
+            "digest_b": self.digest_b,
         }
 
 
@@ -72,12 +77,22 @@ class ChecksumReport:
     digest: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"statemigrate_manifest": MANIFEST_FORMAT, "store": self.store, "engine": self.engine,
-                "tables": self.tables, "digest": self.digest}
+        return {
+            "statemigrate_manifest": MANIFEST_FORMAT,
+            "store": self.store,
+            "engine": self.engine,
+            "tables": self.tables,
+            "digest": self.digest,
+        }
 
 
-def checksum(store: str, *, engine: str | None = None, options: dict[str, Any] | None = None,
-             progress: Progress | None = None) -> ChecksumReport:
+def checksum(
+    store: str,
+    *,
+    engine: str | None = None,
+    options: dict[str, Any] | None = None,
+    progress: Progress | None = None,
+) -> ChecksumReport:
     """Digest every table of a store and the store as a whole.
 
     Args:
@@ -94,7 +109,9 @@ def checksum(store: str, *, engine: str | None = None, options: dict[str, Any] |
         tables = reader.tables()
         digests = digest_store(reader, tables, str(path), progress)
     rows = [{"table": t.name, "kind": t.kind.value, **digests[t.name].to_json()} for t in tables]
-    return ChecksumReport(str(path), eng.name, rows, store_digest((t.name, t.kind, digests[t.name]) for t in tables))
+    return ChecksumReport(
+        str(path), eng.name, rows, store_digest((t.name, t.kind, digests[t.name]) for t in tables)
+    )
 
 
 class _Stream:
@@ -103,12 +120,16 @@ class _Stream:
     def __init__(self, reader: Reader, table: TableInfo | None, where: str):
         batches = self._batches(reader, table, where)
         # Both sides read (and digest) ahead on their own threads where the reader allows.
-        self.batches = prefetch(batches) if table is not None and reader.threadsafe_reads else batches
+        self.batches = (
+            prefetch(batches) if table is not None and reader.threadsafe_reads else batches
+        )
         self.buf: list[Record] = []
         self.pos = 0
         self.digest = Digest()
 
-    def _batches(self, reader: Reader, table: TableInfo | None, where: str) -> Iterator[list[Record]]:
+    def _batches(
+        self, reader: Reader, table: TableInfo | None, where: str
+    ) -> Iterator[list[Record]]:
         if table is None:
             return
         last = None
@@ -132,7 +153,9 @@ class _Stream:
         return self.buf[self.pos :] if self.pos else self.buf
 
 
-def _merge(table: str, a: _Stream, b: _Stream, report: VerifyReport, limit: int) -> tuple[Digest, Digest]:
+def _merge(
+    table: str, a: _Stream, b: _Stream, report: VerifyReport, limit: int
+) -> tuple[Digest, Digest]:
     """Merge two streams, noting differences; returns both tables' digests."""
 
     def note(key: bytes, what: str) -> None:
@@ -148,7 +171,9 @@ def _merge(table: str, a: _Stream, b: _Stream, report: VerifyReport, limit: int)
             ca, cb = a.chunk(), b.chunk()
             n = min(len(ca), len(cb))
             # Fast path: a whole run equal on both sides, compared in C.
-            if ca[n - 1][0] == cb[n - 1][0] and (ca if n == len(ca) else ca[:n]) == (cb if n == len(cb) else cb[:n]):
+            if ca[n - 1][0] == cb[n - 1][0] and (ca if n == len(ca) else ca[:n]) == (
+                cb if n == len(cb) else cb[:n]
+            ):
                 a.pos += n
                 b.pos += n
                 continue
@@ -174,9 +199,16 @@ def _merge(table: str, a: _Stream, b: _Stream, report: VerifyReport, limit: int)
     return a.digest, b.digest
 
 
-def verify(a: str, b: str, *, engine_a: str | None = None, engine_b: str | None = None,
-           limit: int = 20, options_a: dict[str, Any] | None = None,
-           options_b: dict[str, Any] | None = None) -> VerifyReport:
+def verify(
+    a: str,
+    b: str,
+    *,
+    engine_a: str | None = None,
+    engine_b: str | None = None,
+    limit: int = 20,
+    options_a: dict[str, Any] | None = None,
+    options_b: dict[str, Any] | None = None,
+) -> VerifyReport:
     """Compare two stores record by record, on any two engines.
 
     Args:
@@ -202,11 +234,17 @@ def verify(a: str, b: str, *, engine_a: str | None = None, engine_b: str | None 
             xa, xb = ta.get(name), tb.get(name)
             if xa is not None and xb is not None and xa.kind is not xb.kind:
                 report.difference_count += 1
-                report.differences.append(Difference(name, b"", f"table kind differs ({xa.kind.value} in A, "
-                                                                 f"{xb.kind.value} in B)"))
+                report.differences.append(
+                    Difference(
+                        name,
+                        b"",
+                        f"table kind differs ({xa.kind.value} in A, {xb.kind.value} in B)",
+                    )
+                )
             da, db = _merge(name, _Stream(ra, xa, str(pa)), _Stream(rb, xb, str(pb)), report, limit)
             report.tables[name] = {
-                "a": da.to_json() if xa else None, "b": db.to_json() if xb else None,
+                "a": da.to_json() if xa else None,
+                "b": db.to_json() if xb else None,
                 "equal": xa is not None and xb is not None and da == db and xa.kind is xb.kind,
             }
             if xa is None:
@@ -249,12 +287,21 @@ def verify_manifest(store: str, manifest: str, *, engine: str | None = None) -> 
     current = {t["table"]: t for t in now.tables}
     for name in sorted(set(current) | set(saved["tables"]), key=lambda n: n.encode()):
         x, y = current.get(name), saved["tables"].get(name)
-        same = x is not None and y is not None and (x["kind"], x["count"], x["sum"]) == (y["kind"], y["count"], y["sum"])
+        same = (
+            x is not None
+            and y is not None
+            and (x["kind"], x["count"], x["sum"]) == (y["kind"], y["count"], y["sum"])
+        )
         report.tables[name] = {"a": x, "b": y, "equal": same}
         if not same:
             report.difference_count += 1
-            what = ("table missing in the store" if x is None else "table missing in the manifest" if y is None
-                    else f"digest differs ({x['count']} records now, {y['count']} in the manifest)")
+            what = (
+                "table missing in the store"
+                if x is None
+                else "table missing in the manifest"
+                if y is None
+                else f"digest differs ({x['count']} records now, {y['count']} in the manifest)"
+            )
             report.differences.append(Difference(name, b"", what))
     report.equal = report.difference_count == 0 and now.digest == saved["digest"]
     return report

@@ -35,18 +35,32 @@ def test_sqlite3_shell_reads_a_converted_store(tmp_path):
     first = _shell(out, "SELECT hex(key) FROM events ORDER BY key LIMIT 1;").strip()
     assert first == (b"folder-000/" + bytes(8)).hex().upper()
     # The app can switch the file to WAL and keep using it.
-    assert _shell(out, "PRAGMA journal_mode=WAL; SELECT count(*) FROM settings;").split() == ["wal", "200"]
+    assert _shell(out, "PRAGMA journal_mode=WAL; SELECT count(*) FROM settings;").split() == [
+        "wal",
+        "200",
+    ]
 
 
 def test_versions_above_2_63_are_stored_signed(tmp_path):
-    path = write_store(SqliteEngine, tmp_path / "v.sqlite",
-                       {TableInfo("s", TableKind.VERSIONED): [(b"a", b"", MAX_VERSION), (b"b", b"", 2**63)]})
-    assert _shell(path, "SELECT version FROM s ORDER BY key;").split() == ["-1", "-9223372036854775808"]
-    assert read_store(SqliteEngine, path)["tables"]["s"][1] == [(b"a", b"", MAX_VERSION), (b"b", b"", 2**63)]
+    path = write_store(
+        SqliteEngine,
+        tmp_path / "v.sqlite",
+        {TableInfo("s", TableKind.VERSIONED): [(b"a", b"", MAX_VERSION), (b"b", b"", 2**63)]},
+    )
+    assert _shell(path, "SELECT version FROM s ORDER BY key;").split() == [
+        "-1",
+        "-9223372036854775808",
+    ]
+    assert read_store(SqliteEngine, path)["tables"]["s"][1] == [
+        (b"a", b"", MAX_VERSION),
+        (b"b", b"", 2**63),
+    ]
 
 
 def test_alembic_version_mirrors_the_stamp(tmp_path):
-    path = write_store(SqliteEngine, tmp_path / "r.sqlite", {}, metadata={"revision": b'["ae1027a6acf"]'})
+    path = write_store(
+        SqliteEngine, tmp_path / "r.sqlite", {}, metadata={"revision": b'["ae1027a6acf"]'}
+    )
     assert _shell(path, "SELECT version_num FROM alembic_version;").strip() == "ae1027a6acf"
 
 
@@ -59,12 +73,18 @@ def test_foreign_tables_are_refused_by_name_or_skipped(tmp_path):
         SqliteEngine.open_reader(path)
     got = read_store(SqliteEngine, path, {"skip_foreign_tables": True})
     assert list(got["tables"]) == ["ok"]
-    report = convert(str(path), str(tmp_path / "o.jsonl"), source_options={"skip_foreign_tables": True})
+    report = convert(
+        str(path), str(tmp_path / "o.jsonl"), source_options={"skip_foreign_tables": True}
+    )
     assert [t.name for t in report.tables] == ["ok"]
 
 
 def test_a_wal_source_is_read_at_one_snapshot_while_the_app_writes(tmp_path):
-    path = write_store(SqliteEngine, tmp_path / "w.sqlite", {TableInfo("t"): [(b"%05d" % i, b"v") for i in range(100)]})
+    path = write_store(
+        SqliteEngine,
+        tmp_path / "w.sqlite",
+        {TableInfo("t"): [(b"%05d" % i, b"v") for i in range(100)]},
+    )
     app = apsw.Connection(str(path))
     app.execute("PRAGMA journal_mode=WAL")
     app.execute("INSERT INTO t VALUES (x'00', x'01')")  # committed before the reader opens
@@ -92,5 +112,9 @@ def test_text_keys_written_by_another_program_are_refused(tmp_path):
 
 
 def test_fixture_equals_the_other_engines_fixtures():
-    assert verify(str(FIXTURES / "sqlite" / "app.sqlite"), str(FIXTURES / "rocksdb" / "app.rocksdb")).equal
-    assert verify(str(FIXTURES / "sqlite" / "app.sqlite"), str(FIXTURES / "jsonl" / "app.jsonl")).equal
+    assert verify(
+        str(FIXTURES / "sqlite" / "app.sqlite"), str(FIXTURES / "rocksdb" / "app.rocksdb")
+    ).equal
+    assert verify(
+        str(FIXTURES / "sqlite" / "app.sqlite"), str(FIXTURES / "jsonl" / "app.jsonl")
+    ).equal

@@ -14,9 +14,12 @@ import importlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, ContextManager
+from typing import Any, ClassVar
+
+from typing_extensions import Self
 
 from ..errors import MissingDriverError, UsageError
 from ..model import Batch, Record, TableInfo
@@ -76,7 +79,7 @@ class Reader(ABC):
     # reader; the pipeline then reads ahead on a second thread (see prefetch.py).
     threadsafe_reads: ClassVar[bool] = False
 
-    def __enter__(self) -> Reader:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -135,7 +138,9 @@ class Reader(ABC):
 class Writer(ABC):
     """Writes a store: tables, batches of records in key order, metadata."""
 
-    def __enter__(self) -> Writer:
+    path: Path  # the store being written
+
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -232,7 +237,7 @@ class Writer(ABC):
         """
         raise UsageError(f"the {type(self).__name__} writer does not speak SQL")
 
-    def transaction(self) -> ContextManager[None]:
+    def transaction(self) -> AbstractContextManager[None]:
         """One atomic commit around everything done inside the ``with`` block.
 
         Only called when ``Capabilities.transactional_ddl`` is declared. The default
@@ -328,7 +333,9 @@ class Engine(ABC):
     def check_key(cls, table: TableInfo, key: bytes) -> None:
         """Raise if the engine cannot store ``key`` (checked before anything is written)."""
         caps = cls.capabilities
-        if len(key) < caps.min_key_len or (caps.max_key_len is not None and len(key) > caps.max_key_len):
+        if len(key) < caps.min_key_len or (
+            caps.max_key_len is not None and len(key) > caps.max_key_len
+        ):
             from ..errors import DestinationError
 
             limit = f"{caps.min_key_len}..{caps.max_key_len}"
@@ -338,10 +345,12 @@ class Engine(ABC):
             )
 
 
-def check_options(engine: type[Engine], options: Mapping[str, Any] | None, known: set[str]) -> dict[str, Any]:
+def check_options(
+    engine: type[Engine], options: Mapping[str, Any] | None, known: set[str]
+) -> dict[str, Any]:
     """Return the options an engine knows, refusing unknown ones."""
     opts = dict(options or {})
     unknown = set(opts) - known
     if unknown:
-        raise UsageError(f"the {engine.name} engine has no option {sorted(unknown)[0]!r}")
+        raise UsageError(f"the {engine.name} engine has no option {min(unknown)!r}")
     return opts

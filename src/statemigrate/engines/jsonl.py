@@ -17,7 +17,7 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..digest import Digest, batch_digest, store_digest
 from ..errors import DestinationError, SourceError
@@ -59,7 +59,7 @@ class JsonlReader(Reader):
     def __init__(self, path: Path):
         self.path = path
         try:
-            self.file = open(path, "rb")
+            self.file: BinaryIO | None = open(path, "rb")  # noqa: SIM115 - held by the reader until close()
             header = json.loads(self.file.readline())
             footer = json.loads(_last_line(path))
         except (OSError, ValueError, UnicodeDecodeError) as exc:
@@ -151,7 +151,7 @@ class JsonlWriter(Writer):
         self.header_written = False
         try:
             if create:
-                self.file = open(path, "xb")
+                self.file: BinaryIO = open(path, "xb")  # noqa: SIM115 - held by the writer until close()
             else:
                 self._restore()
         except FileExistsError as exc:
@@ -163,8 +163,10 @@ class JsonlWriter(Writer):
         try:
             state = json.loads(self.sidecar.read_text())
         except (OSError, ValueError) as exc:
-            raise DestinationError(f"{self.path}: no usable checkpoint beside the dump ({exc})") from exc
-        self.file = open(self.path, "r+b")
+            raise DestinationError(
+                f"{self.path}: no usable checkpoint beside the dump ({exc})"
+            ) from exc
+        self.file = open(self.path, "r+b")  # noqa: SIM115 - held by the writer until close()
         self.file.truncate(state["offset"])
         self.file.seek(state["offset"])
         self.meta = _meta_from_json(state["meta"])
@@ -194,9 +196,14 @@ class JsonlWriter(Writer):
     def _header(self) -> None:
         if not self.header_written:
             persistent = {k: v for k, v in self.meta.items() if k != "checkpoint"}
-            head = {"statemigrate": FORMAT, "schema": _text(persistent.get("schema")),
-                    "revision": json.loads(persistent["revision"]) if "revision" in persistent else None,
-                    "meta": _meta_to_json(persistent)}
+            head = {
+                "statemigrate": FORMAT,
+                "schema": _text(persistent.get("schema")),
+                "revision": json.loads(persistent["revision"])
+                if "revision" in persistent
+                else None,
+                "meta": _meta_to_json(persistent),
+            }
             self._write(json.dumps(head) + "\n")
             self.header_written = True
 
@@ -209,9 +216,15 @@ class JsonlWriter(Writer):
     def create_table(self, table: TableInfo) -> None:
         self._header()
         self.file.flush()
-        entry = {"name": table.name, "kind": table.kind.value, "meta": table.meta,
-                 "offset": self.file.tell(), "count": 0, "sum": 0}
-        line = {"table": table.name, "kind": table.kind.value}
+        entry = {
+            "name": table.name,
+            "kind": table.kind.value,
+            "meta": table.meta,
+            "offset": self.file.tell(),
+            "count": 0,
+            "sum": 0,
+        }
+        line: dict[str, Any] = {"table": table.name, "kind": table.kind.value}
         if table.meta:
             line["meta"] = table.meta
         self._write(json.dumps(line) + "\n")
@@ -225,12 +238,15 @@ class JsonlWriter(Writer):
         d = batch_digest(batch, table.versioned)
         if table.versioned:
             lines = [
-                f'{{"k":"{_b64e(k).decode()}","v":"{_b64e(v).decode()}","ver":{ver}}}\n' for k, v, ver in batch
+                f'{{"k":"{_b64e(k).decode()}","v":"{_b64e(v).decode()}","ver":{ver}}}\n'
+                for k, v, ver in batch
             ]
         else:
             lines = [f'{{"k":"{_b64e(k).decode()}","v":"{_b64e(v).decode()}"}}\n' for k, v in batch]
         self.batch_no += 1
-        lines.append(json.dumps({"batch": self.batch_no, "records": d.count, "sum": d.hex()}) + "\n")
+        lines.append(
+            json.dumps({"batch": self.batch_no, "records": d.count, "sum": d.hex()}) + "\n"
+        )
         self._write("".join(lines))
         total = Digest(entry["count"], entry["sum"]) + d
         entry["count"], entry["sum"] = total.count, total.sum
@@ -251,13 +267,26 @@ class JsonlWriter(Writer):
     def finish(self) -> None:
         self._header()
         tables = [
-            {"table": t["name"], "kind": t["kind"], "count": t["count"], "sum": f"{t['sum']:032x}",
-             "offset": t["offset"], **({"meta": t["meta"]} if t["meta"] else {})}
+            {
+                "table": t["name"],
+                "kind": t["kind"],
+                "count": t["count"],
+                "sum": f"{t['sum']:032x}",
+                "offset": t["offset"],
+                **({"meta": t["meta"]} if t["meta"] else {}),
+            }
             for t in self.tables
         ]
-        digest = store_digest((t["name"], TableKind(t["kind"]), Digest(t["count"], t["sum"])) for t in self.tables)
+        digest = store_digest(
+            (t["name"], TableKind(t["kind"]), Digest(t["count"], t["sum"])) for t in self.tables
+        )
         persistent = {k: v for k, v in self.meta.items() if k != "checkpoint"}
-        footer = {"footer": FORMAT, "tables": tables, "digest": digest, "meta": _meta_to_json(persistent)}
+        footer = {
+            "footer": FORMAT,
+            "tables": tables,
+            "digest": digest,
+            "meta": _meta_to_json(persistent),
+        }
         self._write(json.dumps(footer) + "\n")
         try:
             self.file.flush()
@@ -270,7 +299,7 @@ class JsonlWriter(Writer):
         f = getattr(self, "file", None)
         if f is not None:
             f.close()
-            self.file = None
+            del self.file
 
 
 def _text(value: bytes | None) -> str | None:

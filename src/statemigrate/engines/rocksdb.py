@@ -52,7 +52,9 @@ def encode_versioned(batch: Batch) -> list[tuple[bytes, bytes]]:
     return [(k, ver.to_bytes(8, "big") + v) for k, v, ver in batch]
 
 
-def decode_versioned(pairs: list[tuple[bytes, bytes]], where: str) -> list[tuple[bytes, bytes, int]]:
+def decode_versioned(
+    pairs: list[tuple[bytes, bytes]], where: str
+) -> list[tuple[bytes, bytes, int]]:
     """Inverse of :func:`encode_versioned`."""
     out = [(k, v[8:], int.from_bytes(v[:8], "big")) for k, v in pairs]
     if any(len(v) < 8 for _k, v in pairs):
@@ -78,7 +80,9 @@ def _shadow(path: Path) -> Path:
     return shadow
 
 
-def scan_batches(cf: Any, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int) -> Iterator[Batch]:
+def scan_batches(
+    cf: Any, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+) -> Iterator[Batch]:
     """Bounded batches of a column family in key order, strictly after ``after``.
 
     Rows are taken and versions decoded in the native extension, one call per batch.
@@ -114,7 +118,7 @@ class RocksdbReader(Reader):
             raise StoreBusyError(busy_message(path, holder))
         opts = _options(rd)
         try:
-            self.shadow = _shadow(path)
+            self.shadow: Path | None = _shadow(path)
         except OSError as exc:
             raise SourceError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
         try:
@@ -136,7 +140,11 @@ class RocksdbReader(Reader):
                 continue
             if name == DEFAULT_CF and self._is_empty(name):
                 continue  # the default family always exists; a table only when it has data
-            kind = TableKind.VERSIONED if self._meta.get(KIND_PREFIX + name) == b"versioned" else TableKind.PLAIN
+            kind = (
+                TableKind.VERSIONED
+                if self._meta.get(KIND_PREFIX + name) == b"versioned"
+                else TableKind.PLAIN
+            )
             self._tables.append(TableInfo(name, kind))
 
     def _cf(self, name: str) -> Any:
@@ -145,7 +153,7 @@ class RocksdbReader(Reader):
         return self._cfs[name]
 
     def _is_empty(self, name: str) -> bool:
-        for _ in self._cf(name).keys():
+        for _ in self._cf(name).keys():  # an Rdict is not a dict: iterating it needs .keys()
             return False
         return True
 
@@ -199,14 +207,18 @@ class RocksdbWriter(Writer):
         try:
             names = [] if create else rd.Rdict.list_cf(str(path), self.opts)
             self.db = rd.Rdict(
-                str(path), self.opts, column_families={n: self.opts for n in names if n != DEFAULT_CF}
+                str(path),
+                self.opts,
+                column_families={n: self.opts for n in names if n != DEFAULT_CF},
             )
             if METADATA_TABLE not in names:
                 self.db.create_column_family(METADATA_TABLE, self.opts)
         except Exception as exc:
             if _is_busy(exc):
                 raise StoreBusyError(busy_message(path, fcntl_holder(path / "LOCK"))) from exc
-            raise DestinationError(f"{path}: cannot open RocksDB for writing ({_msg(exc)})") from exc
+            raise DestinationError(
+                f"{path}: cannot open RocksDB for writing ({_msg(exc)})"
+            ) from exc
         self.write_opts = rd.WriteOptions()
         self.write_opts.disable_wal = True
         self.wal_opts = rd.WriteOptions()
@@ -222,13 +234,19 @@ class RocksdbWriter(Writer):
 
     def metadata(self) -> dict[str, bytes]:
         cf = self._meta_cf()
-        out = {k.decode("utf-8"): v for k, v in cf.items() if not k.startswith(KIND_PREFIX.encode())}
+        out = {
+            k.decode("utf-8"): v for k, v in cf.items() if not k.startswith(KIND_PREFIX.encode())
+        }
         del cf
         return out
 
     def list_tables(self) -> list[TableInfo]:
         cf = self._meta_cf()
-        versioned = {k[len(KIND_PREFIX):].decode() for k, v in cf.items() if k.startswith(KIND_PREFIX.encode())}
+        versioned = {
+            k[len(KIND_PREFIX) :].decode()
+            for k, v in cf.items()
+            if k.startswith(KIND_PREFIX.encode())
+        }
         del cf
         names = self.rd.Rdict.list_cf(str(self.path), self.opts)
         return [
@@ -242,15 +260,27 @@ class RocksdbWriter(Writer):
         # as it is created, while WAL-off writes survive a kill only once flushed, and a
         # table found after a kill must not read back as plain. Always written, so a
         # kind left by a dropped table of the same name never sticks.
-        self._write(None, [], {KIND_PREFIX + table.name: b"versioned" if table.versioned else None}, wal=True)
+        self._write(
+            None,
+            [],
+            {KIND_PREFIX + table.name: b"versioned" if table.versioned else None},
+            wal=True,
+        )
         try:
             if table.name != DEFAULT_CF:
                 self.db.create_column_family(table.name, self.opts)
         except Exception as exc:
-            raise DestinationError(f"{self.path}: cannot create table {table.name!r} ({_msg(exc)})") from exc
+            raise DestinationError(
+                f"{self.path}: cannot create table {table.name!r} ({_msg(exc)})"
+            ) from exc
 
-    def _write(self, table: TableInfo | None, batch: Batch, metadata: Mapping[str, bytes | None] | None,
-               wal: bool = False) -> None:
+    def _write(
+        self,
+        table: TableInfo | None,
+        batch: Batch,
+        metadata: Mapping[str, bytes | None] | None,
+        wal: bool = False,
+    ) -> None:
         wb = self.rd.WriteBatch(raw_mode=True)
         if table is not None:
             handle = self._handle(table.name) if table.name != DEFAULT_CF else None
@@ -330,7 +360,9 @@ class RocksdbWriter(Writer):
         try:
             self.db.drop_column_family(name)
         except Exception as exc:
-            raise DestinationError(f"{self.path}: cannot drop table {name!r} ({_msg(exc)})") from exc
+            raise DestinationError(
+                f"{self.path}: cannot drop table {name!r} ({_msg(exc)})"
+            ) from exc
 
     def sync(self) -> None:
         """Flush the column families whose memtables hold writes (the others have none to lose)."""
@@ -388,12 +420,16 @@ class RocksdbEngine(Engine):
     @classmethod
     def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
         opts = check_options(cls, options, {"rocksdb_format_version"})
-        return RocksdbWriter(cls, path, True, int(opts.get("rocksdb_format_version") or DEFAULT_FORMAT_VERSION))
+        return RocksdbWriter(
+            cls, path, True, int(opts.get("rocksdb_format_version") or DEFAULT_FORMAT_VERSION)
+        )
 
     @classmethod
     def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
         opts = check_options(cls, options, {"rocksdb_format_version"})
-        return RocksdbWriter(cls, path, False, int(opts.get("rocksdb_format_version") or DEFAULT_FORMAT_VERSION))
+        return RocksdbWriter(
+            cls, path, False, int(opts.get("rocksdb_format_version") or DEFAULT_FORMAT_VERSION)
+        )
 
     @classmethod
     def format_info(cls, path: Path) -> dict[str, Any]:

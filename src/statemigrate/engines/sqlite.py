@@ -61,7 +61,9 @@ class SqlLayout:
         where = " WHERE key > ?" if after else ""
         return f"SELECT {cols} FROM {quote(table.name)}{where} ORDER BY key"
 
-    META_CREATE = f"CREATE TABLE IF NOT EXISTS {quote(METADATA_TABLE)} (key TEXT PRIMARY KEY, value BLOB)"
+    META_CREATE = (
+        f"CREATE TABLE IF NOT EXISTS {quote(METADATA_TABLE)} (key TEXT PRIMARY KEY, value BLOB)"
+    )
     META_PUT = f"INSERT OR REPLACE INTO {quote(METADATA_TABLE)} (key, value) VALUES (?, ?)"
     META_DELETE = f"DELETE FROM {quote(METADATA_TABLE)} WHERE key = ?"
     META_SELECT = f"SELECT key, value FROM {quote(METADATA_TABLE)}"
@@ -117,7 +119,10 @@ class SqliteReader(Reader):
             self.conn.set_busy_timeout(3000)
             self.conn.execute("BEGIN")
             # The first read fixes the snapshot for the whole transaction.
-            names = [r[0] for r in self.conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")]
+            names = [
+                r[0]
+                for r in self.conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")
+            ]
         except apsw.BusyError as exc:
             raise StoreBusyError(busy_message(path, fcntl_holder(path))) from exc
         except apsw.Error as exc:
@@ -128,7 +133,10 @@ class SqliteReader(Reader):
         for name in names:
             if name in INTERNAL_TABLES or name.startswith("sqlite_"):
                 continue
-            cols = [(r[1], r[2], r[3], r[5]) for r in self.conn.execute(f"PRAGMA table_info({quote(name)})")]
+            cols = [
+                (r[1], r[2], r[3], r[5])
+                for r in self.conn.execute(f"PRAGMA table_info({quote(name)})")
+            ]
             kind = classify_columns(cols)
             if kind is None:
                 foreign.append(name)
@@ -167,9 +175,13 @@ class SqliteReader(Reader):
         try:
             yield from select_batches(self.conn, table, after, max_records, max_bytes)
         except apsw.Error as exc:
-            raise SourceError(f"{self.path}: reading table {table.name!r} failed ({_msg(exc)})") from exc
+            raise SourceError(
+                f"{self.path}: reading table {table.name!r} failed ({_msg(exc)})"
+            ) from exc
         except (ValueError, OverflowError) as exc:
-            raise SourceError(f"{self.path}: table {table.name!r} holds a record outside the model ({exc})") from exc
+            raise SourceError(
+                f"{self.path}: table {table.name!r} holds a record outside the model ({exc})"
+            ) from exc
 
     def close(self) -> None:
         conn = getattr(self, "conn", None)
@@ -178,8 +190,9 @@ class SqliteReader(Reader):
             self.conn = None
 
 
-def select_batches(conn: Any, table: TableInfo, after: bytes | None, max_records: int,
-                   max_bytes: int) -> Iterator[Batch]:
+def select_batches(
+    conn: Any, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+) -> Iterator[Batch]:
     """Bounded batches of a table in key order, strictly after ``after``.
 
     Rows are taken (and signed versions read back modulo 2^64) in the native
@@ -187,7 +200,9 @@ def select_batches(conn: Any, table: TableInfo, after: bytes | None, max_records
     """
     from .. import _native
 
-    cur = conn.execute(SqlLayout.select_sql(table, after is not None), (after,) if after is not None else ())
+    cur = conn.execute(
+        SqlLayout.select_sql(table, after is not None), (after,) if after is not None else ()
+    )
     decode = "signed_version" if table.versioned else "as_is"
     while True:
         rows, _nbytes = _native.take_batch(cur, max_records, max_bytes, decode)
@@ -238,7 +253,9 @@ class SqliteWriter(Writer):
         except self.apsw.FullError as exc:
             raise DestinationError(f"{self.path}: disk full ({_msg(exc)})") from exc
         except self.apsw.ConstraintError as exc:
-            raise DestinationError(f"{self.path}: duplicate or out-of-order key ({_msg(exc)})") from exc
+            raise DestinationError(
+                f"{self.path}: duplicate or out-of-order key ({_msg(exc)})"
+            ) from exc
         except self.apsw.Error as exc:
             raise DestinationError(f"{self.path}: write failed ({_msg(exc)})") from exc
 
@@ -247,7 +264,10 @@ class SqliteWriter(Writer):
         for (name,) in self.conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'"):
             if name in INTERNAL_TABLES or name.startswith("sqlite_"):
                 continue
-            cols = [(r[1], r[2], r[3], r[5]) for r in self.conn.execute(f"PRAGMA table_info({quote(name)})")]
+            cols = [
+                (r[1], r[2], r[3], r[5])
+                for r in self.conn.execute(f"PRAGMA table_info({quote(name)})")
+            ]
             kind = classify_columns(cols)
             if kind is not None:
                 out.append(TableInfo(name, kind))
@@ -271,7 +291,9 @@ class SqliteWriter(Writer):
     def _mirror_alembic(self, revisions: list[str]) -> None:
         self.conn.execute(SqlLayout.ALEMBIC_CREATE)
         self.conn.execute(f"DELETE FROM {ALEMBIC_TABLE}")
-        self.conn.executemany(f"INSERT INTO {ALEMBIC_TABLE} (version_num) VALUES (?)", [(r,) for r in revisions])
+        self.conn.executemany(
+            f"INSERT INTO {ALEMBIC_TABLE} (version_num) VALUES (?)", [(r,) for r in revisions]
+        )
 
     def write_batch(self, table: TableInfo, batch: Batch, metadata=None) -> None:  # type: ignore[override]
         def work() -> None:
@@ -307,7 +329,9 @@ class SqliteWriter(Writer):
         try:
             yield from select_batches(self.conn, table, after, max_records, max_bytes)
         except self.apsw.Error as exc:
-            raise DestinationError(f"{self.path}: reading table {table.name!r} failed ({_msg(exc)})") from exc
+            raise DestinationError(
+                f"{self.path}: reading table {table.name!r} failed ({_msg(exc)})"
+            ) from exc
 
     def drop_table(self, name: str) -> None:
         self._tx(lambda: self.conn.execute(f"DROP TABLE IF EXISTS {quote(name)}"))

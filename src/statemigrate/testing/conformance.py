@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..engines.base import Engine
-from ..model import MAX_VERSION, TableInfo, TableKind
+from ..model import MAX_VERSION, Record, TableInfo, TableKind
 from .stores import content_as_data, read_store, store_path, tree_sha256, write_store
 
 Case = Callable[[type[Engine], Path], None]
@@ -47,7 +47,9 @@ def empty_store(engine: type[Engine], tmp: Path) -> None:
 @case
 def empty_and_missing_tables(engine: type[Engine], tmp: Path) -> None:
     """An empty table is listed with no records; a table never created is not listed."""
-    path = write_store(engine, store_path(engine, tmp), {TableInfo("empty"): [], TableInfo("one"): [(b"k", b"v")]})
+    path = write_store(
+        engine, store_path(engine, tmp), {TableInfo("empty"): [], TableInfo("one"): [(b"k", b"v")]}
+    )
     got = read_store(engine, path)
     assert got["tables"] == {"empty": ("plain", []), "one": ("plain", [(b"k", b"v")])}
     assert "missing" not in got["tables"]
@@ -87,7 +89,10 @@ def batches_are_bounded(engine: type[Engine], tmp: Path) -> None:
 @case
 def separate_tables(engine: type[Engine], tmp: Path) -> None:
     """The same key in two tables holds two values."""
-    content = {TableInfo("a"): [(b"k", b"from a")], TableInfo("b"): [(b"k", b"from b"), (b"l", b"")]}
+    content = {
+        TableInfo("a"): [(b"k", b"from a")],
+        TableInfo("b"): [(b"k", b"from b"), (b"l", b"")],
+    }
     path = write_store(engine, store_path(engine, tmp), content)
     assert read_store(engine, path)["tables"] == content_as_data(content)
 
@@ -95,8 +100,25 @@ def separate_tables(engine: type[Engine], tmp: Path) -> None:
 @case
 def odd_keys(engine: type[Engine], tmp: Path) -> None:
     """Empty, NUL, 0xff, prefixes and 1,000-byte keys sort as memcmp does."""
-    keys = _keys_ok(engine, [b"", b"\x00", b"\x00\x00", b"\x00\x01", b"\xff", b"\xff\xff", b"a", b"ab", b"abc",
-                             b"a\x00", b"b", b"k" * 1000, b"\x7f", b"\x80"])
+    keys = _keys_ok(
+        engine,
+        [
+            b"",
+            b"\x00",
+            b"\x00\x00",
+            b"\x00\x01",
+            b"\xff",
+            b"\xff\xff",
+            b"a",
+            b"ab",
+            b"abc",
+            b"a\x00",
+            b"b",
+            b"k" * 1000,
+            b"\x7f",
+            b"\x80",
+        ],
+    )
     recs = [(k, k[::-1] + b"!") for k in keys]
     path = write_store(engine, store_path(engine, tmp), {TableInfo("t"): recs}, batch=3)
     got = read_store(engine, path)["tables"]["t"][1]
@@ -119,7 +141,10 @@ def empty_and_large_values(engine: type[Engine], tmp: Path) -> None:
 def versioned_records(engine: type[Engine], tmp: Path) -> None:
     """Versions 0, 2^63 and 2^64-1 round-trip; the table stays versioned."""
     recs = [(b"a", b"x", 0), (b"b", b"", MAX_VERSION), (b"c", b"y", 2**63), (b"d", b"z", 2**63 - 1)]
-    content = {TableInfo("s", V): recs, TableInfo("p"): [(b"a", b"x")]}
+    content: dict[TableInfo, list[Record]] = {
+        TableInfo("s", V): list(recs),
+        TableInfo("p"): [(b"a", b"x")],
+    }
     path = write_store(engine, store_path(engine, tmp), content)
     assert read_store(engine, path)["tables"] == content_as_data(content)
 
@@ -128,7 +153,9 @@ def versioned_records(engine: type[Engine], tmp: Path) -> None:
 def persistence_and_metadata(engine: type[Engine], tmp: Path) -> None:
     """Records and metadata survive closing and reopening; metadata is not a table."""
     meta = {"schema": b"demo", "revision": b'["abc123"]', "custom": bytes(range(256))}
-    path = write_store(engine, store_path(engine, tmp), {TableInfo("t"): [(b"k", b"v")]}, metadata=meta)
+    path = write_store(
+        engine, store_path(engine, tmp), {TableInfo("t"): [(b"k", b"v")]}, metadata=meta
+    )
     got = read_store(engine, path)
     assert got["tables"] == {"t": ("plain", [(b"k", b"v")])}
     for k, v in meta.items():
@@ -138,8 +165,19 @@ def persistence_and_metadata(engine: type[Engine], tmp: Path) -> None:
 @case
 def odd_table_names(engine: type[Engine], tmp: Path) -> None:
     """Quotes, semicolons, slashes, dots, spaces, non-ASCII and 255-byte names work."""
-    names = ['x"; DROP TABLE y; --', "it's", "../../etc/passwd", "a/b\\c", "with space", "ünïcødé 状态",
-             "é" * 127 + "x", "[brackets]", "`tick`", "%s%n", "default"]
+    names = [
+        'x"; DROP TABLE y; --',
+        "it's",
+        "../../etc/passwd",
+        "a/b\\c",
+        "with space",
+        "ünïcødé 状态",
+        "é" * 127 + "x",
+        "[brackets]",
+        "`tick`",
+        "%s%n",
+        "default",
+    ]
     assert len(names[6].encode()) == 255
     content = {TableInfo(n): [(b"k", n.encode())] for n in names}
     path = write_store(engine, store_path(engine, tmp), content)
@@ -149,7 +187,9 @@ def odd_table_names(engine: type[Engine], tmp: Path) -> None:
 @case
 def reading_never_modifies(engine: type[Engine], tmp: Path) -> None:
     """A full read leaves every file of the store byte-identical."""
-    path = write_store(engine, store_path(engine, tmp), {TableInfo("t"): [(b"k%d" % i, b"v") for i in range(100)]})
+    path = write_store(
+        engine, store_path(engine, tmp), {TableInfo("t"): [(b"k%d" % i, b"v") for i in range(100)]}
+    )
     before = tree_sha256(path)
     read_store(engine, path)
     read_store(engine, path)

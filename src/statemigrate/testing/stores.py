@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ from ..digest import Digest, batch_digest, store_digest
 from ..engines.base import Engine
 from ..model import Record, TableInfo
 
-Content = dict[TableInfo, list[Record]]
+Content = Mapping[TableInfo, Sequence[Record]]
 
 
 def store_path(engine: type[Engine], tmp: Path, name: str = "store") -> Path:
@@ -20,8 +20,14 @@ def store_path(engine: type[Engine], tmp: Path, name: str = "store") -> Path:
     return tmp / f"{name}.{engine.name}"
 
 
-def write_store(engine: type[Engine], path: Path, content: Content, metadata: Mapping[str, bytes] | None = None,
-                batch: int = 1000, options: Mapping[str, Any] | None = None) -> Path:
+def write_store(
+    engine: type[Engine],
+    path: Path,
+    content: Content,
+    metadata: Mapping[str, bytes] | None = None,
+    batch: int = 1000,
+    options: Mapping[str, Any] | None = None,
+) -> Path:
     """Create a store at ``path`` holding ``content`` (records sorted here) and ``metadata``."""
     writer = engine.create_writer(path, options)
     try:
@@ -38,7 +44,9 @@ def write_store(engine: type[Engine], path: Path, content: Content, metadata: Ma
     return path
 
 
-def read_store(engine: type[Engine], path: Path, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def read_store(
+    engine: type[Engine], path: Path, options: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Every table's kind and records, and the metadata, as plain data."""
     with engine.open_reader(path, options) as reader:
         tables = {}
@@ -67,7 +75,9 @@ def content_digest(content: Content) -> str:
 def tree_sha256(path: Path) -> dict[str, str]:
     """sha256 of every file of a store (a file, or every file below a directory)."""
     out = {}
-    files = [path] if path.is_file() else sorted(Path(r) / f for r, _d, fs in os.walk(path) for f in fs)
+    files = (
+        [path] if path.is_file() else sorted(Path(r) / f for r, _d, fs in os.walk(path) for f in fs)
+    )
     for f in files:
         out[str(f.relative_to(path.parent))] = hashlib.sha256(f.read_bytes()).hexdigest()
     return out
