@@ -1,10 +1,21 @@
 # The one task runner: people and CI call these targets.
-PYTHON ?= python3
+# Everything runs in a project virtual environment (.venv), so `make demo` and
+# `make test` work on a fresh machine whatever its Python policy (PEP 668).
+BOOTSTRAP_PYTHON ?= python3
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
 DEMO := build/demo
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: install system-deps demo test test-long bench fixtures lint
 
-install:  ## the package, every engine driver and the test tools (builds the Rust extension)
+$(PYTHON):  ## the project's virtual environment (Debian's python3-venv installed if missing)
+	@$(BOOTSTRAP_PYTHON) -m venv $(VENV) 2>/dev/null || { \
+	  rm -rf $(VENV); apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null \
+	  && $(BOOTSTRAP_PYTHON) -m venv $(VENV); }
+	@$(PYTHON) -m pip install -q --disable-pip-version-check --upgrade pip
+
+install: $(PYTHON)  ## the package, every engine driver and the test tools (builds the Rust extension)
 	$(PYTHON) -m pip install -q --disable-pip-version-check -e ".[all,test]"
 
 system-deps:  ## Debian's sqlite3 shell and RocksDB 7.8 ldb, which the compatibility tests run
@@ -13,14 +24,14 @@ system-deps:  ## Debian's sqlite3 shell and RocksDB 7.8 ldb, which the compatibi
 
 demo: install  ## convert the bundled example store, verify it, show the digest
 	@rm -rf $(DEMO) && mkdir -p $(DEMO)
-	statemigrate convert examples/app-state.sqlite $(DEMO)/app-state.rocksdb
-	statemigrate verify examples/app-state.sqlite $(DEMO)/app-state.rocksdb
-	statemigrate checksum $(DEMO)/app-state.rocksdb
+	$(VENV)/bin/statemigrate convert examples/app-state.sqlite $(DEMO)/app-state.rocksdb
+	$(VENV)/bin/statemigrate verify examples/app-state.sqlite $(DEMO)/app-state.rocksdb
+	$(VENV)/bin/statemigrate checksum $(DEMO)/app-state.rocksdb
 
-test: install system-deps  ## the whole test suite (kill harness and fuzzers bounded)
+test: install system-deps  ## the whole test suite (kill harness and fuzzers bounded; deterministic)
 	$(PYTHON) -m pytest -q -p no:cacheprovider -rx --durations=20
 
-test-long: install system-deps  ## the same with the long kill harness and fuzzers
+test-long: install system-deps  ## the same with the long kill harness and random exploration
 	STATEMIGRATE_LONG=1 $(PYTHON) -m pytest -q -p no:cacheprovider
 
 bench: install  ## the benchmark runner (1M records; several minutes)
