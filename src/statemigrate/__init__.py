@@ -12,7 +12,12 @@ from typing import Any
 
 from .api import checksum, convert, engines, inspect, open_store, verify, verify_manifest
 
-__version__ = "0.1.0"
+try:  # one source: rust/Cargo.toml, through the installed package's metadata
+    from importlib.metadata import version as _version
+
+    __version__ = _version("statemigrate")
+except Exception:  # noqa: BLE001 - running from a source tree without metadata
+    __version__ = "0+unknown"
 
 
 def __getattr__(name: str) -> Any:
