@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import DestinationError, SourceError, StoreBusyError
+from ..errors import DestinationError, SourceError, StateMigrateError, StoreBusyError, UsageError
 from ..locks import busy_message, fcntl_holder
 from ..model import METADATA_TABLE, Batch, Record, TableInfo, TableKind
 from .base import Capabilities, Engine, Reader, Writer, check_options
@@ -25,6 +26,10 @@ from .base import Capabilities, Engine, Reader, Writer, check_options
 DEFAULT_CF = "default"
 KIND_PREFIX = "kind:"
 DEFAULT_FORMAT_VERSION = 5
+# Block-based table formats the bundled RocksDB writes (it refuses 7 and up; 0 and 1
+# are legacy formats that newer RocksDB releases no longer write).
+FORMAT_VERSIONS = range(2, 7)
+SHADOW_PREFIX = "statemigrate-rocksdb-ro-"
 
 
 def _msg(exc: BaseException) -> str:
@@ -70,7 +75,7 @@ def _shadow(path: Path) -> Path:
     at all (and a changed mtime would refuse every ``--resume``). Data files are read
     through the links; what the driver writes lands in the private directory.
     """
-    shadow = Path(tempfile.mkdtemp(prefix="statemigrate-rocksdb-ro-"))
+    shadow = Path(tempfile.mkdtemp(prefix=SHADOW_PREFIX))
     for entry in os.scandir(path):
         if entry.name in ("LOCK", "rocksdict-config.json") or entry.name.startswith("LOG"):
             continue
@@ -80,29 +85,115 @@ def _shadow(path: Path) -> Path:
     return shadow
 
 
+def _read_options() -> Any:
+    """Read options that check every block read against its checksum."""
+    import rocksdict
+
+    ro = rocksdict.ReadOptions()
+    ro.set_verify_checksums(True)
+    return ro
+
+
+def damaged(exc: BaseException, where: str) -> SourceError | None:
+    """The SourceError for an error in which RocksDB reports damaged data, else None."""
+    # The reader opens a private link directory: name the file, not that directory.
+    text = re.sub(r"\S*" + SHADOW_PREFIX + r"[^/\s]*/", "", _msg(exc))
+    if text.startswith("Corruption") or "checksum mismatch" in text:
+        return SourceError(f"{where}: the store is damaged ({text})")
+    return None
+
+
+def confirm_scan_end(view: Any, last: bytes | None, after: bytes | None, where: str) -> None:
+    """Raise SourceError unless a scan that ended after ``last`` reached the real end.
+
+    rocksdict's ``items()`` stops at the first position its iterator cannot read (a
+    block that fails its checksum) exactly as at the end of the data, and hides the
+    iterator's status. A second iterator over the same snapshot is positioned on the
+    last key the scan returned and stepped once: at the real end it is invalid with
+    an OK status; after a damaged block its status raises the engine's error.
+
+    Args:
+        view: the snapshot (or column family) the scan read.
+        last: the last key the scan returned, or None when it returned nothing.
+        after: where the scan started (exclusive), or None for the start.
+        where: the store and table, for the message.
+    """
+    it = view.iter(_read_options())
+    try:
+        try:
+            if last is not None:
+                it.seek(last)
+                if not (it.valid() and it.key() == last):
+                    it.status()
+                    raise SourceError(f"{where}: the last key read is gone (damaged store)")
+                it.next()
+            elif after is not None:
+                it.seek(after)
+                if it.valid() and it.key() == after:
+                    it.next()
+            else:
+                it.seek_to_first()
+            stopped_early = it.valid()
+            it.status()
+        except StateMigrateError:
+            raise
+        except Exception as exc:  # rocksdict raises plain Exception
+            raise damaged(exc, where) or SourceError(
+                f"{where}: the scan stopped early ({_msg(exc)})"
+            ) from exc
+        if stopped_early:
+            raise SourceError(f"{where}: the scan stopped before the last record")
+    finally:
+        del it
+
+
+def checked_items(view: Any, where: str) -> Iterator[tuple[bytes, bytes]]:
+    """Every pair of a (small) column family, the scan confirmed to have reached the end."""
+    last = None
+    for key, value in view.items(read_opt=_read_options()):
+        last = key
+        yield key, value
+    confirm_scan_end(view, last, None, where)
+
+
 def scan_batches(
-    cf: Any, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    cf: Any,
+    table: TableInfo,
+    after: bytes | None,
+    max_records: int,
+    max_bytes: int,
+    where: str = "",
 ) -> Iterator[Batch]:
     """Bounded batches of a column family in key order, strictly after ``after``.
 
     Rows are taken and versions decoded in the native extension, one call per batch.
+    Everything is read from one snapshot, and the end of the scan is confirmed
+    (:func:`confirm_scan_end`): a damaged block raises SourceError, never a short table.
     """
     from .. import _native
 
-    items = cf.items(from_key=after) if after is not None else cf.items()
-    decode = "be_version_prefix" if table.versioned else "as_is"
-    skip = after
-    while True:
-        batch, _nbytes = _native.take_batch(items, max_records, max_bytes, decode)
-        if not batch:
-            return
-        if skip is not None:
-            if batch[0][0] == skip:
-                batch = batch[1:]
-            skip = None
+    view = cf.snapshot()
+    try:
+        items = view.items(from_key=after, read_opt=_read_options())
+        decode = "be_version_prefix" if table.versioned else "as_is"
+        skip = after
+        last = None
+        while True:
+            batch, _nbytes = _native.take_batch(items, max_records, max_bytes, decode)
             if not batch:
-                continue
-        yield batch
+                break
+            last = batch[-1][0]
+            if skip is not None:
+                if batch[0][0] == skip:
+                    batch = batch[1:]
+                skip = None
+                if not batch:
+                    continue
+            yield batch
+        del items
+        confirm_scan_end(view, last, after, where or repr(table.name))
+    finally:
+        del view
 
 
 class RocksdbReader(Reader):
@@ -133,8 +224,15 @@ class RocksdbReader(Reader):
             shutil.rmtree(self.shadow, ignore_errors=True)
             raise SourceError(f"{path}: not a readable RocksDB store ({_msg(exc)})") from exc
         self._cfs: dict[str, Any] = {}
-        self._meta = self._read_meta(names)
-        self._tables = []
+        try:
+            self._meta = self._read_meta(names)
+            self._tables = self._list(names)
+        except BaseException:
+            self.close()  # the private link directory must not pile up
+            raise
+
+    def _list(self, names: list[str]) -> list[TableInfo]:
+        tables = []
         for name in names:
             if name == METADATA_TABLE:
                 continue
@@ -145,7 +243,8 @@ class RocksdbReader(Reader):
                 if self._meta.get(KIND_PREFIX + name) == b"versioned"
                 else TableKind.PLAIN
             )
-            self._tables.append(TableInfo(name, kind))
+            tables.append(TableInfo(name, kind))
+        return tables
 
     def _cf(self, name: str) -> Any:
         if name not in self._cfs:
@@ -153,14 +252,31 @@ class RocksdbReader(Reader):
         return self._cfs[name]
 
     def _is_empty(self, name: str) -> bool:
-        for _ in self._cf(name).keys():  # an Rdict is not a dict: iterating it needs .keys()
-            return False
-        return True
+        where = f"{self.path} table {name!r}"
+        it = self._cf(name).iter(_read_options())
+        try:
+            it.seek_to_first()
+            if it.valid():
+                return False
+            it.status()  # an unreadable first block is damage, not an empty table
+            return True
+        except Exception as exc:
+            raise damaged(exc, where) or SourceError(f"{where}: read failed ({_msg(exc)})") from exc
+        finally:
+            del it
 
     def _read_meta(self, names: list[str]) -> dict[str, bytes]:
         if METADATA_TABLE not in names:
             return {}
-        return {k.decode("utf-8"): v for k, v in self._cf(METADATA_TABLE).items()}
+        where = f"{self.path} metadata"
+        try:
+            return {k.decode("utf-8"): v for k, v in checked_items(self._cf(METADATA_TABLE), where)}
+        except StateMigrateError:
+            raise
+        except UnicodeDecodeError as exc:
+            raise SourceError(f"{where}: a key is not UTF-8 ({exc})") from exc
+        except Exception as exc:
+            raise damaged(exc, where) or SourceError(f"{where}: read failed ({_msg(exc)})") from exc
 
     def list_tables(self) -> list[TableInfo]:
         return list(self._tables)
@@ -176,11 +292,13 @@ class RocksdbReader(Reader):
         cf = self._cf(table.name)
         where = f"{self.path} table {table.name!r}"
         try:
-            yield from scan_batches(cf, table, after, max_records, max_bytes)
+            yield from scan_batches(cf, table, after, max_records, max_bytes, where)
+        except StateMigrateError:
+            raise
         except ValueError as exc:
             raise SourceError(f"{where}: {exc}") from exc
         except Exception as exc:
-            raise SourceError(f"{where}: read failed ({_msg(exc)})") from exc
+            raise damaged(exc, where) or SourceError(f"{where}: read failed ({_msg(exc)})") from exc
 
     def close(self) -> None:
         db = getattr(self, "db", None)
@@ -232,22 +350,34 @@ class RocksdbWriter(Writer):
     def _meta_cf(self) -> Any:
         return self.db.get_column_family(METADATA_TABLE)
 
-    def metadata(self) -> dict[str, bytes]:
+    def _meta_items(self) -> list[tuple[bytes, bytes]]:
+        """The metadata column family, read whole and checked (damage is SourceError)."""
+        where = f"{self.path} metadata"
         cf = self._meta_cf()
-        out = {
-            k.decode("utf-8"): v for k, v in cf.items() if not k.startswith(KIND_PREFIX.encode())
+        try:
+            return list(checked_items(cf, where))
+        except StateMigrateError:
+            raise
+        except Exception as exc:
+            raise damaged(exc, where) or DestinationError(
+                f"{where}: read failed ({_msg(exc)})"
+            ) from exc
+        finally:
+            del cf
+
+    def metadata(self) -> dict[str, bytes]:
+        return {
+            k.decode("utf-8"): v
+            for k, v in self._meta_items()
+            if not k.startswith(KIND_PREFIX.encode())
         }
-        del cf
-        return out
 
     def list_tables(self) -> list[TableInfo]:
-        cf = self._meta_cf()
         versioned = {
             k[len(KIND_PREFIX) :].decode()
-            for k, v in cf.items()
+            for k, _v in self._meta_items()
             if k.startswith(KIND_PREFIX.encode())
         }
-        del cf
         names = self.rd.Rdict.list_cf(str(self.path), self.opts)
         return [
             TableInfo(n, TableKind.VERSIONED if n in versioned else TableKind.PLAIN)
@@ -341,11 +471,15 @@ class RocksdbWriter(Writer):
         where = f"{self.path} table {table.name!r}"
         cf = self.db if table.name == DEFAULT_CF else self.db.get_column_family(table.name)
         try:
-            yield from scan_batches(cf, table, after, max_records, max_bytes)
+            yield from scan_batches(cf, table, after, max_records, max_bytes, where)
+        except StateMigrateError:
+            raise
         except (ValueError, OverflowError) as exc:
             raise SourceError(f"{where}: a record outside the model ({exc})") from exc
         except Exception as exc:
-            raise DestinationError(f"{where}: read failed ({_msg(exc)})") from exc
+            raise damaged(exc, where) or DestinationError(
+                f"{where}: read failed ({_msg(exc)})"
+            ) from exc
         finally:
             del cf
 
@@ -418,18 +552,34 @@ class RocksdbEngine(Engine):
         return RocksdbReader(cls, path)
 
     @classmethod
-    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+    def format_version(cls, options: Mapping[str, Any] | None) -> int:
+        """The ``rocksdb_format_version`` option, checked (UsageError when it is not one).
+
+        Args:
+            options: the writer's engine options.
+
+        Returns:
+            The block-based table format to write (5 when not given).
+        """
         opts = check_options(cls, options, {"rocksdb_format_version"})
-        return RocksdbWriter(
-            cls, path, True, int(opts.get("rocksdb_format_version") or DEFAULT_FORMAT_VERSION)
-        )
+        value = opts.get("rocksdb_format_version")
+        if value is None:
+            return DEFAULT_FORMAT_VERSION
+        text = str(value).strip()
+        if isinstance(value, bool) or not text.isdigit() or int(text) not in FORMAT_VERSIONS:
+            accepted = f"{FORMAT_VERSIONS[0]} to {FORMAT_VERSIONS[-1]}"
+            raise UsageError(
+                f"rocksdb_format_version must be a whole number from {accepted}, not {value!r}"
+            )
+        return int(text)
+
+    @classmethod
+    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        return RocksdbWriter(cls, path, True, cls.format_version(options))
 
     @classmethod
     def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        opts = check_options(cls, options, {"rocksdb_format_version"})
-        return RocksdbWriter(
-            cls, path, False, int(opts.get("rocksdb_format_version") or DEFAULT_FORMAT_VERSION)
-        )
+        return RocksdbWriter(cls, path, False, cls.format_version(options))
 
     @classmethod
     def format_info(cls, path: Path) -> dict[str, Any]:
