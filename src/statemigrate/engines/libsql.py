@@ -42,6 +42,7 @@ from .sqlite import (
     SQLITE_MAGIC,
     SqliteEngine,
     SqlLayout,
+    check_file_size,
     classify_columns,
     decode_revision_meta,
     fix_versions,
@@ -513,6 +514,7 @@ class DbapiSqlEngine(Engine):
         with open(path, "rb") as f:
             if f.read(16) != SQLITE_MAGIC:
                 raise SourceError(f"{path}: not a SQLite database (no SQLite header)")
+        check_file_size(path)
 
     @classmethod
     def format_info(cls, path: Path) -> dict[str, Any]:

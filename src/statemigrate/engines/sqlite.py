@@ -211,6 +211,46 @@ def select_batches(
         yield rows
 
 
+def check_file_size(path: Path) -> None:
+    """Refuse a SQLite file cut short, which SQLite itself would read without an error.
+
+    SQLite counts a partial last page as a whole one and reads its missing bytes as
+    zeros, so a file one byte short converts with a changed record. It is refused when
+    its size is not a whole number of pages (SQLite always writes whole pages), or when
+    the header's page count (valid when the change counters at offsets 24 and 92
+    match) needs more pages than the file has and no ``-wal`` beside it holds frames
+    that could supply them.
+
+    Args:
+        path: the SQLite file (its header already checked).
+
+    Raises:
+        SourceError: the file is truncated.
+    """
+    with open(path, "rb") as f:
+        head = f.read(100)
+    size = path.stat().st_size
+    if len(head) < 100:
+        raise SourceError(f"{path}: truncated SQLite file ({size} bytes, the header alone is 100)")
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    if page < 512 or page & (page - 1):
+        return  # not a valid page size: SQLite refuses the file itself
+    if size % page:
+        raise SourceError(
+            f"{path}: truncated or damaged SQLite file ({size:,} bytes is not"
+            f" a whole number of its {page:,}-byte pages)"
+        )
+    count = int.from_bytes(head[28:32], "big")
+    if count and head[24:28] == head[92:96] and count * page > size:
+        wal = Path(str(path) + "-wal")
+        if not (wal.is_file() and wal.stat().st_size >= 32 + 24 + page):
+            raise SourceError(
+                f"{path}: truncated SQLite file (its header counts {count:,} pages"
+                f" of {page:,} bytes; the file holds {size // page:,})"
+            )
+
+
 def _uri_path(path: Path) -> str:
     from urllib.parse import quote as urlquote
 
@@ -420,6 +460,7 @@ class SqliteEngine(Engine):
             head = f.read(16)
         if head != SQLITE_MAGIC:
             raise SourceError(f"{path}: not a SQLite database (no SQLite header)")
+        check_file_size(path)
         return SqliteReader(cls, path, opts)
 
     @classmethod
