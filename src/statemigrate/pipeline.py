@@ -34,6 +34,7 @@ from .errors import DestinationError, InterruptedByUser, SourceError, StoreBusyE
 from .fsutil import crash_point, fsync_tree, place, recover_placement, remove_path, store_size
 from .locks import busy_message, store_holder
 from .model import TableInfo, TableKind
+from .perms import keep_owner, no_wider_than
 from .prefetch import prefetch
 from .progress import Progress
 from .registry import get_engine, parse_store, resolve_source
@@ -294,7 +295,9 @@ def convert(
     partial = partial_path(final)
     if not final.parent.is_dir():
         raise DestinationError(f"{final.parent}: no such directory")
-    with destination_lock(final):
+    # Everything made from here (lock, .partial, side files) is no wider than the
+    # source, nor than the store an --overwrite replaces.
+    with no_wider_than(src_path, final), destination_lock(final):
         crash_point("locked")
         recover_placement(final)
         if (final.exists() or final.is_symlink()) and not overwrite:
@@ -421,6 +424,7 @@ def convert(
             )
             report.verified = True
         crash_point("verified")
+        keep_owner(partial, final)
         fsync_tree(partial)
         crash_point("synced")
         progress.phase("renaming into place")

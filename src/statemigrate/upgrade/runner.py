@@ -27,6 +27,7 @@ from ..engines.base import (
 )
 from ..errors import DestinationError, StateMigrateError, UsageError
 from ..model import TableInfo
+from ..perms import no_wider_than
 from ..registry import resolve_source
 from . import op as op_module
 from .errors import RevisionFailedError, RevisionUnknownError
@@ -101,7 +102,8 @@ def _in_place_engine(store: str, engine: str | None) -> tuple[type[Engine], Path
 def _open(eng: type[Engine], path: Path) -> Iterator[Writer]:
     from ..pipeline import destination_lock
 
-    with destination_lock(path):
+    # What the upgrade creates (lock, new files, spills, --backup) is no wider than the store.
+    with no_wider_than(path), destination_lock(path):
         writer = eng.open_writer(path)
         try:
             yield writer
