@@ -15,17 +15,19 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..digest import Digest, batch_digest, store_digest
 from ..errors import DestinationError, SourceError
-from ..model import Batch, Record, TableInfo, TableKind
+from ..model import MAX_VERSION, Batch, Record, TableInfo, TableKind
 from .base import Capabilities, Engine, Reader, Writer, check_options
 
 FORMAT = 1
 CHECKPOINT_SUFFIX = ".checkpoint"
+CHUNK = 1 << 16  # bytes read per step while looking for the footer line
 _b64e = base64.b64encode
 _b64d = base64.b64decode
 
@@ -38,19 +40,73 @@ def _meta_from_json(data: Mapping[str, str]) -> dict[str, bytes]:
     return {k: _b64d(v) for k, v in data.items()}
 
 
-def _last_line(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        end = f.tell()
-        pos = max(0, end - 65536)
-        while True:
-            f.seek(pos)
-            chunk = f.read(end - pos)
-            body = chunk.rstrip(b"\n")
-            nl = body.rfind(b"\n")
-            if nl >= 0 or pos == 0:
-                return body[nl + 1 :]
-            pos = max(0, pos - 1 << 20)
+def _last_line(f: BinaryIO) -> tuple[bytes, int]:
+    """The last line of a file (without its newline) and the offset where it starts.
+
+    The start is searched for backwards, :data:`CHUNK` bytes at a time, so memory per
+    step is bounded whatever the line's size; only the line itself is then read whole.
+    """
+    stop = pos = f.seek(0, os.SEEK_END)
+    start = None
+    while pos > 0 and start is None:
+        low = max(0, pos - CHUNK)
+        f.seek(low)
+        chunk = f.read(pos - low)
+        if stop == pos:  # still in the newlines that end the file
+            chunk = chunk.rstrip(b"\n")
+            stop = low + len(chunk)
+        nl = chunk.rfind(b"\n")
+        if nl >= 0:
+            start = low + nl + 1
+        pos = low
+    start = start or 0
+    f.seek(start)
+    return f.read(stop - start), start
+
+
+def _why(exc: BaseException) -> str:
+    """What is wrong with a line, for a message."""
+    return "JSON nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+
+
+def _whole(value: Any, what: str, limit: int) -> int:
+    """``value`` if it is a JSON whole number from 0 to ``limit``, else ValueError."""
+    if type(value) is not int or not 0 <= value <= limit:
+        raise ValueError(f"{what} must be a whole number from 0 to {limit}, not {value!r}")
+    return value
+
+
+def _version(value: Any) -> int:
+    """A record's ``ver``: an unsigned 64-bit integer (ValueError otherwise)."""
+    if type(value) is not int or not 0 <= value <= MAX_VERSION:
+        raise ValueError(f"a version must be a whole number from 0 to 2^64-1, not {value!r}")
+    return value
+
+
+def _dict(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} is not a JSON object")
+    return value
+
+
+def _footer_table(t: Any, first_line_end: int, footer_start: int) -> tuple[TableInfo, int, Digest]:
+    """One table entry of the footer, checked: (table, offset of its table line, digest)."""
+    t = _dict(t, "a table entry")
+    name = t["table"]
+    if not isinstance(name, str):
+        raise TypeError(f"a table name must be a string, not {name!r}")
+    info = TableInfo(name, TableKind(t["kind"]), _dict(t.get("meta") or {}, f"{name!r} meta"))
+    offset = t["offset"]
+    if type(offset) is not int or not first_line_end <= offset < footer_start:
+        raise ValueError(
+            f"table {name!r} is said to start at offset {offset!r}, outside the dump's"
+            f" records (bytes {first_line_end} to {footer_start})"
+        )
+    total = t["sum"]
+    if not isinstance(total, str) or not re.fullmatch(r"[0-9a-fA-F]{32}", total):
+        raise ValueError(f"table {name!r} has a sum that is not 32 hex digits: {total!r}")
+    count = _whole(t["count"], f"table {name!r}'s count", 2**64 - 1)
+    return info, offset, Digest(count, int(total, 16))
 
 
 class JsonlReader(Reader):
@@ -60,27 +116,45 @@ class JsonlReader(Reader):
         self.path = path
         try:
             self.file: BinaryIO | None = open(path, "rb")  # noqa: SIM115 - held by the reader until close()
-            header = json.loads(self.file.readline())
-            footer = json.loads(_last_line(path))
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
-            raise SourceError(f"{path}: not a statemigrate JSON-lines dump ({exc})") from exc
+        except OSError as exc:
+            raise SourceError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+        try:
+            self._open(self.file)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, f: BinaryIO) -> None:
+        path = self.path
+        try:
+            header = json.loads(f.readline())
+            first_line_end = f.tell()
+            last, footer_start = _last_line(f)
+            footer = json.loads(last)
+        except (OSError, ValueError, RecursionError) as exc:
+            raise SourceError(f"{path}: not a statemigrate JSON-lines dump ({_why(exc)})") from exc
         if not isinstance(header, dict) or header.get("statemigrate") != FORMAT:
             raise SourceError(f"{path}: not a statemigrate JSON-lines dump (no header line)")
         if not isinstance(footer, dict) or "footer" not in footer:
             raise SourceError(f"{path}: the dump is truncated or damaged (no footer line)")
         try:
-            self._meta = _meta_from_json(header.get("meta", {}))
-            self._meta.update(_meta_from_json(footer.get("meta", {})))
-            self._tables = {}
-            self._expect = {}
-            for t in footer["tables"]:
-                info = TableInfo(t["table"], TableKind(t["kind"]), t.get("meta") or {})
-                self._tables[info.name] = (info, int(t["offset"]))
-                self._expect[info.name] = Digest(int(t["count"]), int(t["sum"], 16))
+            self._meta = _meta_from_json(_dict(header.get("meta", {}), "the header's meta"))
+            self._meta.update(_meta_from_json(_dict(footer.get("meta", {}), "the footer's meta")))
+            self._tables: dict[str, tuple[TableInfo, int]] = {}
+            self._expect: dict[str, Digest] = {}
+            tables = footer["tables"]
+            if not isinstance(tables, list):
+                raise TypeError("its tables are not a JSON list")
+            for t in tables:
+                info, offset, digest = _footer_table(t, first_line_end, footer_start)
+                if info.name in self._tables:
+                    raise ValueError(f"table {info.name!r} is listed twice")
+                self._tables[info.name] = (info, offset)
+                self._expect[info.name] = digest
             digests = [(n, info.kind, self._expect[n]) for n, (info, _o) in self._tables.items()]
             if store_digest(digests) != footer["digest"]:
                 raise SourceError(f"{path}: the footer's store digest does not match its tables")
-        except (KeyError, ValueError, TypeError) as exc:
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise SourceError(f"{path}: the dump's footer is damaged ({exc})") from exc
 
     def list_tables(self) -> list[TableInfo]:
@@ -98,10 +172,11 @@ class JsonlReader(Reader):
         info, offset = self._tables[table.name]
         where = f"{self.path} table {table.name!r}"
         f = self.file
-        f.seek(offset)
+        assert f is not None, "read after close()"
         try:
+            f.seek(offset)
             head = json.loads(f.readline())
-            if head.get("table") != table.name:
+            if not isinstance(head, dict) or head.get("table") != table.name:
                 raise SourceError(f"{where}: the footer points at the wrong line")
             total = Digest()
             batch: list = []
@@ -110,7 +185,7 @@ class JsonlReader(Reader):
                 obj = json.loads(line)
                 if "k" in obj:
                     if versioned:
-                        batch.append((_b64d(obj["k"]), _b64d(obj["v"]), int(obj["ver"])))
+                        batch.append((_b64d(obj["k"]), _b64d(obj["v"]), _version(obj["ver"])))
                     else:
                         batch.append((_b64d(obj["k"]), _b64d(obj["v"])))
                     continue
@@ -129,8 +204,8 @@ class JsonlReader(Reader):
                 raise SourceError(f"{where}: records after the last batch line (truncated dump)")
             if total != self._expect[table.name]:
                 raise SourceError(f"{where}: table digest differs from the footer's")
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SourceError(f"{where}: damaged line ({exc})") from exc
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            raise SourceError(f"{where}: damaged line ({_why(exc)})") from exc
 
     def close(self) -> None:
         f = getattr(self, "file", None)
