@@ -8,6 +8,7 @@ falls back to a record-by-record merge that lists the differences.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 from .digest import Digest, store_digest
 from .engines.base import Reader
 from .errors import UsageError
-from .model import Record, TableInfo, TableKind
+from .model import Record, TableInfo, TableKind, check_source_tables
 from .pipeline import digest_checked, digest_store
 from .prefetch import prefetch
 from .progress import Progress
@@ -107,6 +108,7 @@ def checksum(
     eng, path = resolve_source(store, engine)
     with eng.open_reader(path, options) as reader:
         tables = reader.tables()
+        check_source_tables(tables, reader.metadata(), str(path))
         digests = digest_store(reader, tables, str(path), progress)
     rows = [{"table": t.name, "kind": t.kind.value, **digests[t.name].to_json()} for t in tables]
     return ChecksumReport(
@@ -229,6 +231,8 @@ def verify(
     with ea.open_reader(pa, options_a) as ra, eb.open_reader(pb, options_b) as rb:
         ta = {t.name: t for t in ra.tables()}
         tb = {t.name: t for t in rb.tables()}
+        check_source_tables(ta.values(), ra.metadata(), str(pa))
+        check_source_tables(tb.values(), rb.metadata(), str(pb))
         sums_a, sums_b = [], []
         for name in sorted(set(ta) | set(tb), key=lambda n: n.encode()):
             xa, xb = ta.get(name), tb.get(name)
@@ -265,17 +269,64 @@ def verify(
     return report
 
 
+def _hex32(value: Any, what: str) -> str:
+    """``value`` if it is 32 hex digits (lower-cased), else ValueError."""
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9a-fA-F]{32}", value):
+        raise ValueError(f"{what} is not 32 hex digits: {value!r}")
+    return value.lower()
+
+
+def _manifest_table(t: Any) -> dict[str, Any]:
+    """One table entry of a manifest, checked: table, kind, count and sum."""
+    if not isinstance(t, dict):
+        raise TypeError(f"a table entry is not a JSON object: {t!r}")
+    missing = [f for f in ("table", "kind", "count", "sum") if f not in t]
+    if missing:
+        raise ValueError(f"a table entry lacks {', '.join(missing)}")
+    name, kind, count = t["table"], t["kind"], t["count"]
+    if not isinstance(name, str):
+        raise TypeError(f"a table name is not a string: {name!r}")
+    if kind not in {k.value for k in TableKind}:
+        raise ValueError(f"table {name!r} has kind {kind!r}, not plain or versioned")
+    if type(count) is not int or count < 0:
+        raise ValueError(f"table {name!r} has count {count!r}, not a whole number")
+    return {**t, "sum": _hex32(t["sum"], f"table {name!r}'s sum")}
+
+
+def check_manifest(data: Any) -> dict[str, Any]:
+    """A parsed manifest with its shape checked, its tables keyed by name.
+
+    Args:
+        data: the JSON value read from a manifest file.
+
+    Returns:
+        The manifest, ``tables`` turned into a dict of table name to entry.
+
+    Raises:
+        ValueError: what is wrong with it (TypeError for a value of the wrong type).
+    """
+    if not isinstance(data, dict) or data.get("statemigrate_manifest") != MANIFEST_FORMAT:
+        raise ValueError("no statemigrate_manifest: 1 at its top")
+    if not isinstance(data.get("tables"), list):
+        raise TypeError("its tables are not a JSON list")
+    tables: dict[str, dict[str, Any]] = {}
+    for t in data["tables"]:
+        entry = _manifest_table(t)
+        if entry["table"] in tables:
+            raise ValueError(f"table {entry['table']!r} is listed twice")
+        tables[entry["table"]] = entry
+    return {**data, "tables": tables, "digest": _hex32(data.get("digest"), "its digest")}
+
+
 def load_manifest(path: Path) -> dict[str, Any]:
-    """Read a manifest written by ``checksum --json``."""
+    """Read a manifest written by ``checksum --json``; a malformed one is a UsageError."""
     try:
-        data = json.loads(path.read_text())
-        if data.get("statemigrate_manifest") != MANIFEST_FORMAT:
-            raise ValueError("not a statemigrate manifest")
-        data["tables"] = {t["table"]: t for t in data["tables"]}
-        return data
+        return check_manifest(json.loads(path.read_text()))
     except FileNotFoundError as exc:
         raise UsageError(f"{path}: no such manifest") from exc
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except RecursionError as exc:
+        raise UsageError(f"{path}: not a statemigrate manifest (JSON nested too deeply)") from exc
+    except (OSError, ValueError, TypeError) as exc:
         raise UsageError(f"{path}: not a statemigrate manifest ({exc})") from exc
 
 
