@@ -427,10 +427,17 @@ class RedbEngine(Engine):
     @classmethod
     def _writer_options(cls, options: Mapping[str, Any] | None) -> dict[str, Any]:
         opts = check_options(cls, options, OPTIONS)
-        fmt = opts.get("redb_format")
-        fmt = DEFAULT_FORMAT if fmt is None else int(fmt)
-        if fmt not in WRITABLE_FORMATS:
-            raise UsageError(f"the redb engine writes file formats 2 and 3, not {fmt}")
+        value = opts.get("redb_format")
+        text = str(value).strip()
+        if value is None:
+            fmt = DEFAULT_FORMAT
+        elif not isinstance(value, bool) and text.isdigit() and int(text) in WRITABLE_FORMATS:
+            fmt = int(text)
+        else:
+            raise UsageError(
+                f"redb_format must be 2 or 3 (the redb engine writes file formats 2 and 3),"
+                f" not {value!r}"
+            )
         opts["redb_format"] = fmt
         return opts
 
