@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 import statemigrate
+from statemigrate.errors import SourceError
 from statemigrate.registry import engine_names, get_engine
 from statemigrate.testing.stores import read_store, tree_sha256
 
@@ -280,6 +281,31 @@ def test_written_store_carries_the_stamp_in_the_documented_places(engine, from_s
     if engine == "jsonl":
         assert got["header"]["schema"] == expected("sqlite")["metadata"]["schema"]
         assert got["header"]["revision"] == expected("sqlite")["metadata"]["revision"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason=(
+        "the HelixDB reader lists tables only from its private 'helixdb.table:<label>' "
+        "registry, which DESIGN.md does not document: a store laid out as DESIGN.md says "
+        "(a label per table, k/v/ver, __statemigrate__) reads as no tables at all, and "
+        "converts with exit 0 to an empty store"
+    ),
+)
+def test_helixdb_store_without_the_private_registry_is_read_or_refused(tmp_path):
+    content = {
+        "plain": ("plain", [(b"", b"empty key"), (b"a", b""), (b"b", b"\xff")]),
+        "versioned": ("versioned", [(b"k", b"v", 2**64 - 1)]),
+    }
+    path = tmp_path / "app.helixdb"
+    meta = {"schema": b"independent-app", "revision": b'["0001_independent"]'}
+    layout.write_helixdb(path, content, meta, lambda recs: recs, registry=False)
+    try:
+        data = read_store(get_engine("helixdb"), path)
+    except SourceError:
+        return  # refusing a store it cannot read whole is within the contract
+    assert data["tables"] == content
 
 
 def test_lmdb_refuses_the_empty_key_before_creating_anything(tmp_path):
