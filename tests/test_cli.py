@@ -148,7 +148,12 @@ def test_existing_destination_exit_5_and_overwrite(src: Path, tmp_path: Path):
     res = run("convert", src, dst)
     assert res.exit_code == 5 and "already exists" in res.output and "--overwrite" in res.output
     assert dst.read_bytes() == b"precious"
-    res = run("convert", src, dst, "--overwrite")
+    res = run("convert", src, dst, "--overwrite")  # not a SQLite store: never replaced (B4)
+    assert res.exit_code == 5 and "not a sqlite store" in res.output
+    assert dst.read_bytes() == b"precious"
+    dst.unlink()
+    assert run("convert", src, dst).exit_code == 0
+    res = run("convert", src, dst, "--overwrite")  # a store of the engine is replaced
     assert res.exit_code == 0
     assert run("verify", src, dst).exit_code == 0
 

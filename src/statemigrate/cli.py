@@ -119,10 +119,21 @@ def _progress(quiet: bool) -> Any:
 
 
 class _Stopper:
-    """SIGINT/SIGTERM: finish the batch in flight and checkpoint; a second one stops at once."""
+    """SIGINT/SIGTERM: finish the batch in flight and checkpoint; a second one stops at once.
+
+    Until the library first asks (:meth:`poll`), nothing is in flight that a checkpoint
+    could keep (stores are being opened and checked): a signal then stops at once, so
+    that an open or a read that cannot finish never outlives it.
+    """
 
     def __init__(self) -> None:
         self.requested = False
+        self.polled = False
+
+    def poll(self) -> bool:
+        """Whether a stop was asked for; from the first call on, signals wait for a batch."""
+        self.polled = True
+        return self.requested
 
     def __call__(self, signum: int, _frame: Any) -> None:
         if self.requested:
@@ -131,6 +142,9 @@ class _Stopper:
             )
             os._exit(EXIT_INTERRUPTED)
         self.requested = True
+        if not self.polled:
+            os.write(2, b"statemigrate: stopping now (nothing in flight to finish)\n")
+            raise KeyboardInterrupt  # ends a blocked system call too (PEP 475)
         os.write(2, b"statemigrate: stopping after the batch in flight (again to stop at once)\n")
 
     def install(self) -> None:
@@ -289,7 +303,7 @@ def convert(
         source_options=src_options or None,
         destination_options=dst_options or None,
         progress=_progress(quiet or as_json),
-        should_stop=lambda: stopper.requested,
+        should_stop=stopper.poll,
     )
     if as_json:
         _emit_json(report.to_json())

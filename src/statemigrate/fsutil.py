@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
 import os
 import shutil
 import signal
+import stat
 from pathlib import Path
 
 _RENAME_EXCHANGE = 2
@@ -128,6 +130,61 @@ def _swap_path(final: Path) -> Path:
 
 def _aside_path(final: Path) -> Path:
     return final.with_name(final.name + ".replaced")
+
+
+def lexists(path: Path) -> bool:
+    """Whether anything is at ``path``, a dangling symbolic link included."""
+    return os.path.lexists(path)
+
+
+def is_within(inner: Path, outer: Path) -> bool:
+    """Whether ``inner`` is ``outer`` or lies below it, whatever the spelling.
+
+    Symbolic links and ``..`` are resolved in every component, as the kernel resolves
+    them (``os.path.realpath``); where ``outer`` exists, ``inner`` and each of its
+    parents is also compared with it by device and inode, which sees hard links and
+    bind mounts. Neither path needs to exist.
+
+    Args:
+        inner: the path that may lie inside.
+        outer: the path that may contain it (a file contains only itself).
+
+    Returns:
+        True when ``inner`` names ``outer`` or something below it.
+    """
+    target = Path(os.path.realpath(outer))
+    try:
+        outer_st: os.stat_result | None = os.stat(outer)
+    except (OSError, ValueError):
+        outer_st = None
+    here = Path(os.path.realpath(inner))
+    for p in (here, *here.parents):
+        if p == target:
+            return True
+        if outer_st is not None:
+            with contextlib.suppress(OSError, ValueError):
+                if os.path.samestat(os.stat(p), outer_st):
+                    return True
+    return False
+
+
+def kind_of(path: Path, follow: bool = True) -> str:
+    """What is at ``path`` in a few words: "a regular file", "a FIFO", "a symbolic link" …
+
+    Raises:
+        OSError: ``path`` cannot be looked at (missing, a symbolic link loop …).
+    """
+    mode = (os.stat if follow else os.lstat)(path).st_mode
+    kinds = (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((name for test, name in kinds if test(mode)), "a special file")
 
 
 def remove_path(path: Path) -> None:

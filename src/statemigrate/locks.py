@@ -1,37 +1,93 @@
-"""Who holds a store: POSIX record locks probed without taking or waiting for them."""
+"""Who holds a store: POSIX record locks probed without taking or waiting for them.
+
+``fcntl`` is imported when a probe runs, not with the module: ``import statemigrate``
+works where it does not exist (Windows), and a probe there fails with one clear line.
+"""
 
 from __future__ import annotations
 
-import fcntl
 import os
+import stat
 import struct
 from pathlib import Path
+from types import ModuleType
+
+from .errors import UsageError
+
+# struct flock on Linux: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid
+_FLOCK = "hhqqi"
 
 
-def fcntl_holder(path: Path) -> int | None:
-    """The pid of another process holding a write lock on ``path``, or None.
+def require_fcntl() -> ModuleType:
+    """The ``fcntl`` module.
+
+    Raises:
+        UsageError: the platform has no POSIX file locks, so no holder can be seen.
+    """
+    try:
+        import fcntl
+    except ImportError as exc:
+        raise UsageError(
+            "this platform has no POSIX file locks (no fcntl module): statemigrate cannot "
+            "tell whether another process holds a store, so it does not write one here"
+        ) from exc
+    return fcntl
+
+
+def _open_regular(path: Path) -> int | None:
+    """A read-only descriptor of ``path`` if it is a regular file, else None.
+
+    ``O_NONBLOCK`` so that a FIFO put where a store's file should be never blocks.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError:
+        return None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        os.close(fd)
+        return None
+    return fd
+
+
+def fcntl_holder(path: Path, *, readers: bool = False) -> int | None:
+    """The pid of another process holding a lock on ``path``, or None.
 
     Uses ``F_GETLK`` on a read-only descriptor, so it neither blocks nor changes the
     file. A lock held by this very process is not reported (POSIX locks are per
     process), and closing the descriptor does not release locks of other processes.
+
+    Args:
+        path: the file to look at (anything but a regular file has no holder here).
+        readers: also report shared (read) locks. The query then asks for a write
+            lock, which every lock conflicts with: an idle SQLite connection in WAL
+            mode holds only shared locks (on ``-shm``), and replacing its store under
+            it loses what it writes next. Without it only write locks are reported,
+            which is what a reader that may run beside other readers needs.
+
+    Raises:
+        UsageError: the platform has no POSIX locks.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+    fcntl = require_fcntl()
+    fd = _open_regular(path)
+    if fd is None:
         return None
     try:
-        # struct flock on Linux: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid
-        query = struct.pack("hhqqi", fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0)
+        wanted = fcntl.F_WRLCK if readers else fcntl.F_RDLCK
+        query = struct.pack(_FLOCK, wanted, os.SEEK_SET, 0, 0, 0)
         try:
             answer = fcntl.fcntl(fd, fcntl.F_GETLK, query + b"\0" * 4)
         except OSError:
             return None
         l_type, _whence, _start, _len, pid = struct.unpack(
-            "hhqqi", answer[: struct.calcsize("hhqqi")]
+            _FLOCK, answer[: struct.calcsize(_FLOCK)]
         )
         if l_type == fcntl.F_UNLCK:
             return None
-        return pid or -1
+        return int(pid) or -1
     finally:
         os.close(fd)
 
@@ -46,10 +102,13 @@ def flock_held(path: Path) -> bool:
     """Whether another open file holds an exclusive ``flock`` on ``path`` (redb's lock).
 
     Takes a shared flock without waiting and drops it at once; changes nothing.
+
+    Raises:
+        UsageError: the platform has no POSIX locks.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+    fcntl = require_fcntl()
+    fd = _open_regular(path)
+    if fd is None:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -62,12 +121,39 @@ def flock_held(path: Path) -> bool:
     return False
 
 
-def store_holder(paths: list[Path]) -> int | None:
+def flock_holder_pid(path: Path) -> int | None:
+    """The pid of another process holding a ``flock`` on ``path``, from ``/proc/locks``.
+
+    None where that file does not exist (not Linux) or names no such holder.
+    """
+    try:
+        inode = path.stat().st_ino
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF" (a blocked waiter has "->")
+        if len(parts) >= 6 and parts[1] == "FLOCK" and "->" not in parts:
+            dev_inode = parts[5].rsplit(":", 1)
+            if len(dev_inode) == 2 and dev_inode[1] == str(inode) and parts[4].isdigit():
+                pid = int(parts[4])
+                if pid > 0 and pid != os.getpid():
+                    return pid
+    return None
+
+
+def store_holder(paths: list[Path], *, readers: bool = False) -> int | None:
     """The pid of a process holding any file of a store (fcntl or flock), -1 if unknown, or None.
 
     Looks at every file of the given files and directories (not recursively below a
     directory's subdirectories): SQLite locks the database and its ``-shm``, RocksDB its
     ``LOCK``, LMDB its ``lock.mdb``, redb its file (flock).
+
+    Args:
+        paths: the store's files and directories (missing ones are skipped).
+        readers: also report shared locks (see :func:`fcntl_holder`); a destination
+            about to be replaced is probed so.
     """
     files: list[Path] = []
     for p in paths:
@@ -75,10 +161,15 @@ def store_holder(paths: list[Path]) -> int | None:
             files += sorted(c for c in p.iterdir() if c.is_file())
         elif p.is_file():
             files.append(p)
+    unknown = False  # held, but by a lock that names no pid (an OFD lock)
     for f in files:
-        pid = fcntl_holder(f)
-        if pid is not None:
+        pid = fcntl_holder(f, readers=readers)
+        if pid is not None and pid > 0:
             return pid
+        unknown = unknown or pid is not None
         if flock_held(f):
-            return -1
-    return None
+            pid = flock_holder_pid(f)
+            if pid is not None:
+                return pid
+            unknown = True
+    return -1 if unknown else None

@@ -9,7 +9,7 @@ digests compared with the source's, synced, and only then renamed into place.
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import errno
 import json
 import os
 import shutil
@@ -31,8 +31,18 @@ from .engines.base import (
     Reader,
 )
 from .errors import DestinationError, InterruptedByUser, SourceError, StoreBusyError, UsageError
-from .fsutil import crash_point, fsync_tree, place, recover_placement, remove_path, store_size
-from .locks import busy_message, store_holder
+from .fsutil import (
+    crash_point,
+    fsync_tree,
+    is_within,
+    kind_of,
+    lexists,
+    place,
+    recover_placement,
+    remove_path,
+    store_size,
+)
+from .locks import busy_message, require_fcntl, store_holder
 from .model import TableInfo, TableKind
 from .perms import keep_owner, no_wider_than
 from .prefetch import prefetch
@@ -79,6 +89,9 @@ class ConvertReport:
     store_digest: str = ""
     verified: bool = False
     resumed: bool = False
+    # --resume found the destination already in place and equal to the source (the
+    # run that placed it was killed after the rename): nothing was written.
+    already_complete: bool = False
     seconds: float = 0.0
 
     @property
@@ -95,6 +108,8 @@ class ConvertReport:
 def resolve_destination(spec: str, engine: str | None) -> tuple[type[Engine], Path]:
     """The destination's engine (given, ``ENGINE:PATH``, or from the file suffix) and path."""
     eng, path = parse_store(spec, engine)
+    if path.name in ("", ".", ".."):
+        raise UsageError(f"{spec}: name the destination's file or directory, not {path}")
     if eng is None:
         name = SUFFIX_ENGINES.get(path.suffix.lower())
         if name is None:
@@ -110,15 +125,73 @@ def partial_path(final: Path) -> Path:
     return final.with_name(final.name + ".partial")
 
 
+def owned_paths(engine: type[Engine], final: Path) -> list[Path]:
+    """Every path a convert to ``final`` may create, replace or remove.
+
+    The store and its side files, the ``.partial`` and its side files, the lock, the
+    finished mark and the names a replacement uses for a moment.
+    """
+    partial = partial_path(final)
+    names = [final, partial, _done_mark(partial)]
+    names += [final.with_name(final.name + s) for s in (".lock", ".swap", ".replaced")]
+    for store in (final, partial):
+        names += [Path(str(store) + s) for s in engine.sidecar_suffixes]
+    return names
+
+
+def refuse_in_place(
+    src_engine: type[Engine], src_path: Path, dst_engine: type[Engine], final: Path
+) -> None:
+    """Refuse (exit 2) a destination that is the source, lies inside it, or holds it.
+
+    Paths are compared as the kernel resolves them (symbolic links and ``..`` in every
+    component, hard links and bind mounts by inode), and every path the convert
+    writes (``DST.partial``, ``DST.lock`` …) is compared with the source and its side
+    files. Runs before anything is created.
+
+    Raises:
+        UsageError: naming how the two meet.
+    """
+    sources = [src_path] + [Path(str(src_path) + s) for s in src_engine.sidecar_suffixes]
+    for mine in owned_paths(dst_engine, final):
+        for theirs in sources:
+            if is_within(mine, theirs) and is_within(theirs, mine):
+                raise UsageError("the destination is the source; convert never works in place")
+            if is_within(mine, theirs):
+                raise UsageError(
+                    f"{final}: lies inside the source {src_path}; convert never writes into "
+                    "the source"
+                )
+            if is_within(theirs, mine):
+                raise UsageError(
+                    f"{final}: holds the source {src_path}; convert never replaces the source"
+                )
+
+
 @contextmanager
 def destination_lock(final: Path) -> Iterator[None]:
     """One convert per destination: an exclusive flock on ``DST.lock``."""
+    fcntl = require_fcntl()
     lock = final.with_name(final.name + ".lock")
+    # Never through a symbolic link (the lock is truncated: a link planted there would
+    # truncate its target), and never blocking on a FIFO planted there.
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK
     while True:
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(lock, flags, 0o644)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise DestinationError(
+                    f"{lock}: a symbolic link where statemigrate keeps its lock",
+                    hint="remove it, then run the same command",
+                ) from exc
             raise DestinationError(f"{final.parent}: cannot write here ({exc.strerror})") from exc
+        if kind_of(lock, follow=False) != "a regular file":
+            os.close(fd)
+            raise DestinationError(
+                f"{lock}: {kind_of(lock, follow=False)} where statemigrate keeps its lock",
+                hint="remove it, then run the same command",
+            )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
@@ -290,21 +363,32 @@ def convert(
         raise UsageError("batch sizes must be positive")
     src_engine, src_path = resolve_source(source, from_engine)
     dst_engine, final = resolve_destination(destination, to_engine)
-    if final.absolute() == src_path.absolute():
-        raise UsageError("the destination is the source; convert never works in place")
+    refuse_in_place(src_engine, src_path, dst_engine, final)
     partial = partial_path(final)
     if not final.parent.is_dir():
         raise DestinationError(f"{final.parent}: no such directory")
+    # What can be refused now is refused before the lock file exists; it is checked
+    # again under the lock, where the answer holds.
+    check_destination(dst_engine, final, overwrite=overwrite, resume=resume)
     # Everything made from here (lock, .partial, side files) is no wider than the
     # source, nor than the store an --overwrite replaces.
     with no_wider_than(src_path, final), destination_lock(final):
         crash_point("locked")
         recover_placement(final)
-        if (final.exists() or final.is_symlink()) and not overwrite:
-            raise DestinationError(
-                f"{final}: already exists", hint="pass --overwrite to replace it"
+        existing = check_destination(dst_engine, final, overwrite=overwrite, resume=resume)
+        if existing and resume and not dst_engine.store_paths(partial):
+            done = _already_in_place(
+                src_engine, src_path, source_options, dst_engine, final, tables, should_stop
             )
-        _refuse_if_held(dst_engine, final)
+            if done is not None:
+                progress.phase(f"nothing to do: {final} is already complete")
+                done.seconds = time.monotonic() - started
+                progress.close()
+                return done
+            if not overwrite:
+                raise DestinationError(
+                    f"{final}: already exists", hint="pass --overwrite to replace it"
+                )
         resumed = False
         checkpoint: Checkpoint | None = None
         finished_before = False  # the .partial was finished (synced) before the process died
@@ -331,7 +415,11 @@ def convert(
                 f"{src_path}: the source changed since the interrupted conversion",
                 hint=f"start over: remove {partial}",
             )
-        with open_source(src_engine, src_path, source_options) as reader:
+        attempt = _Attempt()
+        with (
+            _discard_on_failure(dst_engine, partial, attempt),
+            open_source(src_engine, src_path, source_options) as reader,
+        ):
             chosen = select_tables(reader.tables(), tables)
             src_meta = reader.metadata()
             complete = False
@@ -355,7 +443,10 @@ def convert(
             if complete:
                 pass
             elif checkpoint is None:
+                if should_stop():  # from here a signal lets the batch in flight finish
+                    raise InterruptedByUser("interrupted before anything was written")
                 checkpoint = Checkpoint(src_fp)
+                attempt.created = True
                 writer = dst_engine.create_writer(partial, destination_options)
                 carried = {
                     k: v
@@ -401,45 +492,48 @@ def convert(
                         writer.close()
                     raise
                 writer.close()
-        if not complete:
-            _mark_done(done_mark)
-        crash_point("finished")
-        report.resumed = resumed or complete
-        if complete:
-            report.verified = True
-        elif verify:
-            progress.phase("verifying")
-            _verify_built(
-                src_engine,
-                src_path,
-                source_options,
-                dst_engine,
-                partial,
-                chosen,
-                source_digests,
-                resumed,
-                progress,
-                should_stop,
-                resume_hint,
-            )
-            report.verified = True
-        crash_point("verified")
+            if not complete:
+                _mark_done(done_mark)
+            crash_point("finished")
+            report.resumed = resumed or complete
+            if resumed:
+                # Tables done before the interruption were digested by another run: the
+                # source is read again, --no-verify or not, so that a source changed
+                # meanwhile is caught, never mixed.
+                progress.phase("reading the source again")
+                _check_source_unchanged(
+                    src_engine,
+                    src_path,
+                    source_options,
+                    chosen,
+                    source_digests,
+                    partial,
+                    should_stop,
+                    resume_hint,
+                )
+            if complete:
+                report.verified = True
+            elif verify:
+                progress.phase("verifying")
+                _check_built(
+                    dst_engine, partial, chosen, source_digests, progress, should_stop, resume_hint
+                )
+                report.verified = True
+            crash_point("verified")
+            _check_built_side_files(dst_engine, partial)
         keep_owner(partial, final)
         fsync_tree(partial)
         crash_point("synced")
         progress.phase("renaming into place")
         _refuse_if_held(dst_engine, final)
+        _refuse_stale_side_files(dst_engine, final)
+        _clear_side_files(dst_engine, final)
         place(partial, final)
         crash_point("placed")
         for sidecar in dst_engine.store_paths(partial):
             remove_path(sidecar)
         remove_path(done_mark)
-    sizes = source_digests
-    report.tables = [
-        TableReport(t.name, t.kind.value, sizes[t.name].count, 0, sizes[t.name].hex())
-        for t in chosen
-    ]
-    report.store_digest = store_digest((t.name, t.kind, sizes[t.name]) for t in chosen)
+    _fill_report(report, chosen, source_digests)
     report.seconds = time.monotonic() - started
     progress.close()
     return report
@@ -459,14 +553,268 @@ def _load_checkpoint(
     return Checkpoint.from_bytes(raw) if raw else None
 
 
-def _refuse_if_held(engine: type[Engine], final: Path) -> None:
-    """Replacing a store that an app holds open would lose what it writes next: exit 3."""
-    if final.exists():
-        holder = store_holder(engine.store_paths(final))
-        if holder is not None:
-            raise StoreBusyError(
-                busy_message(final, holder), hint="stop the app, then run the same command"
+def check_destination(engine: type[Engine], final: Path, *, overwrite: bool, resume: bool) -> bool:
+    """Refuse what must never be replaced or written beside; say whether ``final`` exists.
+
+    An existing ``final`` is replaced only with ``--overwrite`` and only when it is a
+    store of the destination's engine (a symbolic link counts by what it leads to; the
+    link is what gets replaced). A store that a process holds (any lock, shared ones
+    included) is refused, and so are side files left by an app that did not close the
+    old store cleanly (a SQLite ``-wal`` with frames, a hot ``-journal``): opened beside
+    the new file, they would be applied to it. Changes nothing.
+
+    Args:
+        engine: the destination's engine.
+        final: the destination path.
+        overwrite: ``--overwrite`` was given.
+        resume: ``--resume`` was given (``final`` may be the finished store).
+
+    Returns:
+        Whether something is at ``final`` (then a store of ``engine``).
+
+    Raises:
+        DestinationError: exists without --overwrite, not a store of the engine, an odd
+            ``.partial`` or side file (exit 5).
+        StoreBusyError: another process holds the store or a side file (exit 3).
+    """
+    partial = partial_path(final)
+    _check_partial(engine, partial)
+    existing = lexists(final)
+    if existing:
+        may_be_done = resume and not engine.store_paths(partial)
+        if not overwrite and not may_be_done:
+            raise DestinationError(
+                f"{final}: already exists", hint="pass --overwrite to replace it"
             )
+        if not _is_store_of(engine, final):
+            if not overwrite:
+                raise DestinationError(
+                    f"{final}: already exists", hint="pass --overwrite to replace it"
+                )
+            raise DestinationError(
+                f"{final}: not a {engine.name} store ({_what_is(final)}); --overwrite "
+                "replaces only a store of the destination's engine"
+            )
+    _refuse_if_held(engine, final)
+    _refuse_stale_side_files(engine, final)
+    return existing
+
+
+def _is_store_of(engine: type[Engine], path: Path) -> bool:
+    try:
+        return path.exists() and engine.detect(path)
+    except (OSError, ValueError):
+        return False
+
+
+def _what_is(path: Path) -> str:
+    """What is at ``path``, a symbolic link named by what it leads to."""
+    try:
+        what = kind_of(path)
+    except OSError:
+        return "a symbolic link to nothing"
+    if os.path.islink(path):
+        return f"a symbolic link to {what}"
+    return what
+
+
+def _check_partial(engine: type[Engine], partial: Path) -> None:
+    """A ``.partial`` must be what a convert creates: a file or directory, never a link.
+
+    Anything else there (a link, which ``--resume`` would write through; a FIFO, which
+    would block; a directory where the engine makes a file) is not statemigrate's.
+    """
+    want = "a directory" if engine.capabilities.directory else "a regular file"
+    for p in [partial] + [Path(str(partial) + s) for s in engine.sidecar_suffixes]:
+        if not lexists(p):
+            continue
+        what = kind_of(p, follow=False)
+        if what != (want if p == partial else "a regular file"):
+            raise DestinationError(
+                f"{p}: {what}, not something an interrupted conversion to {engine.name} "
+                "leaves; statemigrate does not touch it",
+                hint="move it away, then run the same command",
+            )
+
+
+def _refuse_if_held(engine: type[Engine], final: Path) -> None:
+    """Replacing a store that an app holds open would lose what it writes next: exit 3.
+
+    Every file of the store and its side files is probed, whether ``final`` exists or
+    not (an app may still hold the ``-wal``/``-shm`` of a store deleted under it), and
+    shared locks count: an idle SQLite connection in WAL mode holds only those.
+    """
+    holder = store_holder(engine.store_paths(final), readers=True)
+    if holder is not None:
+        raise StoreBusyError(
+            busy_message(final, holder), hint="stop the app, then run the same command"
+        )
+
+
+# The SQLite family's side files: a -wal holds committed pages until a checkpoint
+# copies them into the database; a -journal whose header starts with this magic is
+# "hot" (a write was cut short) and is rolled back into the database when it opens.
+WAL_HEADER_BYTES = 32
+HOT_JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+
+
+def _side_file_state(path: Path) -> str | None:
+    """What a side file of the SQLite family holds: "committed", "hot" or None (nothing)."""
+    size = path.stat().st_size
+    if path.name.endswith("-wal") and size > WAL_HEADER_BYTES:
+        return "committed"
+    if path.name.endswith("-journal") and size >= len(HOT_JOURNAL_MAGIC):
+        with open(path, "rb") as f:
+            if f.read(len(HOT_JOURNAL_MAGIC)) == HOT_JOURNAL_MAGIC:
+                return "hot"
+    return None
+
+
+def _refuse_stale_side_files(engine: type[Engine], final: Path) -> None:
+    """Refuse (exit 5) side files beside ``final`` that SQLite would apply to a new file.
+
+    Checked after the holders: these belong to no running process, they are what an
+    app that crashed left. They hold the old store's committed data (a ``-wal``) or
+    the way back from a write cut short (a hot ``-journal``); SQLite applies either
+    to whatever file it finds at ``final``. Neither is removed nor applied here: the
+    app (or ``sqlite3``) finishes them on its next open, then the convert can run.
+    """
+    for side in (Path(str(final) + s) for s in engine.sidecar_suffixes):
+        if not lexists(side):
+            continue
+        what = kind_of(side, follow=False)
+        if what != "a regular file":
+            raise DestinationError(
+                f"{side}: {what} where the destination's side file would be; "
+                "statemigrate does not touch it",
+                hint="move it away, then run the same command",
+            )
+        state = _side_file_state(side)
+        if state is None:
+            continue
+        if not lexists(final):
+            raise DestinationError(
+                f"{side}: left beside a missing {final} by an app that did not close it "
+                "cleanly; it would be applied to the new store",
+                hint="move it away (it holds data of the store that was there), then retry",
+            )
+        if state == "committed":
+            raise DestinationError(
+                f"{side}: the app that wrote {final} did not close it cleanly (its "
+                "write-ahead log holds committed data)",
+                hint=f"open {final} with the app (or sqlite3) once so it checkpoints, then retry",
+            )
+        raise DestinationError(
+            f"{side}: the app that wrote {final} stopped in the middle of a write (a hot "
+            "rollback journal)",
+            hint=f"open {final} with the app (or sqlite3) once so it rolls back, then retry",
+        )
+
+
+def _clear_side_files(engine: type[Engine], final: Path) -> None:
+    """Remove the side files of the store being replaced once they hold nothing.
+
+    Run right before placing, after :func:`_refuse_stale_side_files`: what is left (a
+    ``-shm`` index, an empty ``-wal``, a finished journal) belongs to the old store and
+    must not meet the new one.
+    """
+    for side in (Path(str(final) + s) for s in engine.sidecar_suffixes):
+        if lexists(side):
+            side.unlink()
+
+
+def _check_built_side_files(engine: type[Engine], partial: Path) -> None:
+    """The built store is one file at placement: its own side files must hold nothing.
+
+    Only the main file is renamed into place; a writer that left committed pages in
+    its ``-wal`` would lose them there.
+    """
+    for side in (Path(str(partial) + s) for s in engine.sidecar_suffixes):
+        if lexists(side) and _side_file_state(side) is not None:
+            raise DestinationError(
+                f"{side}: the built store was not checkpointed into {partial}",
+                hint="the destination was not put in place",
+            )
+
+
+def _already_in_place(
+    src_engine: type[Engine],
+    src_path: Path,
+    src_options: dict[str, Any] | None,
+    dst_engine: type[Engine],
+    final: Path,
+    tables: list[str] | None,
+    should_stop: Callable[[], bool],
+) -> ConvertReport | None:
+    """With ``--resume``: the report of a destination already placed and equal to the source.
+
+    A run killed after its rename leaves the finished store and nothing else; running
+    the same command again finds nothing to do. Both sides are read and their digests
+    compared (tables, kinds, records); None when they differ.
+    """
+    with open_source(src_engine, src_path, src_options) as reader:
+        chosen = select_tables(reader.tables(), tables)
+        expected = digest_store(reader, chosen, str(src_path), None, should_stop)
+    try:
+        _check_built(dst_engine, final, chosen, expected, Progress(), should_stop, None)
+    except (DestinationError, SourceError):
+        return None
+    report = ConvertReport(str(src_path), src_engine.name, str(final), dst_engine.name)
+    report.resumed = report.verified = report.already_complete = True
+    _fill_report(report, chosen, expected)
+    return report
+
+
+def _fill_report(
+    report: ConvertReport, chosen: list[TableInfo], digests: dict[str, Digest]
+) -> None:
+    report.tables = [
+        TableReport(t.name, t.kind.value, digests[t.name].count, 0, digests[t.name].hex())
+        for t in chosen
+    ]
+    report.store_digest = store_digest((t.name, t.kind, digests[t.name]) for t in chosen)
+
+
+@dataclass
+class _Attempt:
+    """What this run did to ``DST.partial``."""
+
+    created: bool = False  # this run created it (it did not exist before)
+
+
+@contextmanager
+def _discard_on_failure(engine: type[Engine], partial: Path, attempt: _Attempt) -> Iterator[None]:
+    """Remove the ``.partial`` this run created when it fails in a way no ``--resume`` finishes.
+
+    Kept: an interruption (a signal), a busy store, a full disk; a ``--resume`` goes on
+    from the last checkpoint. Removed: a refusal of the destination's engine, a source
+    found damaged mid-copy, a verification that failed; a resume would meet the same.
+    A ``.partial`` an earlier run made is never removed here.
+    """
+    try:
+        yield
+    except BaseException as exc:
+        if attempt.created and not _resumable(exc):
+            with contextlib.suppress(OSError):
+                _remove_store(engine, partial)
+        raise
+
+
+def _resumable(exc: BaseException) -> bool:
+    """Whether a ``--resume`` can finish after ``exc``."""
+    if isinstance(exc, (InterruptedByUser, KeyboardInterrupt, StoreBusyError)):
+        return True
+    seen: BaseException | None = exc
+    for _ in range(8):  # the error and what caused it (drivers wrap the OSError)
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        text = str(seen).lower()
+        if "disk full" in text or "no space left" in text or "quota exceeded" in text:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _partial_is_complete(
@@ -558,32 +906,31 @@ def _copy_tables(
     return digests
 
 
-def _verify_built(
+def _check_source_unchanged(
     src_engine: type[Engine],
     src_path: Path,
     src_options: Any,
-    dst_engine: type[Engine],
-    partial: Path,
     chosen: list[TableInfo],
     source_digests: dict[str, Digest],
-    resumed: bool,
-    progress: Progress,
+    partial: Path,
     should_stop: Callable[[], bool] | None = None,
     hint: str | None = None,
 ) -> None:
-    """Read the destination back and compare with the source's digests."""
-    expected = source_digests
-    if resumed:
-        # Tables done before the interruption were digested by another run: read the
-        # source again so that a source changed meanwhile is caught, never mixed.
-        with open_source(src_engine, src_path, src_options) as again:
-            expected = digest_store(again, chosen, str(src_path), None, should_stop, hint)
-        if expected != source_digests:
-            raise SourceError(
-                f"{src_path}: the source changed while the conversion was interrupted",
-                hint=f"start over: remove {partial}",
-            )
-    _check_built(dst_engine, partial, chosen, expected, progress, should_stop, hint)
+    """Read the whole source again and compare with the digests the copy carried.
+
+    A resumed copy holds tables digested by another run: a source changed meanwhile
+    (even keeping its size and mtime) is caught here, never mixed into the result.
+
+    Raises:
+        SourceError: the source changed (exit 4).
+    """
+    with open_source(src_engine, src_path, src_options) as again:
+        now = digest_store(again, chosen, str(src_path), None, should_stop, hint)
+    if now != source_digests:
+        raise SourceError(
+            f"{src_path}: the source changed while the conversion was interrupted",
+            hint=f"start over: remove {partial}",
+        )
 
 
 def _check_built(

@@ -6,12 +6,15 @@ listing names reads entry points only; an engine's driver loads only when used.
 
 from __future__ import annotations
 
+import errno
+import os
 from functools import cache, lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
 
 from .engines.base import Engine
 from .errors import SourceError, UsageError
+from .fsutil import kind_of
 
 GROUP = "statemigrate.engines"
 
@@ -98,10 +101,63 @@ def parse_store(spec: str, engine: str | None = None) -> tuple[type[Engine] | No
 
 
 def resolve_source(spec: str, engine: str | None = None) -> tuple[type[Engine], Path]:
-    """An existing store: its engine (given or detected) and path."""
+    """An existing store: its engine (given or detected) and path.
+
+    Every verb that reads a store comes through here, so the store's files are looked
+    at before any driver opens them: only regular files and directories are stores.
+    A FIFO, a device or a socket would block an open forever or never end a read.
+
+    Raises:
+        SourceError: the path is missing, a symbolic link loop, not a file or a
+            directory, holds such a thing among its files, or matches no engine.
+    """
     eng, path = parse_store(spec, engine)
+    check_store_path(path)
     if eng is None:
         eng = detect_engine(path)
-    elif not path.exists():
-        raise SourceError(f"{path}: no such file or directory")
+    check_store_files(eng, path)
     return eng, path
+
+
+def check_store_path(path: Path) -> None:
+    """Refuse (exit 4) a source path that is missing or not a regular file or directory.
+
+    Raises:
+        SourceError: one line naming the path and what is there instead.
+    """
+    try:
+        what = kind_of(path)
+    except FileNotFoundError as exc:
+        if os.path.islink(path):
+            raise SourceError(f"{path}: a symbolic link to nothing (dangling)") from exc
+        raise SourceError(f"{path}: no such file or directory") from exc
+    except PermissionError as exc:
+        raise SourceError(f"{path}: permission denied") from exc
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SourceError(f"{path}: symbolic link loop") from exc
+        raise SourceError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    if what not in ("a regular file", "a directory"):
+        raise SourceError(f"{path}: {what}, not a store (a store is a file or a directory)")
+
+
+def check_store_files(engine: type[Engine], path: Path) -> None:
+    """Refuse (exit 4) a store whose side files or inner files are not regular files.
+
+    A FIFO named like a store's ``-wal`` or among a RocksDB directory's files blocks
+    the driver's open just as one given as the store itself does.
+
+    Raises:
+        SourceError: naming the odd file.
+    """
+    inner: list[Path] = list(engine.store_paths(path)[1:])
+    if path.is_dir():
+        for root, dirs, files in os.walk(path):
+            inner += [Path(root) / n for n in (*dirs, *files)]
+    for p in inner:
+        try:
+            what = kind_of(p)
+        except OSError:
+            continue  # gone meanwhile, or a dangling link: the driver says what it lacks
+        if what not in ("a regular file", "a directory"):
+            raise SourceError(f"{p}: {what} inside the store {path}, not a store's file")

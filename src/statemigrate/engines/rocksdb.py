@@ -75,7 +75,23 @@ def _shadow(path: Path) -> Path:
     at all (and a changed mtime would refuse every ``--resume``). Data files are read
     through the links; what the driver writes lands in the private directory.
     """
-    shadow = Path(tempfile.mkdtemp(prefix=SHADOW_PREFIX))
+    # Named with the reader's pid: the directories of a reader killed mid-read (kill -9
+    # leaves them) are swept by the next reader once that pid is gone. Only links and
+    # the driver's own files are inside; rmtree removes links, never their targets.
+    for old in Path(tempfile.gettempdir()).glob(SHADOW_PREFIX + "*"):
+        pid, sep, _ = old.name[len(SHADOW_PREFIX) :].partition("-")
+        if not (sep and pid.isdigit()) or int(pid) == os.getpid():
+            continue  # not named with a pid (an older version's), or this process's
+        try:
+            os.kill(int(pid), 0)
+            continue  # still running (or the pid was reused): leave it
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue  # alive under another account
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+    shadow = Path(tempfile.mkdtemp(prefix=f"{SHADOW_PREFIX}{os.getpid()}-"))
     for entry in os.scandir(path):
         if entry.name in ("LOCK", "rocksdict-config.json") or entry.name.startswith("LOG"):
             continue
