@@ -8,16 +8,23 @@ digest and the engines' bulk calls take them without conversion.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import UsageError
+from .errors import SourceError, UsageError
 
 Record = tuple[bytes, bytes] | tuple[bytes, bytes, int]
 Batch = list  # list[Record]
 
 METADATA_TABLE = "__statemigrate__"
 MAX_VERSION = 2**64 - 1
+MAX_TABLE_NAME_BYTES = 255
+# Tables an upgrade builds aside while a revision runs (DESIGN.md: reserved names).
+TMP_TABLE_PREFIX = "__sm_tmp__"
+# Metadata entries an unfinished upgrade leaves: its journal once the revision
+# committed, the private tables it created before that (statemigrate.upgrade.journal).
+UPGRADE_ENTRIES = ("upgrade_journal", "upgrade_pending")
 
 
 class TableKind(str, enum.Enum):
@@ -48,8 +55,38 @@ class TableInfo:
         return self.kind is TableKind.VERSIONED
 
 
+def table_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a table of the model, or None when it can.
+
+    The model's rules (DESIGN.md, "The state model"): 1-255 bytes of UTF-8 without NUL,
+    not the metadata table's name, not a name reserved for upgrades in progress. An
+    engine adds its own rules in :meth:`~statemigrate.engines.base.Engine.table_name_problems`.
+
+    Args:
+        name: the name to check.
+
+    Returns:
+        The reason, worded to follow the name in a message, or None.
+    """
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "not valid UTF-8"
+    if size == 0:
+        return "an empty name"
+    if size > MAX_TABLE_NAME_BYTES:
+        return f"{size} bytes, over the {MAX_TABLE_NAME_BYTES} a table name may have"
+    if "\x00" in name:
+        return "holds a NUL character"
+    if name == METADATA_TABLE:
+        return "reserved for statemigrate's metadata"
+    if name.startswith(TMP_TABLE_PREFIX):
+        return "reserved for upgrades in progress"
+    return None
+
+
 def check_table_name(name: str) -> str:
-    """Check a table name against the contract.
+    """Check a table name against the model's rules (:func:`table_name_problem`).
 
     Args:
         name: the name to check.
@@ -58,14 +95,53 @@ def check_table_name(name: str) -> str:
         The name, unchanged.
 
     Raises:
-        UsageError: empty, over 255 bytes, holds NUL, or is the metadata table's name.
+        UsageError: the name breaks one of the rules.
     """
-    raw = name.encode("utf-8", "surrogatepass")
-    if not 1 <= len(raw) <= 255 or "\x00" in name:
-        raise UsageError(f"invalid table name {name!r}: must be 1-255 bytes of UTF-8 without NUL")
-    if name == METADATA_TABLE:
-        raise UsageError(f"{METADATA_TABLE!r} is reserved for statemigrate's metadata")
+    problem = table_name_problem(name)
+    if problem is not None:
+        raise UsageError(f"invalid table name {shown_name(name)}: {problem}")
     return name
+
+
+def shown_name(name: str, limit: int = 60) -> str:
+    """``repr`` of a table name for a message, cut short when it is long."""
+    return repr(name) if len(name) <= limit else f"{name[:limit]!r}…"
+
+
+def check_source_tables(tables: Iterable[TableInfo], meta: Mapping[str, bytes], where: str) -> None:
+    """Refuse a source table whose name statemigrate reserves (exit 4), before anything is written.
+
+    A table named like the metadata, or like an upgrade's private tables
+    (``__sm_tmp__…``), would be taken for statemigrate's own. In a store an upgrade
+    left unfinished, such a table may be that upgrade's: finishing it comes first.
+
+    Args:
+        tables: the source tables about to be read.
+        meta: the source's metadata.
+        where: the source, for the message.
+
+    Raises:
+        SourceError: one such table, named.
+    """
+    for table in tables:
+        if table.name == METADATA_TABLE:
+            raise SourceError(
+                f"{where}: table {shown_name(table.name)} uses the name of statemigrate's "
+                "metadata; rename it in the app first"
+            )
+        if not table.name.startswith(TMP_TABLE_PREFIX):
+            continue
+        if any(key in meta for key in UPGRADE_ENTRIES):
+            raise SourceError(
+                f"{where}: an upgrade of this store was interrupted "
+                f"(table {shown_name(table.name)} may be one of its private tables)",
+                hint="run statemigrate upgrade (or downgrade) on it to finish it first",
+            )
+        raise SourceError(
+            f"{where}: table {shown_name(table.name)} uses a name statemigrate reserves for "
+            "upgrades in progress; rename it in the app first",
+            hint="if an upgrade of this store was interrupted, run statemigrate upgrade on it first",
+        )
 
 
 def batch_nbytes(batch: Batch) -> int:

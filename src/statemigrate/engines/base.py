@@ -13,7 +13,7 @@ import contextlib
 import importlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +22,15 @@ from typing import Any, ClassVar
 from typing_extensions import Self
 
 from ..errors import MissingDriverError, UsageError
-from ..model import Batch, Record, TableInfo
+from ..model import (
+    METADATA_TABLE,
+    TMP_TABLE_PREFIX,
+    Batch,
+    Record,
+    TableInfo,
+    shown_name,
+    table_name_problem,
+)
 
 DEFAULT_BATCH_RECORDS = 10_000
 DEFAULT_BATCH_BYTES = 8 * 1024 * 1024
@@ -276,6 +284,14 @@ class Engine(ABC):
     capabilities: ClassVar[Capabilities]
     # Destination bytes per payload byte, for the pre-flight free-space check.
     space_factor: ClassVar[float] = 1.5
+    # Table-name rules beyond the model's, declared (never probed) and checked before
+    # writing by check_table_names: names equal after fold_table_name are one table
+    # there (table_name_folding says why, after "same name as 'a'"), and these exact
+    # names and prefixes, compared folded, are reserved, each with its reason.
+    reserved_table_names: ClassVar[Mapping[str, str]] = {}
+    reserved_table_prefixes: ClassVar[Mapping[str, str]] = {}
+    max_table_name_bytes: ClassVar[int | None] = None
+    table_name_folding: ClassVar[str] = ""
 
     @classmethod
     def driver_available(cls) -> bool:
@@ -343,6 +359,82 @@ class Engine(ABC):
                 f"the {cls.name} engine cannot store key {key[:64].hex() or '(empty)'} "
                 f"of table {table.name!r}: length {len(key)} is outside {limit} bytes"
             )
+
+    @classmethod
+    def fold_table_name(cls, name: str) -> str:
+        """The form under which the engine compares table names (names equal in it are one table)."""
+        return name
+
+    @classmethod
+    def _reserved_problem(cls, name: str) -> str | None:
+        """Why the engine's declared rules refuse ``name`` alone, or None."""
+        if cls.max_table_name_bytes is not None:
+            size = len(name.encode("utf-8"))
+            if size > cls.max_table_name_bytes:
+                return f"{size} bytes, over the {cls.max_table_name_bytes} {cls.name} allows"
+        folded = cls.fold_table_name(name)
+        names = {METADATA_TABLE: "reserved for statemigrate's metadata"}
+        names.update(cls.reserved_table_names)
+        for reserved, why in names.items():
+            if folded == cls.fold_table_name(reserved):
+                if name == reserved:
+                    return why
+                return f"same name as {reserved!r} {cls.table_name_folding}; {why}"
+        prefixes = {TMP_TABLE_PREFIX: "reserved for upgrades in progress"}
+        prefixes.update(cls.reserved_table_prefixes)
+        for prefix, why in prefixes.items():
+            if folded.startswith(cls.fold_table_name(prefix)):
+                return why
+        return None
+
+    @classmethod
+    def table_name_problems(cls, names: Iterable[str]) -> dict[str, str]:
+        """Every name of ``names`` this engine cannot hold, with the reason.
+
+        The model's rules (:func:`~statemigrate.model.table_name_problem`), then the
+        engine's declared ones; of two names that are one table here, the later one
+        (in the order given) is the offender.
+
+        Args:
+            names: the table names a store would hold together.
+
+        Returns:
+            Offending name -> reason, in the order given (empty when all can be held).
+        """
+        problems: dict[str, str] = {}
+        first: dict[str, str] = {}
+        for name in names:
+            problem = table_name_problem(name) or cls._reserved_problem(name)
+            if problem is None:
+                other = first.setdefault(cls.fold_table_name(name), name)
+                if other != name:
+                    problem = f"same name as {shown_name(other)} {cls.table_name_folding}"
+            if problem is not None:
+                problems.setdefault(name, problem)
+        return problems
+
+    @classmethod
+    def check_table_names(cls, tables: list[TableInfo]) -> None:
+        """Refuse, before anything is written, tables this engine cannot hold together.
+
+        Args:
+            tables: the tables a store of this engine is about to get.
+
+        Raises:
+            DestinationError: one error listing every offending table and why (exit 5).
+        """
+        problems = cls.table_name_problems(t.name for t in tables)
+        if not problems:
+            return
+        from ..errors import DestinationError
+
+        listed = ", ".join(f"{shown_name(n)} ({why})" for n, why in problems.items())
+        one = len(problems) == 1
+        raise DestinationError(
+            f"the {cls.name} engine cannot hold {'this table' if one else 'these tables'}: {listed}",
+            hint=f"rename {'it' if one else 'them'} in the app first, or leave "
+            f"{'it' if one else 'them'} out with --tables",
+        )
 
 
 def check_options(
