@@ -43,7 +43,7 @@ from .fsutil import (
     store_size,
 )
 from .locks import busy_message, require_fcntl, store_holder
-from .model import TableInfo, TableKind
+from .model import TableInfo, TableKind, check_source_tables
 from .perms import keep_owner, no_wider_than
 from .prefetch import prefetch
 from .progress import Progress
@@ -436,6 +436,8 @@ def convert(
                 if not complete:
                     _remove_store(dst_engine, partial)
             if checkpoint is None and not complete:
+                check_source_tables(chosen, src_meta, str(src_path))
+                dst_engine.check_table_names(chosen)
                 check_space(dst_engine, src_path, final.parent, force)
                 progress.phase("checking keys")
                 check_keys(dst_engine, reader, chosen)

@@ -43,9 +43,11 @@ from .sqlite import (
     SqliteEngine,
     SqlLayout,
     check_file_size,
+    check_internal_table,
     classify_columns,
     decode_revision_meta,
     fix_versions,
+    fold_sql_name,
     quote,
     to_signed,
 )
@@ -121,15 +123,20 @@ def _table_names(conn: Any) -> list[str]:
     return out
 
 
-def _layout_tables(conn: Any, names: list[str]) -> tuple[list[TableInfo], list[str]]:
+def _layout_tables(
+    conn: Any, names: list[str], where: object = "the store"
+) -> tuple[list[TableInfo], list[str]]:
     tables, foreign = [], []
     for name in names:
-        if name in INTERNAL_TABLES or name.lower().startswith("sqlite_"):
+        if name.lower().startswith("sqlite_"):
             continue
         cols = [
             (r[1], r[2], r[3], r[5])
             for r in conn.execute(f"PRAGMA table_info({quote(name)})").fetchall()
         ]
+        if name in INTERNAL_TABLES:
+            check_internal_table(where, name, cols)
+            continue
         kind = classify_columns(cols)
         if kind is None:
             foreign.append(name)
@@ -233,7 +240,7 @@ class DbapiSqlReader(Reader):
         try:
             conn.execute("BEGIN")
             names = _table_names(conn)  # the first read fixes the snapshot
-            tables, foreign = _layout_tables(conn, names)
+            tables, foreign = _layout_tables(conn, names, path)
             self._meta = _read_meta(conn, names)
             self._tables, self._sql = _real_names(tables, self._meta)
         except BaseException as exc:  # a driver panic is a BaseException
@@ -491,6 +498,9 @@ class DbapiSqlEngine(Engine):
     """Shared parts of the engines that speak SQLite's SQL through a DB-API driver."""
 
     layout: ClassVar[type[DbapiLayout]] = DbapiLayout
+    reserved_table_names: ClassVar[Mapping[str, str]] = SqliteEngine.reserved_table_names
+    reserved_table_prefixes: ClassVar[Mapping[str, str]] = SqliteEngine.reserved_table_prefixes
+    table_name_folding: ClassVar[str] = SqliteEngine.table_name_folding
     writer_pragmas: ClassVar[tuple[str, ...]] = ()
     finish_pragmas: ClassVar[tuple[str, ...]] = ()
     sidecar_suffixes: ClassVar[tuple[str, ...]] = ("-wal", "-shm", "-journal")
@@ -504,6 +514,11 @@ class DbapiSqlEngine(Engine):
     def sql_name(cls, name: str) -> str:
         """The SQL table that holds table ``name`` (the name itself for libSQL)."""
         return name
+
+    @classmethod
+    def fold_table_name(cls, name: str) -> str:
+        """SQLite's case folding of the SQL table that holds the table."""
+        return fold_sql_name(cls.sql_name(name))
 
     @classmethod
     def _check_source(cls, path: Path) -> None:

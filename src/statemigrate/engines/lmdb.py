@@ -564,6 +564,9 @@ class LmdbEngine(Engine):
         transactional_ddl=True,
     )
     space_factor = 1.6
+    # A table's name is a key of LMDB's main database (1-511 bytes; a NUL would end it,
+    # which the model's rules already refuse).
+    max_table_name_bytes = 511
 
     @classmethod
     def detect(cls, path: Path) -> bool:

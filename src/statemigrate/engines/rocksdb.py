@@ -252,8 +252,8 @@ class RocksdbReader(Reader):
         for name in names:
             if name == METADATA_TABLE:
                 continue
-            if name == DEFAULT_CF and self._is_empty(name):
-                continue  # the default family always exists; a table only when it has data
+            if name == DEFAULT_CF and KIND_PREFIX + name not in self._meta and self._is_empty(name):
+                continue  # the default family always exists: a table when it has data or a kind
             kind = (
                 TableKind.VERSIONED
                 if self._meta.get(KIND_PREFIX + name) == b"versioned"
@@ -406,12 +406,10 @@ class RocksdbWriter(Writer):
         # as it is created, while WAL-off writes survive a kill only once flushed, and a
         # table found after a kill must not read back as plain. Always written, so a
         # kind left by a dropped table of the same name never sticks.
-        self._write(
-            None,
-            [],
-            {KIND_PREFIX + table.name: b"versioned" if table.versioned else None},
-            wal=True,
-        )
+        # The default family exists even when empty: its kind is always written, so
+        # that an empty table ``default`` still reads back as a table.
+        kind = b"versioned" if table.versioned else b"plain" if table.name == DEFAULT_CF else None
+        self._write(None, [], {KIND_PREFIX + table.name: kind}, wal=True)
         try:
             if table.name != DEFAULT_CF:
                 self.db.create_column_family(table.name, self.opts)

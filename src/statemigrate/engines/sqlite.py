@@ -24,6 +24,41 @@ ALEMBIC_TABLE = "alembic_version"
 U64 = 2**64
 I64_MAX = 2**63 - 1
 INTERNAL_TABLES = {METADATA_TABLE, ALEMBIC_TABLE}
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def fold_sql_name(name: str) -> str:
+    """A table name as SQLite compares it: ASCII letters ignore case, other letters do not."""
+    return name.translate(_ASCII_LOWER)
+
+
+def check_internal_table(
+    where: object, name: str, columns: list[tuple[str, str, int, int]]
+) -> None:
+    """Refuse a user's table named like statemigrate's metadata or Alembic's stamp.
+
+    Both live beside the tables in a SQL store; they are told from a user's table of
+    the same name by their columns (ours: ``key TEXT, value``; Alembic's: ``version_num``).
+
+    Args:
+        where: the store, for the message.
+        name: ``__statemigrate__`` or ``alembic_version``.
+        columns: the table's ``(name, type, notnull, pk)`` columns.
+
+    Raises:
+        SourceError: the table is not statemigrate's or Alembic's (exit 4).
+    """
+    cols = [(n.lower(), t.upper()) for n, t, _nn, _pk in columns]
+    if name == METADATA_TABLE:
+        ours = [c for c, _t in cols] == ["key", "value"] and cols[0][1] == "TEXT"
+        what = "statemigrate's metadata"
+    else:
+        ours = "version_num" in [c for c, _t in cols]
+        what = "Alembic's revision stamp"
+    if not ours:
+        raise SourceError(
+            f"{where}: table {name!r} uses the name of {what}; rename it in the app first"
+        )
 
 
 def quote(name: str) -> str:
@@ -131,12 +166,15 @@ class SqliteReader(Reader):
         self._tables: list[TableInfo] = []
         foreign = []
         for name in names:
-            if name in INTERNAL_TABLES or name.startswith("sqlite_"):
+            if name.startswith("sqlite_"):
                 continue
             cols = [
                 (r[1], r[2], r[3], r[5])
                 for r in self.conn.execute(f"PRAGMA table_info({quote(name)})")
             ]
+            if name in INTERNAL_TABLES:
+                check_internal_table(path, name, cols)
+                continue
             kind = classify_columns(cols)
             if kind is None:
                 foreign.append(name)
@@ -443,6 +481,16 @@ class SqliteEngine(Engine):
     )
     sidecar_suffixes = ("-wal", "-shm", "-journal")
     space_factor = 1.6
+    reserved_table_names: ClassVar[Mapping[str, str]] = {
+        ALEMBIC_TABLE: "reserved for the revision stamp that Alembic reads"
+    }
+    reserved_table_prefixes: ClassVar[Mapping[str, str]] = {"sqlite_": "reserved by SQLite"}
+    table_name_folding = "in SQL, which ignores case"
+
+    @classmethod
+    def fold_table_name(cls, name: str) -> str:
+        """SQLite's case folding of names (ASCII only)."""
+        return fold_sql_name(name)
 
     @classmethod
     def detect(cls, path: Path) -> bool:

@@ -153,6 +153,12 @@ class TursoEngine(DbapiSqlEngine):
         rename_table=True,
     )
     layout = TursoLayout
+    reserved_table_prefixes: ClassVar[Mapping[str, str]] = {
+        **DbapiSqlEngine.reserved_table_prefixes,
+        "__turso_internal_": "reserved by Turso",
+    }
+    # ASCII case as in SQLite, and other capitals as sql_name lower-cases them.
+    table_name_folding: ClassVar[str] = "in Turso, which ignores the case of letters"
     space_factor = 2.0
     sidecar_suffixes = ("-wal", "-shm")
     writer_pragmas = ("PRAGMA synchronous=OFF",)

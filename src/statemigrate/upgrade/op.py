@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import UsageError
+from ..model import shown_name
+from .errors import RevisionFailedError
 
 Record = tuple  # (key, value) or (key, value, version)
 
@@ -35,6 +37,25 @@ def _ctx() -> Any:
             "while statemigrate runs it (statemigrate upgrade STORE --schema DIR)"
         )
     return _bound[-1]
+
+
+def _check_name(ctx: Any, name: str) -> None:
+    """Refuse a new table name the store's engine cannot hold beside its tables.
+
+    Checked before the operation runs (``--dry-run`` too), with the engine's declared
+    rules (:meth:`~statemigrate.engines.base.Engine.table_name_problems`): on a SQL
+    engine ``A`` beside ``a``, ``sqlite_x`` or ``alembic_version`` would fail only at
+    the switch, or clash with the revision stamp.
+    """
+    existing = list(ctx.tables())
+    if name in existing:
+        return  # the context reports an existing table itself
+    problem = ctx.engine.table_name_problems([*existing, name]).get(name)
+    if problem is not None:
+        raise RevisionFailedError(
+            f"revision {ctx.revision}: the {ctx.engine.name} engine cannot hold table "
+            f"{shown_name(name)} ({problem})"
+        )
 
 
 class bind:
@@ -53,6 +74,7 @@ class bind:
 
 def create_table(name: str, versioned: bool = False) -> None:
     """Create an empty table (plain, or versioned: records carry a u64 version)."""
+    _check_name(_ctx(), name)
     _ctx().create_table(name, versioned)
 
 
@@ -62,7 +84,9 @@ def drop_table(name: str) -> None:
 
 
 def rename_table(old: str, new: str) -> None:
-    """Rename a table (``new`` must not exist)."""
+    """Rename a table (``new`` must not exist, nor differ from ``old`` only where the engine
+    ignores it, such as the case of letters in SQL)."""
+    _check_name(_ctx(), new)
     _ctx().rename_table(old, new)
 
 
@@ -77,6 +101,7 @@ def copy_table(
         fn: as in :func:`rewrite`, applied while copying (one pass instead of two).
         batch: as in :func:`rewrite`.
     """
+    _check_name(_ctx(), destination)
     _ctx().copy_table(source, destination, fn, batch=batch)
 
 
