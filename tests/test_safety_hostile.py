@@ -3,8 +3,9 @@
 Each case runs the real command in a subprocess with a time bound: one clear line,
 exit 4 for a source (5 for a destination), no traceback, no hang, no crash of the
 interpreter. Corruption that an engine without checksums cannot see (a flipped byte
-inside a SQLite value) may convert: then the copy must equal what the reader read,
-which convert's own verification guarantees.
+inside a SQLite or LMDB value) may convert: then the copy is compared with the
+undamaged store's records, and only as many values as bytes were flipped may differ;
+a missing or added record or table fails the test.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from statemigrate.testing.safety import (
     store_file,
     truncate_file,
 )
+from statemigrate.testing.stores import read_store
 
 BOUND = 20  # seconds: a hang fails the test
 
@@ -62,6 +64,47 @@ def pristine(tmp_path_factory):
         build_store(name, path, 3_000, seed=21)
         out[name] = path
     return out
+
+
+@pytest.fixture(scope="module")
+def pristine_records(pristine):
+    """The records of each pristine store, read once (lazily) per engine."""
+    cache: dict[str, dict] = {}
+
+    def get(engine: str) -> dict:
+        if engine not in cache:
+            cache[engine] = records_by_table(engine, pristine[engine])
+        return cache[engine]
+
+    return get
+
+
+def records_by_table(engine: str, path: Path) -> dict[str, dict[bytes, tuple]]:
+    """Every table of a store as ``{key: (value, [version])}``, read by its engine."""
+    tables = read_store(get_engine(engine), path)["tables"]
+    return {name: {r[0]: tuple(r[1:]) for r in recs} for name, (_kind, recs) in tables.items()}
+
+
+def assert_only_flipped_values_differ(
+    expected: dict[str, dict[bytes, tuple]], final: Path, flips: int
+) -> None:
+    """A copy made from a damaged store the engine could not tell: nothing lost.
+
+    Every table and every key of the undamaged store is there, nothing is added, and
+    at most ``flips`` records (one per flipped byte) carry another value or version.
+    """
+    got = records_by_table("sqlite", final)
+    assert sorted(got) == sorted(expected), "tables lost or added"
+    changed = []
+    for name, records in expected.items():
+        missing = records.keys() - got[name].keys()
+        added = got[name].keys() - records.keys()
+        assert not missing and not added, (
+            f"{name}: {len(missing)} records missing, {len(added)} added "
+            f"(e.g. {sorted(missing | added)[:3]})"
+        )
+        changed += [(name, k) for k, v in records.items() if got[name][k] != v]
+    assert len(changed) <= flips, f"{len(changed)} records differ: {changed[:5]}"
 
 
 def convert_from(engine: str, path: Path, tmp: Path, **kw) -> tuple:
@@ -112,7 +155,9 @@ def test_truncated(engine: str, fraction: float, pristine, tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("engine", "region"), [p for r in ("header", "data") for p in cases(f"flipped-{r}", [r])]
 )
-def test_flipped_bytes(engine: str, region: str, pristine, tmp_path: Path) -> None:
+def test_flipped_bytes(
+    engine: str, region: str, pristine, pristine_records, tmp_path: Path
+) -> None:
     for seed in range(3):
         path = copy_store(pristine[engine], tmp_path / f"{seed}-{pristine[engine].name}")
         target = biggest(path)
@@ -130,6 +175,29 @@ def test_flipped_bytes(engine: str, region: str, pristine, tmp_path: Path) -> No
         if run.returncode == 4:
             one_line_error(run)
             assert not final.exists()
+        else:
+            assert_only_flipped_values_differ(pristine_records(engine), final, len(offsets))
+
+
+@pytest.mark.parametrize("where", ["0", "100", "5000", "half"])
+def test_flipped_byte_in_the_biggest_rocksdb_table_file(
+    where: str, pristine, pristine_records, tmp_path: Path
+) -> None:
+    """Hostile case B1: RocksDB checksums every block, so a flip there is always exit 4."""
+    path = copy_store(pristine["rocksdb"], tmp_path / pristine["rocksdb"].name)
+    sst = max(path.glob("*.sst"), key=lambda p: p.stat().st_size)
+    size = sst.stat().st_size
+    assert size > 5000, f"the table file is too small to flip byte 5000 ({size} bytes)"
+    flip_bytes(sst, [size // 2 if where == "half" else int(where)])
+    run, final = convert_from("rocksdb", path, tmp_path)
+    if run.returncode == 0:
+        assert_only_flipped_values_differ(pristine_records("rocksdb"), final, 1)
+        pytest.fail("RocksDB checksums every block: a flipped byte must be exit 4")
+    assert_source_refused(run, final)
+    for verb in ("checksum", "inspect"):
+        check = run_cli([verb, spec("rocksdb", path)], timeout=BOUND)
+        assert check.returncode == 4, describe(check)
+        one_line_error(check)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
