@@ -375,8 +375,12 @@ def convert(
     with no_wider_than(src_path, final), destination_lock(final):
         crash_point("locked")
         recover_placement(final)
+        if not lexists(partial):
+            # Side files and finished mark of a .partial already renamed into place (a
+            # run killed right after the rename): nothing can use them any more.
+            _remove_store(dst_engine, partial)
         existing = check_destination(dst_engine, final, overwrite=overwrite, resume=resume)
-        if existing and resume and not dst_engine.store_paths(partial):
+        if existing and resume and not lexists(partial):
             done = _already_in_place(
                 src_engine, src_path, source_options, dst_engine, final, tables, should_stop
             )
@@ -583,7 +587,7 @@ def check_destination(engine: type[Engine], final: Path, *, overwrite: bool, res
     _check_partial(engine, partial)
     existing = lexists(final)
     if existing:
-        may_be_done = resume and not engine.store_paths(partial)
+        may_be_done = resume and not lexists(partial)
         if not overwrite and not may_be_done:
             raise DestinationError(
                 f"{final}: already exists", hint="pass --overwrite to replace it"
