@@ -208,7 +208,7 @@ def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 )
 @click.option(
     "--rocksdb-format-version",
-    type=click.IntRange(2, 7),
+    type=click.IntRange(2, 6),
     default=None,
     help="RocksDB destinations: block-based table format (default 5, readable since RocksDB 6.6).",
 )
