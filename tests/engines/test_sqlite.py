@@ -118,3 +118,49 @@ def test_fixture_equals_the_other_engines_fixtures():
     assert verify(
         str(FIXTURES / "sqlite" / "app.sqlite"), str(FIXTURES / "jsonl" / "app.jsonl")
     ).equal
+
+
+def _digest_by_hand(path: Path) -> str:
+    """DESIGN.md's store digest computed with apsw and plain xxhash, no statemigrate code."""
+    import struct
+
+    import xxhash
+
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    parts = []
+    for (name,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'").fetchall():
+        if name in ("__statemigrate__", "alembic_version") or name.startswith("sqlite_"):
+            continue
+        quoted = '"' + name.replace('"', '""') + '"'
+        versioned = "version" in [r[1] for r in conn.execute(f"PRAGMA table_info({quoted})")]
+        columns = "key, value, version" if versioned else "key, value"
+        total = count = 0
+        for row in conn.execute(f"SELECT {columns} FROM {quoted}"):
+            key, value = bytes(row[0]), bytes(row[1])
+            data = struct.pack("<Q", len(key)) + key + struct.pack("<Q", len(value)) + value
+            if versioned:
+                data += struct.pack("<Q", row[2] % 2**64)  # SQLite's INTEGER is signed
+            total += xxhash.xxh3_128_intdigest(data)
+            count += 1
+        parts.append((name.encode(), versioned, count, total % 2**128))
+    conn.close()
+    h = xxhash.xxh3_128()
+    for raw, versioned, count, total in sorted(parts):
+        h.update(struct.pack("<Q", len(raw)) + raw + bytes([versioned]))
+        h.update(struct.pack("<Q", count) + total.to_bytes(16, "little"))
+    return h.hexdigest()
+
+
+def test_the_example_digests_are_the_contracts(tmp_path):
+    """upgrade.conformance.EXPECTED (what every engine must reach at each revision of the
+    example schema) equals the digest computed by hand from the records SQLite holds."""
+    from statemigrate.upgrade import upgrade
+    from statemigrate.upgrade.conformance import EXAMPLE, EXPECTED, seeded
+
+    spec = seeded(SqliteEngine, tmp_path)
+    path = Path(spec.split(":", 1)[1])
+    got = {"0001": _digest_by_hand(path)}
+    for rev in ("0002", "0003", "0004", "0005"):
+        upgrade(spec, EXAMPLE, to=rev, digests=False)
+        got[rev] = _digest_by_hand(path)
+    assert got == EXPECTED
