@@ -22,6 +22,7 @@ from statemigrate.errors import DestinationError, SourceError, StoreBusyError
 from statemigrate.fsutil import store_size
 from statemigrate.model import TableInfo, TableKind
 from statemigrate.registry import get_engine
+from statemigrate.testing.holders import APP_CODE, running
 from statemigrate.testing.stores import read_store, tree_sha256, write_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -242,34 +243,22 @@ def test_an_app_naming_the_store_is_seen_and_a_namesake_elsewhere_is_not(tmp_pat
     path = write_store(HelixdbEngine, tmp_path / "s.helixdb", {TableInfo("t"): [(b"a", b"1")]})
     elsewhere = tmp_path / "other"
     elsewhere.mkdir()
-    app = "import sys, helixdb_uniffi\nprint('ready', flush=True)\nsys.stdin.read()\n"
-    # Same base name, another directory: not this store.
-    proc = subprocess.Popen(
-        [sys.executable, "-c", app, "s.helixdb"],
-        cwd=elsewhere,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    try:
-        HelixdbEngine.open_writer(path).close()
-    finally:
-        _release(proc)
-    # The store itself, relative to the app's working directory.
-    proc = subprocess.Popen(
-        [sys.executable, "-c", app, "s.helixdb"],
-        cwd=tmp_path,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    try:
-        with pytest.raises(StoreBusyError, match=f"pid {proc.pid}"):
+    write_store(HelixdbEngine, elsewhere / "s.helixdb", {TableInfo("t"): [(b"b", b"2")]})
+    # The app opens its store (an embedded client on PATH/db) by a path relative to its
+    # working directory, as apps name their data directory.
+    app = APP_CODE["helixdb"]
+    relative = ["s.helixdb", "idle", "s.helixdb", "db"]
+    with running(app, relative, cwd=elsewhere):  # a namesake in another directory: not ours
+        w = HelixdbEngine.open_writer(path)
+        w.write_batch(TableInfo("t"), [(b"c", b"3")])
+        w.finish()
+        w.close()
+    with running(app, relative, cwd=tmp_path) as pid:  # this very store
+        with pytest.raises(StoreBusyError, match=f"pid {pid}\\)") as err:
             HelixdbEngine.open_writer(path)
-    finally:
-        _release(proc)
+        assert err.value.exit_code == 3
+    assert read_store(HelixdbEngine, path)["tables"]["t"][1] == [(b"a", b"1"), (b"c", b"3")]
+    assert read_store(HelixdbEngine, elsewhere / "s.helixdb")["tables"]["t"][1] == [(b"b", b"2")]
 
 
 def test_backup_holds_every_write_and_the_writer_goes_on(tmp_path):

@@ -11,7 +11,7 @@ import signal
 import struct
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,8 @@ from statemigrate import convert
 from statemigrate.engines.redb import RedbEngine, read_header
 from statemigrate.errors import DestinationError, StoreBusyError, UsageError
 from statemigrate.model import MAX_VERSION, TableInfo, TableKind
+from statemigrate.testing.holders import app_holding
+from statemigrate.testing.safety import DROP_DAC
 from statemigrate.testing.stores import read_store, write_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "redb"
@@ -411,29 +413,28 @@ def test_format_2_is_written_on_request_as_redb_2_writes_it(tmp_path, fmt, redb_
 # --- the source is never modified; locks; damaged files -------------------------------
 
 _CHILD = r"""
-import sys, time
+import sys
 from pathlib import Path
 from statemigrate.engines.redb import RedbEngine
 from statemigrate.model import TableInfo
-path, fmt, mode = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-if mode == "hold":
-    w = RedbEngine.open_writer(path)
-    print("ready", flush=True)
-    time.sleep(60)
-else:  # write forever, to be killed mid-write
-    w = RedbEngine.open_writer(path)
-    t = TableInfo("t")
-    i = 0
-    print("ready", flush=True)
-    while True:
-        w.write_batch(t, [(b"%08d" % (i * 100 + j), b"x" * 200) for j in range(100)], {"checkpoint": b"%d" % i})
-        i += 1
+path = Path(sys.argv[1])
+# Write forever, to be killed mid-write; "ready" once the first batch is durable (the
+# writer makes only every 16th commit durable by itself).
+w = RedbEngine.open_writer(path)
+t = TableInfo("t")
+i = 0
+while True:
+    w.write_batch(t, [(b"%08d" % (i * 100 + j), b"x" * 200) for j in range(100)], {"checkpoint": b"%d" % i})
+    if i == 0:
+        w.sync()
+        print("ready", flush=True)
+    i += 1
 """
 
 
-def _child(path: Path, fmt: int, mode: str) -> subprocess.Popen:
+def _writer_child(path: Path) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(path), str(fmt), mode], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _CHILD, str(path)], stdout=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
@@ -451,24 +452,25 @@ def _store(tmp_path: Path, fmt: int) -> Path:
 @pytest.mark.parametrize("fmt", [2, 3])
 def test_a_file_held_by_another_process_is_busy_at_once(tmp_path, fmt):
     path = _store(tmp_path, fmt)
-    proc = _child(path, fmt, "hold")
-    try:
-        start = time.monotonic()
-        busy = f"store is in use by another process \\(pid {proc.pid}\\)"
-        with pytest.raises(StoreBusyError, match=busy):
-            RedbEngine.open_reader(path)
-        assert time.monotonic() - start < 3
-    finally:
-        proc.kill()
-        proc.wait()
+    with app_holding("redb", path) as pid:  # an app with the file open through redb
+        # "At once", without a stopwatch: a reader that waited for redb's file lock would
+        # wait as long as the app lives. The hang guard ends the app after 60 s, the wait
+        # then ends without StoreBusyError, and the test fails.
+        guard = threading.Timer(60, os.kill, (pid, signal.SIGKILL))
+        guard.start()
+        try:
+            busy = f"store is in use by another process \\(pid {pid}\\)"
+            with pytest.raises(StoreBusyError, match=busy):
+                RedbEngine.open_reader(path)
+        finally:
+            guard.cancel()
     assert read_store(RedbEngine, path)["tables"]["t"][1] == [(b"a", b"1")]
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
 def test_a_file_left_needing_repair_is_read_without_changing_a_byte(tmp_path, fmt):
     path = _store(tmp_path, fmt)
-    proc = _child(path, fmt, "write")
-    time.sleep(1.0)
+    proc = _writer_child(path)  # killed once its first batch is durable, mid-write
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert read_header(path)["needs_repair"], "the killed writer should leave the recovery flag set"
@@ -548,12 +550,21 @@ def test_flipped_bytes_never_crash_and_never_read_wrong_records(tmp_path, fmt):
 def test_inspect_facts_come_from_the_header_alone(tmp_path):
     p = tmp_path / "copy.redb"
     shutil.copy(FIXTURES / FILES[2], p)
-    os.chmod(p, 0o000)
-    try:
-        if os.access(p, os.R_OK):  # root reads anything; the point is no open for writing
-            assert RedbEngine.format_info(p)["written_by"] == "redb 2.0-2.6"
-    finally:
-        os.chmod(p, 0o644)
+    before, mtime = sha256(p), p.stat().st_mtime_ns
+    # Read-only, and read in a child that the mode binds even when the tests run as root
+    # (no CAP_DAC_OVERRIDE): an open for writing would fail there.
+    os.chmod(p, 0o444)
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom statemigrate.engines.redb import RedbEngine\n"
+        "print(RedbEngine.format_info(Path(sys.argv[1]))['written_by'])\n"
+    )
+    cmd = [sys.executable, "-c", code, str(p)]
+    if os.geteuid() == 0:
+        cmd = DROP_DAC + cmd
+    info = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert info.returncode == 0, info.stderr[-2000:]
+    assert info.stdout.strip() == "redb 2.0-2.6"
+    assert sha256(p) == before and p.stat().st_mtime_ns == mtime
     assert not RedbEngine.detect(tmp_path)
     (tmp_path / "n.txt").write_bytes(b"redb\x1a\n")
     assert not RedbEngine.detect(tmp_path / "n.txt")

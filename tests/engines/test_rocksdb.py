@@ -12,6 +12,7 @@ from statemigrate import convert
 from statemigrate.engines.rocksdb import RocksdbEngine
 from statemigrate.errors import StoreBusyError
 from statemigrate.model import TableInfo, TableKind
+from statemigrate.testing.holders import app_holding
 from statemigrate.testing.stores import read_store, write_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -61,34 +62,27 @@ def test_versioned_layout_is_8_byte_big_endian_then_value(tmp_path):
     assert "0x6B : 0x0000000000000102" + b"val".hex().upper() in res.stdout
 
 
-def test_reader_releases_the_lock(tmp_path):
+def test_a_reader_never_locks_the_app_out(tmp_path):
+    """Our reader reads a private link image, so an app can open the store (and take its
+    LOCK) while we read; a reader that held the LOCK would keep the app from starting."""
     path = write_store(RocksdbEngine, tmp_path / "l.rocksdb", {TableInfo("t"): [(b"k", b"v")]})
-    read_store(RocksdbEngine, path)
-    w = RocksdbEngine.open_writer(path)  # would fail if the LOCK were still held
+    # app_holding fails unless the app, started while the reader is open, gets the LOCK.
+    with RocksdbEngine.open_reader(path) as reader, app_holding("rocksdb", path) as pid:
+        (table,) = reader.tables()
+        assert [r for b in reader.read_batches(table) for r in b] == [(b"k", b"v")]
+        with pytest.raises(StoreBusyError, match=f"pid {pid}\\)"):
+            RocksdbEngine.open_writer(path)
+    w = RocksdbEngine.open_writer(path)  # the app is gone and the reader closed: free
     w.close()
 
 
 def test_a_store_held_by_another_process_is_busy(tmp_path):
-    import sys
-
     path = write_store(RocksdbEngine, tmp_path / "h.rocksdb", {TableInfo("t"): [(b"k", b"v")]})
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            (
-                "import rocksdict,sys,time;o=rocksdict.Options(raw_mode=True);"
-                "d=rocksdict.Rdict(sys.argv[1],o,column_families={'t':o,'__statemigrate__':o});"
-                "print('ok',flush=True);time.sleep(30)"
-            ),
-            str(path),
-        ],
-        stdout=subprocess.PIPE,
-    )
-    try:
-        assert child.stdout.readline().strip() == b"ok"
-        with pytest.raises(StoreBusyError, match=f"pid {child.pid}"):
-            RocksdbEngine.open_reader(path)
-    finally:
-        child.kill()
-        child.wait()
+    with app_holding("rocksdb", path) as pid:  # the app has the database open (its LOCK)
+        for opening in (RocksdbEngine.open_reader, RocksdbEngine.open_writer):
+            with pytest.raises(
+                StoreBusyError, match=f"in use by another process \\(pid {pid}\\)"
+            ) as err:
+                opening(path)
+            assert err.value.exit_code == 3
+    assert read_store(RocksdbEngine, path)["tables"]["t"][1] == [(b"k", b"v")]
