@@ -162,6 +162,20 @@ def test_partial_named_as_the_source_is_exit_2(engine: type[Engine], tmp_path: P
     assert not final.exists() and not final.with_name(final.name + ".lock").exists()
 
 
+@pytest.mark.parametrize("name", SQLITE_FAMILY)
+def test_destination_named_as_a_side_file_of_the_source_is_exit_2(
+    name: str, tmp_path: Path
+) -> None:
+    """A store placed at ``SRC-wal`` would be applied to the source on its next open."""
+    src, _ = source_store(get_engine(name), tmp_path)
+    before, names = files_sha256(name, src), entries(tmp_path)
+    for suffix in get_engine(name).sidecar_suffixes:
+        run = convert("--overwrite", spec(name, src), spec("sqlite", Path(str(src) + suffix)))
+        assert_refused(run, 2, "side file", "of the source")
+        assert files_sha256(name, src) == before
+        assert entries(tmp_path) == names
+
+
 @pytest.mark.parametrize("name", DIR_ENGINES)
 def test_destination_inside_a_directory_source_is_exit_2(name: str, tmp_path: Path) -> None:
     """B14: the convert's own .partial and lock would change the source it reads."""
@@ -654,6 +668,27 @@ def test_source_damage_found_mid_copy_leaves_no_partial(
     # Nothing points the user at a --resume that could never succeed.
     again = convert("--batch-records", "100", spec("jsonl", dump), spec(engine.name, final))
     assert again.returncode == 4 and "--resume" not in again.stderr, describe(again)
+
+
+REDB_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "redb" / "redb3-format3.redb"
+
+
+def test_a_refusal_of_the_destination_engine_after_creation_leaves_no_partial(
+    tmp_path: Path,
+) -> None:
+    """The redb writer refuses a user-defined key type when it creates that table, after
+    the .partial exists: a --resume would meet the same refusal, so none is kept."""
+    mid = tmp_path / "mid.sqlite"
+    assert convert(spec("redb", REDB_FIXTURE), spec("sqlite", mid)).returncode == 0
+    before = files_sha256("sqlite", mid)
+    final = tmp_path / "back.redb"
+    for _ in range(2):  # the same command again: the same refusal, never "pass --resume"
+        run = convert(spec("sqlite", mid), spec("redb", final))
+        assert_refused(run, 5, "user-defined")
+        assert "--resume" not in run.stderr
+        assert not final.exists()
+        assert_nothing_left(final)
+    assert files_sha256("sqlite", mid) == before
 
 
 def test_a_kill_mid_copy_keeps_the_partial_for_resume(engine: type[Engine], tmp_path: Path) -> None:

@@ -156,6 +156,11 @@ def refuse_in_place(
     for mine in owned_paths(dst_engine, final):
         for theirs in sources:
             if is_within(mine, theirs) and is_within(theirs, mine):
+                if theirs != src_path:
+                    raise UsageError(
+                        f"{mine}: is the side file {theirs.name} of the source; convert "
+                        "never writes over the source"
+                    )
                 raise UsageError("the destination is the source; convert never works in place")
             if is_within(mine, theirs):
                 raise UsageError(
@@ -631,7 +636,8 @@ def _check_partial(engine: type[Engine], partial: Path) -> None:
     would block; a directory where the engine makes a file) is not statemigrate's.
     """
     want = "a directory" if engine.capabilities.directory else "a regular file"
-    for p in [partial] + [Path(str(partial) + s) for s in engine.sidecar_suffixes]:
+    sides = [Path(str(partial) + s) for s in engine.sidecar_suffixes] + [_done_mark(partial)]
+    for p in [partial, *sides]:
         if not lexists(p):
             continue
         what = kind_of(p, follow=False)
@@ -852,7 +858,8 @@ def _done_mark(partial: Path) -> Path:
 
 
 def _mark_done(mark: Path) -> None:
-    os.close(os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    os.close(os.open(mark, flags, 0o644))
     fsync_tree(mark)  # the file and its directory
 
 
