@@ -31,7 +31,10 @@ def fingerprint(engine: str, path: Path, extra_paths: list[Path] | None = None) 
                         # which an app holding the store rewrites); RocksDB rewrites its
                         # info log on every open.
                         continue
-                    st = p.stat()
+                    try:
+                        st = p.stat()
+                    except FileNotFoundError:
+                        continue  # removed while walking (an app's obsolete file): not state
                     files[str(p.relative_to(path))] = [st.st_size, st.st_mtime_ns]
         elif root.name.endswith("-shm"):
             continue  # SQLite's WAL index: every reader writes its read marks there
