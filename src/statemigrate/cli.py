@@ -446,39 +446,79 @@ Installer contract (exit codes):
   1  the store is at a revision this schema does not know (a newer app wrote it);
      nothing changed ("too_new")
   3  the store is held by another process (the app is running) ("busy")
-  5  a revision failed; the store stays at the revision before it ("failed")
-  2  usage error; 70 internal error
+  4  no store at the path ("missing"; nothing created), or it cannot be read
+     ("unreadable")
+  5  a revision failed, or the disk is full; the store stays at the last
+     revision that completed ("failed")
+  6  interrupted by a signal; run it again ("interrupted")
+  2  usage error ("usage_error"); 70 internal error ("error")
 """
 
 
 def _upgrade_status(exc: StateMigrateError) -> str:
-    from .errors import StoreBusyError, UsageError
-    from .upgrade.errors import RevisionUnknownError
+    from .errors import InterruptedByUser, SourceError, StoreBusyError, UsageError
+    from .upgrade.errors import RevisionUnknownError, StoreMissingError
 
-    if isinstance(exc, StoreBusyError):
-        return "busy"
-    if isinstance(exc, RevisionUnknownError):
-        return "too_new"
-    if isinstance(exc, UsageError):
-        return "usage_error"
+    for kind, status in (
+        (StoreBusyError, "busy"),
+        (RevisionUnknownError, "too_new"),
+        (StoreMissingError, "missing"),
+        (SourceError, "unreadable"),
+        (UsageError, "usage_error"),
+        (InterruptedByUser, "interrupted"),
+    ):
+        if isinstance(exc, kind):
+            return status
     return "failed"
 
 
+def _upgrade_failure(exc: BaseException) -> dict[str, Any]:
+    """The JSON fields of a schema command that failed, as handle_errors will exit."""
+    if isinstance(exc, StateMigrateError):
+        return {
+            "status": _upgrade_status(exc),
+            "error": exc.message,
+            "hint": exc.hint,
+            "exit_code": exc.exit_code,
+        }
+    if isinstance(exc, KeyboardInterrupt):
+        return {
+            "status": "interrupted",
+            "error": "interrupted",
+            "hint": "run the same command again: each revision is applied whole or not at all",
+            "exit_code": EXIT_INTERRUPTED,
+        }
+    if isinstance(exc, OSError):
+        code, hint = _os_error_code(exc)
+        path = f"{exc.filename}: " if exc.filename else ""
+        return {
+            "status": "failed" if code == EXIT_DESTINATION else "unreadable",
+            "error": f"{path}{exc.strerror or exc}",
+            "hint": hint,
+            "exit_code": code,
+        }
+    where = traceback.extract_tb(exc.__traceback__)[-1]
+    return {
+        "status": "error",
+        "error": f"internal error: {type(exc).__name__}: {exc} "
+        f"(at {os.path.basename(where.filename)}:{where.lineno})",
+        "hint": f"please report it to {REPORT_URL}, with the output of the same command run with --traceback",
+        "exit_code": EXIT_INTERNAL,
+    }
+
+
 def _upgrade_call(as_json: bool, store: str | None, fn: Callable[[], Any]) -> Any:
-    """Run ``fn``; with --json an error is also a JSON report on stdout (then the exit code)."""
+    """Run ``fn``; with --json every failure is also one JSON object on stdout.
+
+    handle_errors then prints the one line on stderr and exits with the same code.
+    """
     try:
         return fn()
-    except StateMigrateError as exc:
+    except (click.exceptions.Exit, click.ClickException):
+        raise
+    except (Exception, KeyboardInterrupt) as exc:
         if as_json:
-            _emit_json(
-                {
-                    "store": store,
-                    "status": _upgrade_status(exc),
-                    "error": exc.message,
-                    "hint": exc.hint,
-                    "exit_code": exc.exit_code,
-                }
-            )
+            _emit_json({"store": store, **_upgrade_failure(exc)})
         raise
 
 
@@ -644,10 +684,20 @@ def stamp(store: str, revision: str, schema: str, dry_run: bool, as_json: bool) 
         )
 
 
+def _print_unrecorded(report: Any) -> None:
+    if report.unrecorded_private:
+        click.echo(
+            f"note: {', '.join(report.unrecorded_private)}: named like an upgrade's private "
+            "tables (__sm_tmp__), but no upgrade recorded them; left alone as your data"
+        )
+
+
 def _print_current(report: Any) -> None:
-    if report.recovered:
-        click.echo(f"recovered: {report.recovered}")
-    click.echo(f"{report.store}: at {', '.join(report.current) or 'base (no revision)'}")
+    at = ", ".join(report.current) or "base (no revision)"
+    click.echo(f"{report.store}: at {at}{' (interrupted)' if report.interrupted else ''}")
+    if report.interrupted:
+        click.echo(f"interrupted: {report.interrupted['message']}")
+    _print_unrecorded(report)
 
 
 @main.command()
@@ -656,21 +706,22 @@ def _print_current(report: Any) -> None:
     "--schema", "schema", type=click.Path(file_okay=False), help="Also say whether it is at head."
 )
 @click.option(
-    "--dry-run", is_flag=True, help="Do not finish an interrupted upgrade first (read only)."
+    "--dry-run",
+    is_flag=True,
+    hidden=True,
+    help="Accepted for compatibility: current never changes the store.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @handle_errors
 def current(store: str, schema: str | None, dry_run: bool, as_json: bool) -> None:
-    """Print STORE's stamped schema revision(s).
+    """Print STORE's stamped schema revision(s). Read only: it never changes the store.
 
-    An upgrade interrupted by a crash is finished or rolled back first (unless
-    --dry-run), so the revision printed is the one the data is at.
+    An upgrade interrupted by a crash is reported ("interrupted"), not finished:
+    `statemigrate upgrade` (or `downgrade`) finishes it.
     """
     from .upgrade import runner
 
-    report = _upgrade_call(
-        as_json, store, lambda: runner.current(store, schema=schema, recover_store=not dry_run)
-    )
+    report = _upgrade_call(as_json, store, lambda: runner.current(store, schema=schema))
     _emit_json(report.to_json()) if as_json else _print_current(report)
 
 
@@ -684,7 +735,10 @@ def current(store: str, schema: str | None, dry_run: bool, as_json: bool) -> Non
     help="The schema directory (an Alembic script directory).",
 )
 @click.option(
-    "--dry-run", is_flag=True, help="Do not finish an interrupted upgrade first (read only)."
+    "--dry-run",
+    is_flag=True,
+    hidden=True,
+    help="Accepted for compatibility: check never changes the store.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @handle_errors
@@ -692,19 +746,20 @@ def check(store: str, schema: str, dry_run: bool, as_json: bool) -> None:
     """Exit 0 when STORE is at the schema's head, 1 otherwise (naming both revisions).
 
     Also exit 1 when a revision file changed after it was applied (its checksum,
-    recorded beside the stamp, differs) or the store's revision is unknown.
+    recorded beside the stamp, differs), the store's revision is unknown, or an
+    upgrade was interrupted (reported, not finished: check never changes the store).
     """
     from .upgrade import runner
 
-    report = _upgrade_call(
-        as_json, store, lambda: runner.current(store, schema=schema, recover_store=not dry_run)
-    )
+    report = _upgrade_call(as_json, store, lambda: runner.current(store, schema=schema))
     if as_json:
         _emit_json(report.to_json())
     else:
         at = ", ".join(report.current) or "base"
         head = ", ".join(report.heads or []) or "base"
-        if report.unknown:
+        if report.interrupted:
+            click.echo(f"{report.store}: at {at}, but {report.interrupted['message']}")
+        elif report.unknown:
             click.echo(
                 f"{report.store}: at {at}, unknown to this schema (head {head}): a newer app wrote it"
             )
@@ -716,6 +771,7 @@ def check(store: str, schema: str, dry_run: bool, as_json: bool) -> None:
             )
         for f in report.changed_files:
             click.echo(f"revision {f['revision']} changed after it was applied: {f['path']}")
+        _print_unrecorded(report)
     sys.exit(0 if report.ok else 1)
 
 

@@ -431,6 +431,9 @@ def convert(
         ):
             chosen = select_tables(reader.tables(), tables)
             src_meta = reader.metadata()
+            from .upgrade.journal import refuse_interrupted  # lazy: --help stays light
+
+            refuse_interrupted(src_path, src_meta)  # a half-switched upgrade is no source
             complete = False
             if finished_before:
                 # Killed after the last batch (while syncing, verifying, placing): keep the

@@ -298,7 +298,11 @@ class DbapiSqlWriter(Writer):
         self.conn = conn
         self.layout = engine.layout
         self._in_tx = False
+        self.in_place = False  # set by transaction(): only in-place upgrades use it
+        self.was_wal = False  # the file's journal mode when opened, for an upgrade to keep
         try:
+            mode = conn.execute("PRAGMA journal_mode").fetchall()
+            self.was_wal = bool(mode) and str(mode[0][0]).lower() == "wal"
             for pragma in engine.writer_pragmas:
                 conn.execute(pragma).fetchall()
             conn.execute(SqlLayout.META_CREATE)
@@ -427,6 +431,7 @@ class DbapiSqlWriter(Writer):
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """BEGIN IMMEDIATE … COMMIT around the block: DDL, records and metadata in one commit."""
+        self.in_place = True
         try:
             self.conn.execute("PRAGMA synchronous=FULL").fetchall()  # the user's own file now
             self.conn.execute("BEGIN IMMEDIATE")
@@ -479,10 +484,16 @@ class DbapiSqlWriter(Writer):
             reraise_control(exc)
             raise map_error(exc, self.path, "backing up", source=False) from exc
 
+    def _leaves_wal(self, pragma: str) -> str:
+        """A store upgraded in place keeps the journal mode it had (WAL stays WAL)."""
+        if self.in_place and self.was_wal and "journal_mode" in pragma.lower():
+            return "PRAGMA journal_mode=WAL"
+        return pragma
+
     def finish(self) -> None:
         try:
             for pragma in self.engine.finish_pragmas:
-                self.conn.execute(pragma).fetchall()
+                self.conn.execute(self._leaves_wal(pragma)).fetchall()
         except BaseException as exc:  # a driver panic is a BaseException
             reraise_control(exc)
             raise map_error(exc, self.path, "finishing", source=False) from exc
@@ -490,6 +501,11 @@ class DbapiSqlWriter(Writer):
     def close(self) -> None:
         conn = getattr(self, "conn", None)
         if conn is not None:
+            if self.in_place and not self.was_wal:
+                # A failed upgrade puts the file back in the rollback-journal mode it was
+                # found in (after finish() this changes nothing).
+                with contextlib.suppress(Exception):
+                    conn.execute("PRAGMA journal_mode=DELETE").fetchall()
             conn.close()
             self.conn = None
 

@@ -103,6 +103,23 @@ def writer_holder(lock_file: Path) -> int | None:
     return tid
 
 
+def _refuse_if_open(path: Path) -> None:
+    """Exit 3 when another process has the environment open, even idle (not only writing).
+
+    An app that keeps the environment open holds database handles (DBIs) of the tables
+    it knows: written under it, those tables change or vanish behind its handles (its
+    next write can bring back a table an upgrade dropped, or fail with MDB_BAD_DBI).
+    """
+    lock = path / "lock.mdb"
+    pid = writer_holder(lock)
+    if pid is None:
+        pid = env_holder(lock)
+    if pid is not None:
+        raise StoreBusyError(
+            busy_message(path, pid), hint="stop the app, then run the same command"
+        )
+
+
 def check_data_file(data: Path) -> None:
     """Refuse a ``data.mdb`` shorter than its newest meta page says, before LMDB maps it.
 
@@ -280,9 +297,7 @@ class LmdbWriter(Writer):
                 check_data_file(path / "data.mdb")
             except SourceError as exc:
                 raise DestinationError(exc.message) from exc
-            pid = writer_holder(path / "lock.mdb")
-            if pid is not None:
-                raise StoreBusyError(busy_message(path, pid))
+            _refuse_if_open(path)
             try:
                 self.max_dbs = _count_dbs(path, lmdb, True) + 16
             except lmdb.Error as exc:
@@ -499,9 +514,7 @@ class LmdbWriter(Writer):
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """One LMDB write transaction around the block: tables, records and metadata."""
-        pid = writer_holder(self.path / "lock.mdb")
-        if pid is not None:
-            raise StoreBusyError(busy_message(self.path, pid))
+        _refuse_if_open(self.path)
         if len(self.dbs) + 64 > self.max_dbs:  # no reopening inside the transaction
             self._reopen(max_dbs=len(self.dbs) + 128)
         dbs = dict(self.dbs)

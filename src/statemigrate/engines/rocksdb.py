@@ -471,9 +471,13 @@ class RocksdbWriter(Writer):
         if db is not None:
             self._handles.clear()
             gc.collect()
-            db.close()
             self.db = None
-            gc.collect()
+            try:
+                db.close()  # flushes what is left: a full disk can meet it here
+            except Exception as exc:
+                raise DestinationError(f"{self.path}: closing failed ({_msg(exc)})") from exc
+            finally:
+                gc.collect()
 
     # In-place methods (schema upgrades). RocksDB creates and drops column families
     # outside its WriteBatches and cannot rename them, so it declares neither

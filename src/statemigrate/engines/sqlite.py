@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..errors import DestinationError, SourceError, StoreBusyError
-from ..locks import busy_message, fcntl_holder
+from ..locks import busy_message, fcntl_holder, store_holder
 from ..model import METADATA_TABLE, Batch, Record, TableInfo, TableKind
 from .base import META_REVISION, Capabilities, Engine, Reader, Writer, check_options
 
@@ -307,9 +307,14 @@ class SqliteWriter(Writer):
         self.apsw = apsw
         self.path = path
         flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
+        self.in_place = False  # set by transaction(): only in-place upgrades use it
+        self.was_wal: bool | None = None  # an existing file's journal mode, to leave it so
         try:
             self.conn = apsw.Connection(str(path), flags=flags)
             self.conn.set_busy_timeout(2000)
+            if not create:
+                mode = self.conn.execute("PRAGMA journal_mode").fetchall()[0][0]
+                self.was_wal = str(mode).lower() == "wal"
             # WAL keeps every committed batch whole across a kill -9 of this process;
             # synchronous=OFF is safe for that (the OS has the pages) and finish()
             # syncs before the file is renamed into place.
@@ -319,10 +324,24 @@ class SqliteWriter(Writer):
             self.conn.execute("PRAGMA wal_autocheckpoint=10000")
             self.conn.execute(SqlLayout.META_CREATE)
         except apsw.BusyError as exc:
-            raise StoreBusyError(f"{path}: store is in use by another process") from exc
+            raise self._busy() from exc
+        except (apsw.FullError, apsw.IOError) as exc:
+            raise DestinationError(f"{path}: cannot open for writing ({_msg(exc)})") from exc
         except apsw.Error as exc:
             err = SourceError if not create else DestinationError
             raise err(f"{path}: cannot open for writing ({_msg(exc)})") from exc
+
+    def _busy(self) -> StoreBusyError:
+        """Exit 3 naming the process that holds the file (or its ``-wal``/``-shm``)."""
+        paths = SqliteEngine.store_paths(self.path)
+        return StoreBusyError(
+            busy_message(self.path, store_holder(paths)),
+            hint="stop the app, then run the same command",
+        )
+
+    def _final_journal_mode(self) -> str:
+        """The mode to leave: an in-place upgrade leaves the mode it found, a built store DELETE."""
+        return "WAL" if self.in_place and self.was_wal else "DELETE"
 
     def _tx(self, fn: Any) -> None:
         try:
@@ -387,9 +406,9 @@ class SqliteWriter(Writer):
     def finish(self) -> None:
         try:
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            # Leave a self-contained file in rollback-journal mode: nothing beside it
-            # is needed, and an app may switch it to WAL when it opens it.
-            self.conn.execute("PRAGMA journal_mode=DELETE")
+            # A built store is left self-contained in rollback-journal mode (an app may
+            # switch it to WAL when it opens it); a store upgraded in place keeps its mode.
+            self.conn.execute(f"PRAGMA journal_mode={self._final_journal_mode()}")
             self.conn.execute("PRAGMA synchronous=FULL")
         except self.apsw.Error as exc:
             raise DestinationError(f"{self.path}: finishing failed ({_msg(exc)})") from exc
@@ -397,6 +416,11 @@ class SqliteWriter(Writer):
     def close(self) -> None:
         conn = getattr(self, "conn", None)
         if conn is not None:
+            if self.was_wal is False:
+                # Abandoned without finish() (a failed upgrade): the file is put back in the
+                # rollback-journal mode it was found in, not left in WAL for good.
+                with contextlib.suppress(self.apsw.Error):
+                    conn.execute("PRAGMA journal_mode=DELETE")
             conn.close()
             self.conn = None
 
@@ -428,13 +452,16 @@ class SqliteWriter(Writer):
         Inner ``with self.conn`` blocks become savepoints (apsw), so the whole block
         is one commit, DDL included; an exception rolls everything back.
         """
+        self.in_place = True
         try:
             # An in-place upgrade writes the user's own file: full sync, not the
             # relaxed setting used while a private .partial is built.
             self.conn.execute("PRAGMA synchronous=FULL")
             self.conn.execute("BEGIN IMMEDIATE")
         except self.apsw.BusyError as exc:
-            raise StoreBusyError(f"{self.path}: store is in use by another process") from exc
+            raise self._busy() from exc
+        except self.apsw.Error as exc:
+            raise DestinationError(f"{self.path}: cannot start a write ({_msg(exc)})") from exc
         try:
             yield
         except BaseException:
@@ -444,9 +471,16 @@ class SqliteWriter(Writer):
         else:
             try:
                 self.conn.execute("COMMIT")
-            except self.apsw.BusyError as exc:
-                self.conn.execute("ROLLBACK")
-                raise StoreBusyError(f"{self.path}: store is in use by another process") from exc
+            except self.apsw.Error as exc:
+                if not self.conn.get_autocommit():
+                    with contextlib.suppress(self.apsw.Error):
+                        self.conn.execute("ROLLBACK")
+                if isinstance(exc, self.apsw.BusyError):
+                    raise self._busy() from exc
+                raise DestinationError(
+                    f"{self.path}: the commit failed, nothing of it was kept ({_msg(exc)})",
+                    hint="free some space, then run the same command",
+                ) from exc
 
     def backup(self, path: Path) -> None:
         """A copy through SQLite's online backup API."""

@@ -2,7 +2,7 @@
 
 ``statemigrate.upgrade(store, schema)`` (this package is callable: it is also
 :func:`upgrade`), :func:`downgrade`, :func:`stamp`, :func:`current`, :func:`check`,
-:func:`history`, :func:`revision`. A revision changes state through
+:func:`history`, :func:`revision`, :func:`finish_interrupted`. A revision changes state through
 ``from statemigrate import op`` (:mod:`statemigrate.upgrade.op`).
 
 Modules: :mod:`.scripts` (the Alembic revision graph), :mod:`.op` (what a revision
@@ -17,13 +17,21 @@ import sys
 import types
 from typing import Any
 
-from .errors import OffRevisionError, RevisionFailedError, RevisionUnknownError, SchemaError
+from .errors import (
+    OffRevisionError,
+    RevisionFailedError,
+    RevisionUnknownError,
+    SchemaError,
+    StoreMissingError,
+    UpgradeInterruptedError,
+)
 from .runner import (
     CurrentReport,
     UpgradeReport,
     check,
     current,
     downgrade,
+    finish_interrupted,
     history,
     revision,
     stamp,
@@ -51,10 +59,13 @@ __all__ = [
     "RevisionFailedError",
     "RevisionUnknownError",
     "SchemaError",
+    "StoreMissingError",
+    "UpgradeInterruptedError",
     "UpgradeReport",
     "check",
     "current",
     "downgrade",
+    "finish_interrupted",
     "history",
     "revision",
     "stamp",

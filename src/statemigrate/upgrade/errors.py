@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from ..errors import EXIT_DESTINATION, EXIT_DIFFERENT, StateMigrateError, UsageError
+from ..errors import (
+    EXIT_DESTINATION,
+    EXIT_DIFFERENT,
+    SourceError,
+    StateMigrateError,
+    UsageError,
+)
 
 
 class RevisionUnknownError(StateMigrateError):
@@ -27,6 +33,22 @@ class RevisionFailedError(StateMigrateError):
     """
 
     exit_code = EXIT_DESTINATION
+
+
+class StoreMissingError(SourceError):
+    """There is no store at the path to upgrade (exit 4, ``"status": "missing"``).
+
+    Nothing is created: an installer tells a first install (no state yet) from a
+    failed upgrade by this status.
+    """
+
+
+class UpgradeInterruptedError(SourceError):
+    """A read-only command met a store whose upgrade was interrupted (exit 4).
+
+    Its tables are between two revisions until ``statemigrate upgrade`` (or
+    ``downgrade``) finishes the revision; reading it now would copy or digest that.
+    """
 
 
 class SchemaError(UsageError):

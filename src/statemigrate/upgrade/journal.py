@@ -7,9 +7,16 @@ drops column families outside its WriteBatches). A revision's operations never
 touch the store's tables: they build new tables under private names
 (``__sm_tmp__N``). The **commit point** is one atomic metadata write holding the new
 stamp and the journal: the list of idempotent steps (move a table into place, drop
-an old one) that turn the private tables into the new state. The next open finishes
-a journal found in the metadata before anything else; without a journal, private
-tables are leftovers of a revision that never committed and are dropped.
+an old one) that turn the private tables into the new state. ``upgrade`` and
+``downgrade`` finish a journal found in the metadata before anything else.
+
+Which tables are private is recorded, never guessed from their names: before a
+revision creates a private table it commits the table's name in the metadata entry
+``upgrade_pending`` (durable before the table exists), and the commit point moves
+that list into the journal. Recovery drops exactly the tables those entries name, so
+a user's own table that happens to be called ``__sm_tmp__1`` (converted in from
+another store) is never taken for a leftover. Read-only commands only report an
+unfinished upgrade (:func:`interrupted`); they never finish it.
 
 Why no logical-to-physical name map (the alternative for engines that cannot rename,
 like RocksDB): the app's own backend opens its column family ``events`` by name
@@ -40,6 +47,9 @@ from ..engines.base import Writer
 from ..model import TableInfo, TableKind
 
 META_JOURNAL = "upgrade_journal"
+# JSON {"revision", "to", "direction", "tables"}: private tables a revision that has not
+# committed yet may have created (each name committed before its table exists).
+META_PENDING = "upgrade_pending"
 META_CHECKSUMS = "revision_checksums"  # JSON {revision: sha256 of its file when applied}
 TMP_PREFIX = "__sm_tmp__"
 
@@ -148,7 +158,11 @@ def run_step(
 def finish_journal(
     writer: Writer, journal: dict[str, Any], can_rename: bool, batch_records: int, batch_bytes: int
 ) -> None:
-    """Run the journal's remaining steps, then remove it (its stamp is already in place)."""
+    """Run the journal's remaining steps, then remove it (its stamp is already in place).
+
+    Private tables the revision recorded (``journal["private"]``) that no step left in
+    place are dropped before the journal goes, so none outlives its record.
+    """
     steps = journal["steps"]
     for i in range(int(journal.get("done", 0)), len(steps)):
         crash_point(f"step {i} {steps[i]['op']}")
@@ -157,36 +171,135 @@ def finish_journal(
         journal["done"] = i + 1
         writer.put_metadata({META_JOURNAL: json.dumps(journal).encode()})
         writer.sync()
+    if _drop_recorded(writer, recorded_tables(journal)):
+        writer.sync()
     crash_point("journal done")
     writer.put_metadata({META_JOURNAL: None})
     writer.sync()
 
 
+def recorded_tables(entry: dict[str, Any]) -> set[str]:
+    """The private tables a journal (``private``) or a pending entry (``tables``) records.
+
+    Not the names in the journal's steps: a step may move a user's own table whose name
+    has the prefix, or rebuild it under that name.
+    """
+    names = set(entry.get("private", ())) | set(entry.get("tables", ()))
+    return {n for n in names if is_private(n)}
+
+
+def _drop_recorded(writer: Writer, names: set[str]) -> list[str]:
+    """Drop those of ``names`` that exist; returns them."""
+    present = sorted(t.name for t in writer.list_tables() if t.name in names)
+    for name in present:
+        writer.drop_table(name)
+    return present
+
+
+def _load(meta: dict[str, bytes], key: str) -> dict[str, Any] | None:
+    raw = meta.get(key)
+    return json.loads(raw) if raw is not None else None
+
+
 def recover(writer: Writer, can_rename: bool, batch_records: int, batch_bytes: int) -> str | None:
-    """Finish a committed journal, or drop what an uncommitted revision left.
+    """Finish a committed journal, or drop the tables an uncommitted revision recorded.
+
+    Only tables named by the journal or by the ``upgrade_pending`` entry are dropped;
+    a table that merely starts with ``__sm_tmp__`` is left alone.
+
+    Args:
+        writer: the store, open for writing (its lock held).
+        can_rename: the engine renames tables (else a move copies).
+        batch_records: records per batch at most, for copies.
+        batch_bytes: payload bytes per batch at most, for copies.
 
     Returns:
-        What was done ("finished the switch to REV", "removed leftovers of an
-        interrupted revision"), or None when the store was clean.
+        What was done ("finished the interrupted switch to revision REV", "removed the
+        tables of an interrupted revision …"), or None when nothing was unfinished.
     """
-    raw = writer.metadata().get(META_JOURNAL)
+    meta = writer.metadata()
+    journal = _load(meta, META_JOURNAL)
+    pending = _load(meta, META_PENDING)
     done = None
-    if raw is not None:
-        journal = json.loads(raw)
+    if journal is not None:
         finish_journal(writer, journal, can_rename, batch_records, batch_bytes)
         done = f"finished the interrupted switch to revision {journal['revision']}"
-    leftovers = [t.name for t in writer.list_tables() if is_private(t.name)]
-    for name in leftovers:
-        writer.drop_table(name)
-    if leftovers:
+    if pending is not None:
+        dropped = _drop_recorded(writer, recorded_tables(pending))
+        if dropped:
+            writer.sync()
+        writer.put_metadata({META_PENDING: None})
         writer.sync()
-        done = (
-            done
-            or "removed the leftovers of an interrupted revision (the store is at its old revision)"
+        done = done or (
+            f"removed the tables of an interrupted revision {pending.get('revision', '')} "
+            "(the store is at its old revision, with its old data)"
         )
     return done
 
 
-def needs_recovery(meta: dict[str, bytes], tables: list[TableInfo]) -> bool:
-    """Whether a store holds a journal or private tables (read from any reader)."""
-    return META_JOURNAL in meta or any(is_private(t.name) for t in tables)
+def needs_recovery(meta: dict[str, bytes]) -> bool:
+    """Whether an upgrade left work to finish or roll back (read from any reader's metadata)."""
+    return META_JOURNAL in meta or META_PENDING in meta
+
+
+def interrupted(meta: dict[str, bytes]) -> dict[str, Any] | None:
+    """What an unfinished upgrade left, for read-only commands to report; None if nothing.
+
+    Returns:
+        ``{"revision", "direction", "to", "committed", "message"}``: ``committed`` is
+        True when the revision reached its commit point (finishing it completes the
+        switch) and False when finishing it rolls the revision back.
+    """
+    journal = _load(meta, META_JOURNAL)
+    entry = journal if journal is not None else _load(meta, META_PENDING)
+    if entry is None:
+        return None
+    direction = entry.get("direction", "upgrade")
+    to = entry.get("to")
+    target = ", ".join(to) if to else (entry.get("revision") or "an unknown revision")
+    article = "an" if direction == "upgrade" else "a"
+    return {
+        "revision": entry.get("revision"),
+        "direction": direction,
+        "to": to,
+        "committed": journal is not None,
+        "message": (
+            f"{article} {direction} to {target} was interrupted; run `statemigrate upgrade` "
+            "(or `downgrade`) to finish it"
+        ),
+    }
+
+
+def unrecorded_private(meta: dict[str, bytes], tables: list[TableInfo]) -> list[str]:
+    """Tables named with the private prefix that no journal or pending entry records.
+
+    They are not an upgrade's (a user's table converted in from another store, or a
+    leftover of a version of statemigrate that did not record its tables): recovery
+    leaves them alone and ``check`` reports them.
+    """
+    recorded: set[str] = set()
+    for key in (META_JOURNAL, META_PENDING):
+        entry = _load(meta, key)
+        if entry is not None:
+            recorded |= recorded_tables(entry)
+    return sorted(t.name for t in tables if is_private(t.name) and t.name not in recorded)
+
+
+def refuse_interrupted(path: Any, meta: dict[str, bytes]) -> None:
+    """Refuse to read a store whose upgrade was interrupted (for convert, verify, checksum).
+
+    Until ``upgrade`` or ``downgrade`` finishes it, its tables may be between two
+    revisions (RocksDB, redb, HelixDB switch table by table): a copy or a digest of that
+    would pass a mixed state off as the store.
+
+    Raises:
+        UpgradeInterruptedError: an upgrade of the store was interrupted (exit 4).
+    """
+    from .errors import UpgradeInterruptedError
+
+    found = interrupted(meta)
+    if found is not None:
+        raise UpgradeInterruptedError(
+            f"{path}: {found['message'].split(';')[0]}; the store is between two revisions",
+            hint="run `statemigrate upgrade STORE --schema DIR` (or `downgrade`) to finish it first",
+        )

@@ -5,8 +5,9 @@ process that SIGKILLs itself at the N-th crash point (``journal.crash_point``: a
 every batch written, before and after each commit, around each switch step). After
 each kill:
 
-- ``current`` (which finishes or rolls back what the kill left) names a revision R,
-  and the store's digest equals the digest of an uninterrupted upgrade to R;
+- ``finish_interrupted`` finishes or rolls back what the kill left (``current`` only
+  reports it), then ``current`` names a revision R, and the store's digest equals the
+  digest of an uninterrupted upgrade to R;
 - no private table and no sort directory is left;
 - re-running ``upgrade`` finishes, and the digest equals the uninterrupted head's.
 
@@ -111,7 +112,7 @@ def run_harness(
         points: how many kill points (None: every crash point of the run).
     """
     from .conformance import EXAMPLE, _seed_module, digest, table_names
-    from .runner import current, upgrade
+    from .runner import current, finish_interrupted, upgrade
 
     started = time.monotonic()
     eng = get_engine(engine_name)
@@ -159,10 +160,10 @@ def run_harness(
                 f"{where}: the child was not killed (exit {run.returncode}): {run.stderr[-300:]}"
             )
         try:
+            kill["recovered"] = finish_interrupted(spec)
             found = current(spec)
             rev = found.current[0] if found.current else "base"
             kill["revision"] = rev
-            kill["recovered"] = found.recovered
             if digest(spec) != expected.get(rev):
                 result.failures.append(
                     f"{where}: at {rev} but the digest is not that of an upgrade to {rev}"

@@ -4,11 +4,15 @@ Order of an upgrade (the installer contract): take the store's lock (busy: exit 
 read its stamp (a revision the schema does not know: exit 1, nothing changed),
 finish or roll back what an interrupted run left, back up if asked, then run each
 revision atomically with its stamp (see :mod:`.journal`).
+
+Only ``upgrade``, ``downgrade`` and ``stamp`` write. ``current`` and ``check`` read:
+they report an interrupted upgrade and never finish it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import time
 from collections.abc import Iterator
@@ -25,13 +29,20 @@ from ..engines.base import (
     Reader,
     Writer,
 )
-from ..errors import DestinationError, StateMigrateError, UsageError
+from ..errors import DestinationError, StateMigrateError, StoreBusyError, UsageError
 from ..model import TableInfo
 from ..perms import no_wider_than
-from ..registry import resolve_source
+from ..registry import parse_store, resolve_source
 from . import op as op_module
-from .errors import RevisionFailedError, RevisionUnknownError
-from .journal import META_CHECKSUMS, crash_point, needs_recovery, recover
+from .errors import RevisionFailedError, RevisionUnknownError, StoreMissingError
+from .journal import (
+    META_CHECKSUMS,
+    crash_point,
+    interrupted,
+    needs_recovery,
+    recover,
+    unrecorded_private,
+)
 from .scripts import Schema, Step
 from .sort import remove_leftovers
 from .staging import Recorder, Staging
@@ -74,12 +85,20 @@ class CurrentReport:
     unknown: list[str] = field(default_factory=list)
     changed_files: list[dict[str, str]] = field(default_factory=list)
     checksums: dict[str, str] = field(default_factory=dict)
-    recovered: str | None = None
+    # An upgrade that was interrupted and not finished yet (see journal.interrupted).
+    interrupted: dict[str, Any] | None = None
+    # Tables named like an upgrade's private tables that no upgrade recorded: left alone.
+    unrecorded_private: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """At head, every revision known, no applied file changed."""
-        return bool(self.at_head) and not self.unknown and not self.changed_files
+        """At head, every revision known, no applied file changed, no unfinished upgrade."""
+        return (
+            bool(self.at_head)
+            and not self.unknown
+            and not self.changed_files
+            and self.interrupted is None
+        )
 
     def to_json(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -88,8 +107,19 @@ class CurrentReport:
         return out
 
 
+def _resolve(store: str, engine: str | None) -> tuple[type[Engine], Path]:
+    """The store's engine and path; a path where nothing is gets its own error (exit 4)."""
+    _eng, path = parse_store(store, engine)
+    if not (path.exists() or path.is_symlink()):
+        raise StoreMissingError(
+            f"{path}: no store here (no such file or directory); nothing was created",
+            hint="check the path; on a first install there is no state to upgrade yet",
+        )
+    return resolve_source(store, engine)
+
+
 def _in_place_engine(store: str, engine: str | None) -> tuple[type[Engine], Path]:
-    eng, path = resolve_source(store, engine)
+    eng, path = _resolve(store, engine)
     if not eng.capabilities.in_place:
         raise UsageError(
             f"the {eng.name} engine does not support schema upgrades in place",
@@ -98,17 +128,82 @@ def _in_place_engine(store: str, engine: str | None) -> tuple[type[Engine], Path
     return eng, path
 
 
+FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
+FULL_DISK_WORDS = ("no space left", "disk is full", "disk full", "quota exceeded", "read-only file")
+FULL_DISK_HINT = (
+    "free some space, then run the same command (the store is at the last revision "
+    "that completed, with its data)"
+)
+
+
+def _is_full_disk(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    if isinstance(exc, OSError) and exc.errno in FULL_DISK_ERRNOS:
+        return True
+    return any(w in text for w in FULL_DISK_WORDS)
+
+
+def _refusal(exc: Exception, path: Path) -> DestinationError | None:
+    """A full disk (or a file system that refuses writes) met by a driver, as exit 5; else None.
+
+    Drivers report it in their own types (apsw's FullError, rocksdict's bare
+    Exception "IO error: No space left on device", an OSError): one line, exit 5,
+    the store at the last revision that completed.
+    """
+    if isinstance(exc, StateMigrateError) or not _is_full_disk(exc):
+        return None
+    text = str(exc).split("\n")[0] or type(exc).__name__
+    return DestinationError(f"{path}: the store cannot be written: {text}", hint=FULL_DISK_HINT)
+
+
+@contextlib.contextmanager
+def _refusing_full_disk(path: Path) -> Iterator[None]:
+    """Full-disk errors of any engine's writer leave as DestinationError (exit 5), with a hint."""
+    try:
+        yield
+    except DestinationError as exc:
+        if exc.hint is None and _is_full_disk(exc):
+            exc.hint = FULL_DISK_HINT
+        raise
+    except Exception as exc:
+        refusal = _refusal(exc, path)
+        if refusal is None:
+            raise
+        raise refusal from exc
+
+
+def _refuse_if_held(eng: type[Engine], path: Path) -> None:
+    """Another process with the store open would go on through its old view of it: exit 3.
+
+    Shared locks count (``readers=True``): an app idle on an LMDB environment or on a
+    SQLite file in WAL mode holds only those, and its next write after the upgrade would
+    go through its old view. Checked before our writer opens (a flock of our own would
+    look like another holder).
+    """
+    from ..locks import busy_message, store_holder
+
+    pid = store_holder(eng.store_paths(path), readers=True)
+    if pid is not None:
+        raise StoreBusyError(
+            busy_message(path, pid), hint="stop the app, then run the same command"
+        )
+
+
 @contextlib.contextmanager
 def _open(eng: type[Engine], path: Path) -> Iterator[Writer]:
     from ..pipeline import destination_lock
 
     # What the upgrade creates (lock, new files, spills, --backup) is no wider than the store.
-    with no_wider_than(path), destination_lock(path):
+    with _refusing_full_disk(path), no_wider_than(path), destination_lock(path):
+        _refuse_if_held(eng, path)
         writer = eng.open_writer(path)
         try:
             yield writer
-        finally:
-            writer.close()
+        except BaseException:
+            with contextlib.suppress(Exception):  # the error in flight says what happened
+                writer.close()
+            raise
+        writer.close()
 
 
 def _atomic(eng: type[Engine], writer: Writer) -> Any:
@@ -202,7 +297,7 @@ def _migrate(
         report.from_revisions = list(current)
         steps = schema.steps(current, target, up)
         report.to_revisions = steps[-1].heads_after if steps else list(current)
-        pending = needs_recovery(meta, tables)
+        pending = needs_recovery(meta)
         if dry_run or not (steps or pending):
             if pending:
                 report.recovered = "an interrupted revision would be finished or rolled back first"
@@ -283,7 +378,17 @@ def _run_step(
     """One revision and its stamp, atomically; on failure the store stays at the revision before."""
     try:
         with _atomic(eng, writer):
-            staging = Staging(eng, writer, path, step.revision, batch_records, batch_bytes, counter)
+            staging = Staging(
+                eng,
+                writer,
+                path,
+                step.revision,
+                batch_records,
+                batch_bytes,
+                counter,
+                to=step.heads_after,
+                direction=step.direction,
+            )
             try:
                 with op_module.bind(staging):
                     step.fn()
@@ -431,31 +536,37 @@ def current(
     *,
     schema: str | Path | None = None,
     engine: str | None = None,
-    recover_store: bool = True,
 ) -> CurrentReport:
     """The store's stamped revision(s); with a schema, whether it is at head.
 
-    An interrupted upgrade is finished or rolled back first (as SQLite rolls back a
-    hot journal on open), so the revision named is the one the data is at.
+    Read only: the store is never changed. An upgrade that was interrupted is reported
+    in ``interrupted`` (``upgrade`` or ``downgrade`` finishes it, or
+    :func:`finish_interrupted`); the revision named is the stamp, the one the store is
+    at once that is done.
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        schema: the schema directory, to say whether the store is at its head.
+        engine: the engine, when not detected.
+
+    Returns:
+        A :class:`CurrentReport`.
+
+    Raises:
+        StoreMissingError: nothing is at the path (exit 4).
     """
-    eng, path = resolve_source(store, engine)
+    eng, path = _resolve(store, engine)
     with eng.open_reader(path) as reader:
         meta = reader.metadata()
-        pending = needs_recovery(meta, reader.list_tables())
-    recovered = None
-    if pending and recover_store and eng.capabilities.in_place:
-        with _open(eng, path) as writer:
-            recovered = _recover(eng, writer, path, DEFAULT_BATCH_RECORDS, DEFAULT_BATCH_BYTES)
-            writer.finish()
-        with eng.open_reader(path) as reader:
-            meta = reader.metadata()
+        tables = reader.list_tables()
     raw = meta.get(META_REVISION)
     report = CurrentReport(
         str(path),
         eng.name,
         sorted(json.loads(raw)) if raw else [],
         checksums=json.loads(meta.get(META_CHECKSUMS) or b"{}"),
-        recovered=recovered,
+        interrupted=interrupted(meta),
+        unrecorded_private=unrecorded_private(meta, tables),
     )
     if schema is not None:
         sch = Schema(schema)
@@ -475,8 +586,36 @@ def current(
     return report
 
 
+def finish_interrupted(store: str, *, engine: str | None = None) -> str | None:
+    """Finish (or roll back) an interrupted upgrade, and nothing else; no schema needed.
+
+    ``upgrade`` and ``downgrade`` do this first on their own; this is for a caller
+    that wants the store whole at its stamped revision without moving it.
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        engine: the engine, when not detected.
+
+    Returns:
+        What was done, or None when no upgrade was unfinished (nothing is written then).
+
+    Raises:
+        StoreBusyError: another process holds the store (exit 3).
+    """
+    eng, path = _in_place_engine(store, engine)
+    meta, _tables, reader = _peek(eng, path)
+    reader.close()
+    if not needs_recovery(meta):
+        return None
+    with _open(eng, path) as writer:
+        done = _recover(eng, writer, path, DEFAULT_BATCH_RECORDS, DEFAULT_BATCH_BYTES)
+        writer.finish()
+    return done
+
+
 def check(store: str, schema: str | Path, *, engine: str | None = None) -> CurrentReport:
-    """Whether the store is at the schema's head and no applied revision file changed.
+    """Whether the store is at the schema's head, no applied revision file changed and no
+    upgrade is unfinished (read only, as :func:`current`).
 
     Returns:
         A :class:`CurrentReport`; ``report.ok`` is the answer (the CLI exits 0 or 1).

@@ -23,6 +23,7 @@ from .errors import RevisionFailedError
 from .journal import (
     META_CHECKSUMS,
     META_JOURNAL,
+    META_PENDING,
     TMP_PREFIX,
     crash_point,
     finish_journal,
@@ -43,6 +44,9 @@ class Staging:
         batch_records: int,
         batch_bytes: int,
         counter: list[int],
+        *,
+        to: list[str] | None = None,
+        direction: str = "upgrade",
     ) -> None:
         self.engine = engine
         self.writer = writer
@@ -51,6 +55,9 @@ class Staging:
         self.batch_records = batch_records
         self.batch_bytes = batch_bytes
         self.counter = counter  # shared across a run: private names never repeat
+        self.to = list(to or [])
+        self.direction = direction
+        self.private: list[str] = []  # every private name this revision took, in order
         self.original = {t.name: t for t in writer.list_tables()}
         self.view: dict[str, TableInfo] = dict(self.original)
         self.overlay: dict[str, dict[bytes, tuple | None]] = {}
@@ -62,13 +69,35 @@ class Staging:
         return RevisionFailedError(f"revision {self.revision}: {message}")
 
     def _fresh_name(self) -> str:
-        self.counter[0] += 1
-        return f"{TMP_PREFIX}{self.counter[0]}"
+        """A private name no table of the store has (a user's table may use the prefix)."""
+        while True:
+            self.counter[0] += 1
+            name = f"{TMP_PREFIX}{self.counter[0]}"
+            if name not in self.original and name not in self.view:
+                self.private.append(name)
+                return name
+
+    def _pending_entry(self) -> bytes:
+        return json.dumps(
+            {
+                "revision": self.revision,
+                "to": self.to,
+                "direction": self.direction,
+                "tables": self.private,
+            }
+        ).encode()
 
     def _new_private(self, kind: TableKind) -> TableInfo:
+        """Create a private table, its name committed (and durable) in the metadata first."""
         table = TableInfo(self._fresh_name(), kind)
+        self.writer.put_metadata({META_PENDING: self._pending_entry()})
+        if not self.engine.capabilities.transactional_ddl:
+            self.writer.sync()  # the record is durable before the table can exist
         self.writer.create_table(table)
         return table
+
+    def _is_ours(self, table: TableInfo) -> bool:
+        return table.name in self.private
 
     def _table(self, name: str) -> TableInfo:
         if name not in self.view:
@@ -91,7 +120,7 @@ class Staging:
         """Point ``name`` at ``new``; a private table it pointed at is no longer needed."""
         old = self.view.get(name)
         self.view[name] = new
-        if old is not None and old.name.startswith(TMP_PREFIX) and old.name != new.name:
+        if old is not None and self._is_ours(old) and old.name != new.name:
             self.writer.drop_table(old.name)
 
     def _batches(self, name: str) -> Iterator[list]:
@@ -188,7 +217,7 @@ class Staging:
         self.log.append(f"drop_table {name!r}")
         self.overlay.pop(name, None)
         old = self.view.pop(name)
-        if old.name.startswith(TMP_PREFIX):
+        if self._is_ours(old):
             self.writer.drop_table(old.name)
 
     def rename_table(self, old: str, new: str) -> None:
@@ -335,7 +364,7 @@ class Staging:
         steps = self._finish_ops()
         finish_journal(
             self.writer,
-            {"revision": self.revision, "steps": steps},
+            {"revision": self.revision, "steps": steps, "private": list(self.private)},
             True,
             self.batch_records,
             self.batch_bytes,
@@ -357,7 +386,14 @@ class Staging:
                 updates[META_TABLE_PREFIX + name] = None
             if keeper and keeper != [name]:
                 updates[META_TABLE_PREFIX + keeper[0]] = entry
-        journal = {"revision": self.revision, "steps": steps, "done": 0}
+        journal = {
+            "revision": self.revision,
+            "to": self.to,
+            "direction": self.direction,
+            "steps": steps,
+            "done": 0,
+            "private": list(self.private),
+        }
         self.writer.sync()  # every private table durable before the commit point
         crash_point(f"{self.revision} before commit")
         updates.update(
@@ -365,6 +401,7 @@ class Staging:
                 META_REVISION: json.dumps(heads_after).encode(),
                 META_CHECKSUMS: json.dumps(checksums, sort_keys=True).encode(),
                 META_JOURNAL: json.dumps(journal).encode(),
+                META_PENDING: None,  # the journal records the private tables from here on
             }
         )
         self.writer.put_metadata(updates)
