@@ -35,7 +35,11 @@ BUGS: dict[str, str] = {}
 def engines_marked() -> list:
     return [
         pytest.param(
-            n, id=n, marks=[pytest.mark.xfail(strict=True, reason=BUGS[n])] if n in BUGS else []
+            n,
+            id=n,
+            marks=[pytest.mark.xfail(strict=True, raises=AssertionError, reason=BUGS[n])]
+            if n in BUGS
+            else [],
         )
         for n in engine_names()
     ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from statemigrate.registry import engine_names, get_engine
-from statemigrate.upgrade.conformance import CASES, xfail_reason
+from statemigrate.upgrade.conformance import CASES, xfail_raises, xfail_reason
 
 
 def _params():
@@ -18,7 +18,8 @@ def _params():
         for name in CASES:
             if name == "crash_points_recover":
                 continue  # tests/test_upgrade_kill.py
-            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            raises = xfail_raises(get_engine(engine))
+            marks = [pytest.mark.xfail(strict=True, raises=raises, reason=reason)] if reason else []
             yield pytest.param(engine, name, id=f"{engine}-{name}", marks=marks)
 
 
