@@ -249,6 +249,13 @@ def test_interrupted_upgrade_is_reported_never_finished_by_a_query(
     r = cli("convert", "-q", spec, f"sqlite:{out}")
     assert r.exit_code == 4 and "interrupted" in r.stderr, r.stderr
     assert not store_exists("sqlite", out) and not out.with_name(out.name + ".partial").exists()
+    # checksum and verify refuse to digest it; inspect describes it and says so (Q10).
+    for args in (["checksum", spec], ["verify", spec, spec]):
+        r = cli(*args)
+        assert r.exit_code == 4 and "interrupted" in r.stderr, (args, r.stderr)
+    r = cli("inspect", spec, "--json")
+    assert r.exit_code == 0, r.stderr
+    assert one_json(r.stdout)["upgrade_interrupted"]["committed"] is committed
     assert files_sha256(engine, path) == before, "a read-only command changed the store"
 
     # Only upgrade finishes it, and reaches the head an uninterrupted run reaches.

@@ -41,6 +41,8 @@ class InspectReport:
     schema: str | None = None
     revision: list[str] | None = None
     in_use_by: str | None = None
+    # An upgrade left unfinished (statemigrate.upgrade.journal.interrupted), or None.
+    upgrade_interrupted: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -86,6 +88,9 @@ def inspect(
         report.schema = meta[META_SCHEMA].decode("utf-8", "replace")
     if META_REVISION in meta:
         report.revision = json.loads(meta[META_REVISION])
+    from .upgrade.journal import interrupted  # lazy: the upgrade package loads the native module
+
+    report.upgrade_interrupted = interrupted(meta)
     return report
 
 

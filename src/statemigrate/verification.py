@@ -109,6 +109,9 @@ def checksum(
     with eng.open_reader(path, options) as reader:
         tables = reader.tables()
         check_source_tables(tables, reader.metadata(), str(path))
+        from .upgrade.journal import refuse_interrupted  # lazy, as in pipeline.convert
+
+        refuse_interrupted(path, reader.metadata())  # a half-switched upgrade has no digest
         digests = digest_store(reader, tables, str(path), progress)
     rows = [{"table": t.name, "kind": t.kind.value, **digests[t.name].to_json()} for t in tables]
     return ChecksumReport(
@@ -233,6 +236,10 @@ def verify(
         tb = {t.name: t for t in rb.tables()}
         check_source_tables(ta.values(), ra.metadata(), str(pa))
         check_source_tables(tb.values(), rb.metadata(), str(pb))
+        from .upgrade.journal import refuse_interrupted  # lazy, as in pipeline.convert
+
+        refuse_interrupted(pa, ra.metadata())
+        refuse_interrupted(pb, rb.metadata())
         sums_a, sums_b = [], []
         for name in sorted(set(ta) | set(tb), key=lambda n: n.encode()):
             xa, xb = ta.get(name), tb.get(name)
