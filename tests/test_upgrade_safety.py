@@ -10,7 +10,8 @@
   next run (space freed) reaches head.
 - B9: an app that has the store open, even idle, is exit 3 naming its pid.
 - Q3: SQLite's journal mode is what it was, after success and after failure.
-- Q5: a missing store is exit 4, ``"status": "missing"``, nothing created.
+- Q5: a missing store is exit 4, ``"status": "missing"``, nothing created; ``--create``
+  makes it (a first install) and brings it to head.
 - Q6: SQLite busy errors name the pid.
 
 Stores are real files of each engine with in-place upgrades (``Capabilities.in_place``);
@@ -48,6 +49,7 @@ from statemigrate.upgrade import RevisionFailedError, current, upgrade
 from statemigrate.upgrade.conformance import (
     EXAMPLE,
     digest,
+    empty_store,
     held_by_app,
     revision_file,
     schema_with,
@@ -478,6 +480,38 @@ def test_missing_store_is_exit_4_missing_and_nothing_is_created(engine: str, tmp
         report = one_json(r.stdout)
         assert report["status"] == "missing" and report["exit_code"] == 4
         assert "no store here" in report["error"] and report["hint"]
+        assert ("--create" in report["hint"]) is (verb[0] == "upgrade")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("engine", IN_PLACE)
+def test_create_makes_a_first_install_and_is_idempotent(engine: str, tmp_path) -> None:
+    reference = upgrade(empty_store(get_engine("sqlite"), tmp_path, "reference"), EXAMPLE)
+    target = tmp_path / "new" / f"state.{engine}"
+    target.parent.mkdir()
+    spec = f"{engine}:{target}"
+    r = cli("upgrade", spec, "--schema", EXAMPLE, "--create", "--dry-run", "--json")
+    assert r.exit_code == 0 and one_json(r.stdout)["status"] == "dry_run"
+    assert one_json(r.stdout)["to"] == ["0005"] and os.listdir(target.parent) == []
+    r = cli("upgrade", spec, "--schema", EXAMPLE, "--create", "--json")
+    assert r.exit_code == 0, r.output
+    report = one_json(r.stdout)
+    assert report["created"] is True and report["status"] == "upgraded"
+    assert report["from"] == [] and report["to"] == ["0005"]
+    assert report["digest_after"] == reference.digest_after == digest(spec)
+    r = cli("upgrade", spec, "--schema", EXAMPLE, "--create", "--json")
+    assert r.exit_code == 0 and one_json(r.stdout)["status"] == "up_to_date"
+    assert one_json(r.stdout)["created"] is False
+
+
+def test_create_refuses_before_making_anything(tmp_path) -> None:
+    for spec, code in (
+        (f"sqlite:{tmp_path / 'no-such-dir' / 'state.sqlite'}", 5),
+        (f"jsonl:{tmp_path / 'state.jsonl'}", 2),  # no in-place upgrades: nothing to make
+        (str(tmp_path / "state.unknown-suffix"), 2),
+    ):
+        r = cli("upgrade", spec, "--schema", EXAMPLE, "--create", "--json")
+        assert r.exit_code == code and one_json(r.stdout)["exit_code"] == code, r.output
     assert os.listdir(tmp_path) == []
 
 

@@ -446,8 +446,8 @@ Installer contract (exit codes):
   1  the store is at a revision this schema does not know (a newer app wrote it);
      nothing changed ("too_new")
   3  the store is held by another process (the app is running) ("busy")
-  4  no store at the path ("missing"; nothing created), or it cannot be read
-     ("unreadable")
+  4  no store at the path ("missing"; nothing created: --create makes one),
+     or it cannot be read ("unreadable")
   5  a revision failed, or the disk is full; the store stays at the last
      revision that completed ("failed")
   6  interrupted by a signal; run it again ("interrupted")
@@ -523,6 +523,8 @@ def _upgrade_call(as_json: bool, store: str | None, fn: Callable[[], Any]) -> An
 
 
 def _print_migration(report: Any) -> None:
+    if report.created:
+        click.echo(f"created {report.store}: a new, empty {report.engine} store")
     if report.recovered:
         click.echo(f"recovered: {report.recovered}")
     for rev in report.revisions:
@@ -592,11 +594,18 @@ def _migration_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     metavar="REV|head|heads|+N",
     help="The revision to upgrade to.",
 )
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Make the store first when nothing is at STORE (a first install); its engine is "
+    "ENGINE:STORE or told by the suffix.",
+)
 @_migration_options
 @handle_errors
 def upgrade(
     store: str,
     target: str,
+    create: bool,
     schema: str,
     backup: str | None,
     dry_run: bool,
@@ -619,7 +628,13 @@ def upgrade(
         as_json,
         store,
         lambda: runner.upgrade(
-            store, schema, to=target, dry_run=dry_run, backup=backup, digests=not no_digest
+            store,
+            schema,
+            to=target,
+            dry_run=dry_run,
+            backup=backup,
+            digests=not no_digest,
+            create=create,
         ),
     )
     _emit_json(report.to_json()) if as_json else _print_migration(report)

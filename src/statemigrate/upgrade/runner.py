@@ -63,6 +63,7 @@ class UpgradeReport:
     digest_after: str | None = None
     backup: str | None = None
     recovered: str | None = None
+    created: bool = False  # upgrade --create made the store (a first install)
     dry_run: bool = False
     seconds: float = 0.0
 
@@ -107,25 +108,102 @@ class CurrentReport:
         return out
 
 
-def _resolve(store: str, engine: str | None) -> tuple[type[Engine], Path]:
-    """The store's engine and path; a path where nothing is gets its own error (exit 4)."""
+MISSING_HINT = "check the path"
+CREATE_HINT = "check the path; on a first install, `statemigrate upgrade --create` makes the store"
+
+
+def _missing(store: str, engine: str | None) -> bool:
     _eng, path = parse_store(store, engine)
-    if not (path.exists() or path.is_symlink()):
+    return not (path.exists() or path.is_symlink())
+
+
+def _resolve(
+    store: str, engine: str | None, missing_hint: str = MISSING_HINT
+) -> tuple[type[Engine], Path]:
+    """The store's engine and path; a path where nothing is gets its own error (exit 4)."""
+    if _missing(store, engine):
+        _eng, path = parse_store(store, engine)
         raise StoreMissingError(
             f"{path}: no store here (no such file or directory); nothing was created",
-            hint="check the path; on a first install there is no state to upgrade yet",
+            hint=missing_hint,
         )
     return resolve_source(store, engine)
 
 
-def _in_place_engine(store: str, engine: str | None) -> tuple[type[Engine], Path]:
-    eng, path = _resolve(store, engine)
+def _in_place_engine(
+    store: str, engine: str | None, missing_hint: str = MISSING_HINT
+) -> tuple[type[Engine], Path]:
+    eng, path = _resolve(store, engine, missing_hint)
+    _require_in_place(eng)
+    return eng, path
+
+
+def _require_in_place(eng: type[Engine]) -> None:
     if not eng.capabilities.in_place:
         raise UsageError(
             f"the {eng.name} engine does not support schema upgrades in place",
             hint="convert the store to an engine that does (statemigrate engines lists them), upgrade, convert back",
         )
+
+
+def _new_store_engine(store: str, engine: str | None) -> tuple[type[Engine], Path]:
+    """The engine of a store ``--create`` will make: named, or from the path's suffix."""
+    from ..pipeline import resolve_destination
+
+    eng, path = resolve_destination(store, engine)
+    _require_in_place(eng)
+    if not path.parent.is_dir():
+        raise DestinationError(f"{path.parent}: no such directory; nothing was created")
     return eng, path
+
+
+def _create(eng: type[Engine], path: Path) -> bool:
+    """Make a new, empty store at ``path`` under its lock (a first install).
+
+    Returns False when another run made it meanwhile. A failure removes what it began,
+    so a rerun starts from nothing again.
+    """
+    import shutil
+
+    from ..pipeline import destination_lock
+
+    with _refusing_full_disk(path), destination_lock(path):
+        if path.exists() or path.is_symlink():
+            return False
+        try:
+            writer = eng.create_writer(path)
+            try:
+                writer.finish()
+            finally:
+                writer.close()
+        except BaseException:
+            for p in eng.store_paths(path):
+                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+            raise
+    return True
+
+
+def _record_steps(
+    eng: type[Engine], steps: list[Step], tables: list[TableInfo], report: UpgradeReport
+) -> None:
+    """What each step would do (``--dry-run``), recorded without touching the store."""
+    for step in steps:
+        rec = Recorder(eng, step.revision, tables)
+        with op_module.bind(rec):
+            step.fn()
+        report.revisions.append(_step_json(step, 0.0, rec.log))
+
+
+def _dry_run_of_a_new_store(
+    store: str, engine: str | None, schema: Schema, target: str, started: float
+) -> UpgradeReport:
+    eng, path = _new_store_engine(store, engine)
+    report = UpgradeReport(str(path), eng.name, str(schema.dir), dry_run=True, status="dry_run")
+    steps = schema.steps([], target, True)
+    report.to_revisions = steps[-1].heads_after if steps else []
+    _record_steps(eng, steps, [], report)
+    report.seconds = time.monotonic() - started
+    return report
 
 
 FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
@@ -284,11 +362,20 @@ def _migrate(
     digests: bool,
     batch_records: int,
     batch_bytes: int,
+    create: bool = False,
 ) -> UpgradeReport:
     started = time.monotonic()
-    eng, path = _in_place_engine(store, engine)
+    created = False
+    if create and _missing(store, engine):
+        schema = Schema(schema_dir)  # a broken schema is refused before anything exists
+        if dry_run:
+            return _dry_run_of_a_new_store(store, engine, schema, target, started)
+        new_eng, new_path = _new_store_engine(store, engine)
+        created = _create(new_eng, new_path)
+        store, engine = str(new_path), new_eng.name
+    eng, path = _in_place_engine(store, engine, CREATE_HINT if up else MISSING_HINT)
     schema = Schema(schema_dir)
-    report = UpgradeReport(str(path), eng.name, str(schema.dir), dry_run=dry_run)
+    report = UpgradeReport(str(path), eng.name, str(schema.dir), dry_run=dry_run, created=created)
     meta, tables, reader = _peek(eng, path)
     with reader:
         raw = meta.get(META_REVISION)
@@ -301,11 +388,7 @@ def _migrate(
         if dry_run or not (steps or pending):
             if pending:
                 report.recovered = "an interrupted revision would be finished or rolled back first"
-            for step in steps:
-                rec = Recorder(eng, step.revision, tables)
-                with op_module.bind(rec):
-                    step.fn()
-                report.revisions.append(_step_json(step, 0.0, rec.log))
+            _record_steps(eng, steps, tables, report)
             report.status = "dry_run" if dry_run else "up_to_date"
             if digests and not dry_run:
                 report.digest_before = report.digest_after = _digest_reader(reader)
@@ -424,6 +507,7 @@ def upgrade(
     digests: bool = True,
     batch_records: int = DEFAULT_BATCH_RECORDS,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    create: bool = False,
 ) -> UpgradeReport:
     """Bring a store to a revision of its schema, in place, one atomic revision at a time.
 
@@ -437,11 +521,15 @@ def upgrade(
         digests: compute the store digest before and after (for the report).
         batch_records: records per batch at most.
         batch_bytes: payload bytes per batch at most.
+        create: make the store first when nothing is at the path (a first install); its
+            engine is named (``ENGINE:PATH``, ``engine``) or told by the path's suffix.
 
     Returns:
-        An :class:`UpgradeReport` (status ``up_to_date`` when nothing was to do).
+        An :class:`UpgradeReport` (status ``up_to_date`` when nothing was to do;
+        ``created`` when ``create`` made the store).
 
     Raises:
+        StoreMissingError: nothing is at the path and ``create`` is not set (exit 4).
         StoreBusyError: another process holds the store (exit 3).
         RevisionUnknownError: the store's revision is unknown to the schema (exit 1).
         RevisionFailedError: a revision failed; the store is at the revision before it.
@@ -457,6 +545,7 @@ def upgrade(
         digests=digests,
         batch_records=batch_records,
         batch_bytes=batch_bytes,
+        create=create,
     )
 
 
