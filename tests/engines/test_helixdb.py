@@ -277,3 +277,227 @@ def test_backup_holds_every_write_and_the_writer_goes_on(tmp_path):
     ]
     assert [r[0] for r in read_store(HelixdbEngine, path)["tables"]["t"][1]] == [b"a", b"b", b"c"]
     assert "statemigrate.lock" not in os.listdir(tmp_path / "copy.helixdb")
+
+
+# Stores written with HelixDB's embedded client alone, laid out as DESIGN.md documents
+# (no statemigrate code, so no private 'helixdb.table:' list): convert copies every
+# record, or refuses with exit 4; never exit 0 with fewer records.
+
+DRIVER_CONTENT = {
+    "plain": ("plain", [(b"", b"empty key"), (b"a", b""), (b"b", b"\xff")]),
+    "many": ("plain", [(b"k%04d" % i, b"v" * (i % 7)) for i in range(250)]),
+    "versioned": ("versioned", [(b"k", b"v", 2**64 - 1), (b"l", b"", 0), (b"m", b"x", 2**63)]),
+    'a "quoted"/é name': ("plain", [(b"\x00", b"\x00\xff")]),
+    "empty": ("versioned", []),  # no nodes: only its kind: entry says it exists
+}
+DRIVER_META = {"schema": b"driver-app", "revision": b'["0001"]', "kind:empty": b"versioned"}
+CLI_TIMEOUT = 300  # seconds: a hang guard only; a conversion here takes a few seconds
+
+
+def _node(kind: str, rec: tuple) -> dict:
+    props = {"k": rec[0].hex(), "v": base64.b64encode(rec[1]).decode()}
+    if kind == "versioned":
+        props["ver"] = rec[2] - 2**64 if rec[2] >= 2**63 else rec[2]
+    return props
+
+
+def _content_nodes(content: dict, seed: int | None = 7) -> list[tuple[str, dict]]:
+    """Every record as ``(label, properties)``, shuffled unless ``seed`` is None."""
+    nodes = [
+        (label_of(name), _node(kind, rec)) for name, (kind, recs) in content.items() for rec in recs
+    ]
+    if seed is not None:
+        random.Random(seed).shuffle(nodes)
+    return nodes
+
+
+def _wait_for_index(client: Client, op: str) -> None:
+    import time
+
+    from helixdb import read_batch
+
+    deadline = time.monotonic() + 300  # a hang guard only, not a timed assertion
+    while True:
+        request = read_batch().var_as("s", g().get_index_operation(op)).returning(["s"])
+        status = client.query(request.to_query_request())["s"].get("status")
+        if status == "succeeded":
+            return
+        assert status not in ("aborted", "failed") and time.monotonic() < deadline, status
+        time.sleep(0.05)
+
+
+def _driver_store(
+    path: Path,
+    nodes: list[tuple[str, dict]],
+    meta: dict[str, bytes],
+    indexed: list[str],
+) -> Path:
+    """A store written with the embedded client alone: range indexes on ``k`` of the
+    ``indexed`` labels (built before any node, as an app's backend does), then the nodes
+    in the order given (consecutive nodes of one shape in one write batch), then the
+    metadata nodes."""
+    from helixdb import IndexSpec
+
+    path.mkdir()
+    client = Client.embedded(Disk(str(path), "db"))
+    try:
+        for label in indexed:
+            spec = IndexSpec.node_range(label, "k")
+            request = write_batch().var_as("ix", g().create_index_if_not_exists(spec))
+            answer = client.query(request.returning(["ix"]).to_query_request())
+            _wait_for_index(client, answer["ix"]["operation_id"])
+        meta_nodes = [
+            ("__statemigrate__", {"key": k, "value": base64.b64encode(v).decode()})
+            for k, v in meta.items()
+        ]
+        groups: list[tuple[str, list[str], list[dict]]] = []
+        for label, props in nodes + meta_nodes:
+            shape = sorted(props)
+            if groups and groups[-1][:2] == (label, shape):
+                groups[-1][2].append(props)
+            else:
+                groups.append((label, shape, [props]))
+        for label, shape, rows in groups:
+            body = write_batch().var_as(
+                "n", g().add_n(label, [(p, PropertyInput.param(p)) for p in shape])
+            )
+            request = write_batch().for_each_param("rows", body).to_query_request()
+            client.query(request.with_untyped_parameter("rows", rows))
+    finally:
+        client.close()
+    return path
+
+
+def _driver_app_store(
+    path: Path, extra: list[tuple[str, dict]] | None = None, **meta: bytes
+) -> Path:
+    """DRIVER_CONTENT and DRIVER_META (``meta`` added) written by the driver, plus ``extra`` nodes."""
+    nodes = _content_nodes(DRIVER_CONTENT) + (extra or [])
+    labels = [label_of(name) for name in DRIVER_CONTENT]
+    return _driver_store(path, nodes, {**DRIVER_META, **meta}, labels)
+
+
+def _convert_cli(src: Path, dst: Path, *options: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "statemigrate", "convert", "--quiet", "--from", "helixdb"]
+        + ["--to", "sqlite", *options, str(src), str(dst)],
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+        check=False,
+    )
+
+
+def _expected(content: dict) -> dict:
+    return {name: (kind, sorted(recs)) for name, (kind, recs) in content.items()}
+
+
+def test_a_store_written_by_the_driver_alone_converts_every_record(tmp_path):
+    src = _driver_app_store(tmp_path / "app.helixdb")
+    before = tree_sha256(src)
+    with HelixdbEngine.open_reader(src) as reader:
+        assert reader.list_tables() == [
+            TableInfo(name, TableKind(kind))
+            for name, (kind, _r) in sorted(DRIVER_CONTENT.items(), key=lambda i: i[0].encode())
+        ]
+    done = _convert_cli(src, tmp_path / "out.sqlite")
+    assert done.returncode == 0, done.stderr
+    got = read_store(get_engine("sqlite"), tmp_path / "out.sqlite")
+    assert got["tables"] == _expected(DRIVER_CONTENT)
+    assert got["metadata"]["schema"] == b"driver-app"
+    assert not [k for k in got["metadata"] if k.startswith(("kind:", "helixdb.table:"))]
+    assert tree_sha256(src) == before
+
+
+def test_a_writer_on_a_driver_store_sees_and_drops_its_tables(tmp_path):
+    src = _driver_app_store(tmp_path / "app.helixdb")
+    w = HelixdbEngine.open_writer(src)
+    try:
+        assert {t.name: t.kind.value for t in w.list_tables()} == {
+            name: kind for name, (kind, _r) in DRIVER_CONTENT.items()
+        }
+        w.drop_table("many")
+        w.drop_table("empty")
+        w.finish()
+    finally:
+        w.close()
+    left = {k: v for k, v in DRIVER_CONTENT.items() if k not in ("many", "empty")}
+    assert read_store(HelixdbEngine, src)["tables"] == _expected(left)
+
+
+def test_statemigrate_writes_kinds_a_driver_reader_can_use(tmp_path):
+    from helixdb import SourcePredicate
+
+    tables = {TableInfo("p"): [], TableInfo("v", TableKind.VERSIONED): [(b"k", b"", 1)]}
+    path = write_store(HelixdbEngine, tmp_path / "s.helixdb", tables)
+    client = Client.embedded(Disk(str(path), "db"))
+    try:
+        # Without the private list, the kind: entries alone keep the empty table.
+        private = SourcePredicate.starts_with("key", "helixdb.table:")
+        drop = g().n_with_label_where("__statemigrate__", private).drop()
+        client.query(write_batch().var_as("x", drop).to_query_request())
+    finally:
+        client.close()
+    got = read_store(HelixdbEngine, path)
+    assert got["tables"] == {"p": ("plain", []), "v": ("versioned", [(b"k", b"", 1)])}
+
+
+def _short_run_first() -> list[tuple[str, dict]]:
+    # Without a range index HelixDB answers in insertion order: 150 ascending keys, then
+    # 50 smaller ones, read in pages of 'k > last', give the first 150 only.
+    recs = [(b"%03d" % i, b"x") for i in list(range(50, 200)) + list(range(50))]
+    return [(label_of("t"), _node("plain", r)) for r in recs]
+
+
+REFUSED = {
+    "no range index": (
+        lambda p: _driver_store(p, _short_run_first(), {}, indexed=[]),
+        "range index on 'k' is missing or incomplete",
+    ),
+    "a node without k": (
+        lambda p: _driver_app_store(p, [(label_of("plain"), {"v": "eA=="})]),
+        "range index on 'k' is missing or incomplete",
+    ),
+    "a foreign label": (
+        lambda p: _driver_app_store(p, [("Person", {"name": "x"})]),
+        "node labels 'Person' not in statemigrate's layout",
+    ),
+    "kind: disagrees with the records": (
+        lambda p: _driver_app_store(p, **{"kind:versioned": b"plain"}),
+        "'versioned' is plain in the metadata, but its records are versioned",
+    ),
+    "a plain table's record with ver": (
+        lambda p: _driver_store(
+            p,
+            [
+                (label_of("t"), {"k": "00", "v": ""}),
+                (label_of("t"), {"k": "01", "v": "", "ver": 1}),
+            ],
+            {},
+            indexed=[label_of("t")],
+        ),
+        "has 'ver' in a plain table",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_a_driver_store_that_cannot_be_read_whole_is_refused(case, tmp_path):
+    make, message = REFUSED[case]
+    src = make(tmp_path / "app.helixdb")
+    before = tree_sha256(src)
+    done = _convert_cli(src, tmp_path / "out.sqlite")
+    assert done.returncode == 4, done.stderr
+    errors = [line for line in done.stderr.splitlines() if not line.startswith("hint:")]
+    assert len(errors) == 1 and message in errors[0], done.stderr
+    assert sorted(os.listdir(tmp_path)) == ["app.helixdb"]  # no DST, no DST.partial
+    assert tree_sha256(src) == before
+
+
+def test_foreign_labels_are_left_out_on_request(tmp_path):
+    src = _driver_app_store(tmp_path / "app.helixdb", [("Person", {"name": "x"})])
+    done = _convert_cli(src, tmp_path / "out.sqlite", "--skip-foreign-tables")
+    assert done.returncode == 0, done.stderr
+    assert read_store(get_engine("sqlite"), tmp_path / "out.sqlite")["tables"] == _expected(
+        DRIVER_CONTENT
+    )

@@ -10,10 +10,24 @@ label with ``k`` (lower-case hex of the key, under a ``node_range`` index, so th
 string order is the key's byte order), ``v`` (base64 of the value) and, in a versioned
 table, ``ver`` (the version as a signed 64-bit integer with the same bits, as SQLite).
 
-Labels: a table's label is ``t`` followed by the hex of its UTF-8 name, so any name
-(quotes, slashes, non-ASCII, 255 bytes) maps to a plain label and back; the real name,
-kind and index operation are kept in the metadata label ``__statemigrate__`` (nodes
-``key``/``value``), under ``helixdb.table:<label>``, hidden from :meth:`metadata`.
+Labels: a table's label is ``t`` followed by the lower-case hex of its UTF-8 name, so
+any name (quotes, slashes, non-ASCII, 255 bytes) maps to a plain label and back.
+Metadata is the label ``__statemigrate__`` (nodes ``key``/``value``, value in base64).
+
+Tables are found in the store itself, as DESIGN.md lays it out: every label present
+that is ``t`` + hex is a table (HelixDB has no catalog of labels, so one grouped count
+over every node finds them; see the quirks below), and so is every table the metadata
+names, which is how a table without records exists. A table's kind shows in its
+records (``ver`` present or not); ``kind:<table>`` (``plain``/``versioned``) in the
+metadata states it, which an empty table needs. What statemigrate writes also keeps
+``helixdb.table:<label>`` (name, kind and the range index's build operation, to wait
+for); both key families are hidden from :meth:`metadata`, and any two sources of a
+kind must agree. A label that is neither a table nor the metadata, or any edge, is not
+in the layout: refused (exit 4) unless ``skip_foreign_tables``. Every record is checked
+as it is read (``k`` lower-case hex, ``v`` base64, ``ver`` an integer exactly in
+versioned tables), and a table read from its start must yield as many records as the
+count found nodes of its label: a label without its range index on ``k``, or nodes
+without a ``k``, are refused (exit 4) rather than read short.
 
 Quirks handled here:
 
@@ -34,6 +48,13 @@ Quirks handled here:
   that opens the store otherwise is not seen: stop it first.
 - The synchronous client runs ``asyncio.run()`` per call, so every call here runs on a
   private thread and the engine works under a caller's running event loop.
+- HelixDB has no catalog of labels, and its query engine gathers the whole stream of a
+  filtered, skipped or counted scan over all nodes before answering (a filter and then
+  ``limit(1)`` still reads every node); only an id list or a label's range index reads
+  in bounded steps. Finding the labels therefore takes one grouped count over every
+  node when a store is opened: it adds about 60% to the time a whole read takes
+  (measured at 40k records) and needs memory in proportion to the store. That call is given the store's size at
+  :data:`SCAN_BYTES_PER_SECOND` instead of :data:`READ_TIMEOUT`.
 - Storage is about 10x the payload and loads run at a few thousand records per second;
   :attr:`HelixdbEngine.space_factor` says so to the free-space check.
 """
@@ -57,11 +78,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DestinationError, SourceError, StateMigrateError, StoreBusyError
+from ..fsutil import store_size
 from ..locks import busy_message, fcntl_holder
 from ..model import METADATA_TABLE, Batch, Record, TableInfo, TableKind
 from .base import Capabilities, Engine, Reader, Writer, check_options
 
 TABLE_PREFIX = "helixdb.table:"
+KIND_PREFIX = "kind:"  # DESIGN.md: the kind of a table where the layout cannot show it
+KINDS = {b"plain": TableKind.PLAIN, b"versioned": TableKind.VERSIONED}
 LOCK_NAME = "statemigrate.lock"
 U64 = 2**64
 I64_MAX = 2**63 - 1
@@ -70,6 +94,7 @@ FIRST_PAGE = 100
 MAX_PAGE = 1000
 STALL_SECONDS = 2.0  # a call this slow has the free space checked
 READ_TIMEOUT = 8.0  # a read call this slow means a damaged store (a page is at most 8 MiB)
+SCAN_BYTES_PER_SECOND = 1 << 20  # the label count's deadline: ~10x slower than measured
 FULL_MARGIN = 4 << 20  # free bytes under which a stalled write means a full disk
 BATCH_FACTOR = 4  # disk bytes a batch takes per payload byte, at least (WAL, index)
 RUN_BYTES = 64 << 20  # records per sorted run of the fallback sort, in payload bytes
@@ -170,7 +195,7 @@ class _Helix:
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 done.set_exception(exc)
 
-    def call(self, fn: Callable[[], Any]) -> Any:
+    def call(self, fn: Callable[[], Any], timeout: float = READ_TIMEOUT) -> Any:
         done: Future[Any] = Future()
         self.jobs.put((fn, done))
         started = time.monotonic()
@@ -178,12 +203,12 @@ class _Helix:
             try:
                 return done.result(timeout=STALL_SECONDS)
             except FutureTimeout:
-                if self.reader and time.monotonic() - started >= READ_TIMEOUT:
+                if self.reader and time.monotonic() - started >= timeout:
                     # A damaged store (a file cut short, flipped bytes) makes HelixDB
                     # retry for ever rather than fail.
                     self.broken = True
                     raise SourceError(
-                        f"{self.shown}: HelixDB did not answer in {READ_TIMEOUT:.0f}s: "
+                        f"{self.shown}: HelixDB did not answer in {timeout:.0f}s: "
                         "the store looks damaged"
                     ) from None
                 if disk_nearly_full(self.path):
@@ -199,8 +224,10 @@ class _Helix:
             request = request.with_untyped_parameter(name, value)
         return self.call(lambda: self.client.query(request))
 
-    def read(self, name: str, traversal: Any) -> Any:
-        return self.query(self.helix.read_batch().var_as(name, traversal).returning([name]))[name]
+    def read(self, name: str, traversal: Any, timeout: float = READ_TIMEOUT) -> Any:
+        request = self.helix.read_batch().var_as(name, traversal).returning([name])
+        query = request.to_query_request()
+        return self.call(lambda: self.client.query(query), timeout)[name]
 
     def close(self) -> None:
         try:
@@ -229,6 +256,162 @@ def _registry(meta: Mapping[str, bytes]) -> dict[str, dict[str, Any]]:
     return {
         k[len(TABLE_PREFIX) :]: json.loads(v) for k, v in meta.items() if k.startswith(TABLE_PREFIX)
     }
+
+
+def _layout_metadata(meta: Mapping[str, bytes]) -> dict[str, bytes]:
+    """The metadata without the keys that describe the layout (tables and their kinds)."""
+    return {
+        k: v
+        for k, v in meta.items()
+        if not k.startswith(TABLE_PREFIX) and not k.startswith(KIND_PREFIX)
+    }
+
+
+def name_of(label: str) -> str | None:
+    """The table name a label stands for, or None when it is not ``t`` + hex of a UTF-8 name."""
+    if not label.startswith("t"):
+        return None
+    try:
+        name = bytes.fromhex(label[1:]).decode("utf-8")
+    except ValueError:  # not hex, or not UTF-8
+        return None
+    return name if label_of(name) == label else None  # lower case, no spaces
+
+
+def scan_timeout(path: Path) -> float:
+    """How long the label count may take: the store's size at SCAN_BYTES_PER_SECOND."""
+    try:
+        size = store_size(path)
+    except OSError:
+        size = 0
+    return max(READ_TIMEOUT, size / SCAN_BYTES_PER_SECOND)
+
+
+def label_counts(hx: _Helix, timeout: float = READ_TIMEOUT) -> dict[str, int]:
+    """How many nodes each label present has: one grouped count over every node.
+
+    HelixDB keeps no list of labels that a query can read, so this is the only way to
+    see every label, including ones no metadata mentions.
+    """
+    helix = hx.helix
+    rows = hx.read("c", helix.g().n(helix.NodeRef.all()).group_count("$label"), timeout)
+    return {r["$label"]: int(r["count"]) for r in rows}
+
+
+def has_edges(hx: _Helix) -> bool:
+    """Whether the store holds any edge (the layout has none)."""
+    helix = hx.helix
+    return bool(hx.read("e", helix.g().e(helix.EdgeRef.all()).limit(1).id()))
+
+
+def _declare(path: Path, kinds: dict[str, TableKind], name: str, kind: TableKind) -> None:
+    if kinds.setdefault(name, kind) != kind:
+        raise SourceError(f"{path}: the metadata gives table {name!r} two kinds")
+
+
+def declared_tables(path: Path, meta: Mapping[str, bytes]) -> dict[str, TableKind]:
+    """Tables the metadata names, with their kind: ``kind:<table>`` and statemigrate's own list."""
+    kinds: dict[str, TableKind] = {}
+    for key, raw in meta.items():
+        if key.startswith(KIND_PREFIX):
+            kind = KINDS.get(raw)
+            if kind is None:
+                raise SourceError(
+                    f"{path}: metadata {key!r} is {raw[:32]!r}, not b'plain' or b'versioned'"
+                )
+            _declare(path, kinds, key[len(KIND_PREFIX) :], kind)
+        elif key.startswith(TABLE_PREFIX):
+            label = key[len(TABLE_PREFIX) :]
+            try:
+                entry = json.loads(raw)
+                name, kind = entry["name"], TableKind(entry["kind"])
+                if label_of(name) != label:
+                    raise ValueError(f"name {name!r} is not the label's")
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise SourceError(f"{path}: metadata {key!r} is not a table entry ({exc})") from exc
+            _declare(path, kinds, name, kind)
+    return kinds
+
+
+def observed_kind(hx: _Helix, label: str) -> TableKind:
+    """The kind a label's records show: versioned when its first node has ``ver``."""
+    rows = hx.read("p", hx.helix.g().n_with_label(label).limit(1).value_map(["ver"]))
+    return TableKind.VERSIONED if rows and "ver" in rows[0] else TableKind.PLAIN
+
+
+def _foreign_message(path: Path, labels: list[str], edges: bool) -> str:
+    parts = []
+    if labels:
+        shown = ", ".join(repr(label) for label in sorted(labels)[:5])
+        more = f" and {len(labels) - 5} more" if len(labels) > 5 else ""
+        parts.append(f"node labels {shown}{more}")
+    if edges:
+        parts.append("edges")
+    return (
+        f"{path}: {' and '.join(parts)} not in statemigrate's layout "
+        "(a label 't' + hex per table, the metadata label '__statemigrate__')"
+    )
+
+
+def discover_tables(
+    hx: _Helix,
+    path: Path,
+    meta: Mapping[str, bytes],
+    *,
+    skip_foreign: bool,
+    timeout: float = READ_TIMEOUT,
+) -> tuple[list[TableInfo], dict[str, int]]:
+    """The tables of a store, found in the store itself, and the node count of each.
+
+    A table is a label present that is ``t`` + hex of its name, or a table the
+    metadata names (a table without records has no label to find). Its kind is what
+    its records show, and must agree with the metadata's where that states one.
+
+    Args:
+        hx: the open store.
+        path: the store, for messages.
+        meta: the store's metadata, layout keys included.
+        skip_foreign: leave out labels not in the layout, and edges, instead of refusing.
+        timeout: how long the count over every node may take (readers only).
+
+    Returns:
+        The tables in name byte order, and ``{name: nodes}`` for each of them.
+
+    Raises:
+        SourceError: foreign labels or edges (unless skipped), or kinds that disagree.
+    """
+    counts = label_counts(hx, timeout)
+    found: dict[str, int] = {}
+    foreign = []
+    for label, nodes in counts.items():
+        if label == METADATA_TABLE:
+            continue
+        name = name_of(label)
+        if name is None:
+            foreign.append(label)
+        else:
+            found[name] = nodes
+    edges = has_edges(hx)
+    if (foreign or edges) and not skip_foreign:
+        raise SourceError(
+            _foreign_message(path, foreign, edges),
+            hint="convert them yourself, or pass --skip-foreign-tables to leave them out",
+        )
+    declared = declared_tables(path, meta)
+    tables = []
+    for name in sorted(set(found) | set(declared), key=lambda n: n.encode("utf-8")):
+        kind = declared.get(name)
+        if found.get(name):
+            seen = observed_kind(hx, label_of(name))
+            if kind is not None and kind != seen:
+                raise SourceError(
+                    f"{path}: table {name!r} is {kind.value} in the metadata, "
+                    f"but its records are {seen.value}"
+                )
+            kind = seen
+        assert kind is not None  # a table is found with nodes or declared with a kind
+        tables.append(TableInfo(name, kind))
+    return tables, {t.name: found.get(t.name, 0) for t in tables}
 
 
 def _wait_for_indexes(
@@ -298,17 +481,40 @@ class OutOfOrder(SourceError):
     """The range index answered a page out of key order."""
 
 
+PROPS = ["k", "v", "ver"]  # read in every table: a plain table's records must not have ver
+
+
 def _record(r: dict[str, Any], versioned: bool) -> Record:
-    if versioned:
-        ver = int(r["ver"])
-        return (bytes.fromhex(r["k"]), base64.b64decode(r["v"]), ver + U64 if ver < 0 else ver)
-    return (bytes.fromhex(r["k"]), base64.b64decode(r["v"]))
+    """The record a node's properties hold; TypeError or ValueError saying what is not in the layout."""
+    k, v = r.get("k"), r.get("v")
+    if not isinstance(k, str) or not isinstance(v, str):
+        raise TypeError("a node without string properties 'k' and 'v'")
+    key = bytes.fromhex(k)
+    if key.hex() != k:
+        raise ValueError(f"k {k[:32]!r} is not lower-case hex")
+    value = base64.b64decode(v, validate=True)
+    if not versioned:
+        if "ver" in r:
+            raise ValueError(f"the record of key {k[:32]} has 'ver' in a plain table")
+        return (key, value)
+    ver = r.get("ver")
+    if type(ver) is not int or not -(2**63) <= ver <= I64_MAX:
+        raise ValueError(f"the record of key {k[:32]} has no 64-bit integer 'ver'")
+    return (key, value, ver + U64 if ver < 0 else ver)
+
+
+def _decode(path: Path, table: TableInfo, r: dict[str, Any]) -> Record:
+    try:
+        return _record(r, table.versioned)
+    except (TypeError, ValueError) as exc:
+        raise SourceError(f"{path}: table {table.name!r}: {exc}") from exc
 
 
 def decode_rows(
     path: Path, rows: list[dict[str, Any]], last: str | None, table: TableInfo
 ) -> list[Record]:
     """Records of one page, refusing a page that is not strictly ascending after ``last``."""
+    records = [_decode(path, table, r) for r in rows]
     prev = last
     for r in rows:
         k = r["k"]
@@ -318,7 +524,7 @@ def decode_rows(
                 f"({k[:32]!r} after {prev[:32]!r})"
             )
         prev = k
-    return [_record(r, table.versioned) for r in rows]
+    return records
 
 
 def sorted_by_scan(
@@ -339,7 +545,6 @@ def sorted_by_scan(
     """
     g = hx.helix.g
     label = label_of(table.name)
-    props = ["k", "v", "ver"] if table.versioned else ["k", "v"]
     with tempfile.TemporaryDirectory(prefix="statemigrate-helixdb-sort-") as tmp:
         runs: list[Path] = []
 
@@ -362,13 +567,13 @@ def sorted_by_scan(
         size = start = 0
         while True:
             rows = hx.read(
-                "o", g().n_with_label(label).range(start, start + MAX_PAGE).value_map(props)
+                "o", g().n_with_label(label).range(start, start + MAX_PAGE).value_map(PROPS)
             )
             if not rows:
                 break
             start += len(rows)
             for r in rows:
-                rec = _record(r, table.versioned)
+                rec = _decode(path, table, r)
                 if after is not None and rec[0] <= after:
                     continue
                 buf.append(rec)
@@ -407,7 +612,6 @@ def read_table(
     """Batches of a table through its range index: pages of ``k > last``, sized to the records."""
     helix = hx.helix
     label = label_of(table.name)
-    props = ["k", "v", "ver"] if table.versioned else ["k", "v"]
     last = after.hex() if after is not None else None
     size = max(1, min(max_records, FIRST_PAGE))
     pending: list[Record] = []
@@ -427,7 +631,7 @@ def read_table(
                         else helix.SourcePredicate.gt("k", last)
                     )
                     rows = hx.read(
-                        "o", helix.g().n_with_label_where(label, where).limit(size).value_map(props)
+                        "o", helix.g().n_with_label_where(label, where).limit(size).value_map(PROPS)
                     )
                     done = len(rows) < size
                     pending = decode_rows(path, rows, last, table)
@@ -460,9 +664,11 @@ class HelixdbReader(Reader):
     HelixDB's reader is not read-only on disk: it writes new manifest files (SlateDB
     records its snapshot as a checkpoint in the manifest). So it reads an image made of
     hard links in a private temporary directory, and the source is left byte-identical.
+    Its tables are found in the store (:func:`discover_tables`), and a table read from
+    its start is checked to yield every node of its label.
     """
 
-    def __init__(self, engine: type[HelixdbEngine], path: Path):
+    def __init__(self, engine: type[HelixdbEngine], path: Path, *, skip_foreign: bool = False):
         self.path = path
         self.hx: _Helix | None = None
         self.tmpdir: str | None = tempfile.mkdtemp(prefix="statemigrate-helixdb-")
@@ -473,6 +679,9 @@ class HelixdbReader(Reader):
             image = private_copy(database, Path(self.tmpdir))
             self.hx = _Helix(engine, image, reader=True, shown=path)
             self._meta = _read_meta(self.hx)
+            self._tables, self._counts = discover_tables(
+                self.hx, path, self._meta, skip_foreign=skip_foreign, timeout=scan_timeout(image)
+            )
             self._registry = _registry(self._meta)
             _wait_for_indexes(self.hx, list(self._registry.values()), path, source=True)
         except StateMigrateError:
@@ -483,13 +692,12 @@ class HelixdbReader(Reader):
             if isinstance(exc, OSError):
                 raise SourceError(f"{path}: cannot make a private image to read ({exc})") from exc
             raise _map(exc, path, "opening", source=True) from exc
-        self._tables = [TableInfo(e["name"], TableKind(e["kind"])) for e in self._registry.values()]
 
     def list_tables(self) -> list[TableInfo]:
         return list(self._tables)
 
     def metadata(self) -> dict[str, bytes]:
-        return {k: v for k, v in self._meta.items() if not k.startswith(TABLE_PREFIX)}
+        return _layout_metadata(self._meta)
 
     def iter_records(self, table: TableInfo, after: bytes | None = None) -> Iterator[Record]:
         for batch in self.read_batches(table, after):
@@ -497,7 +705,26 @@ class HelixdbReader(Reader):
 
     def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
         assert self.hx is not None
-        return read_table(self.hx, self.path, table, after, max_records, max_bytes, source=True)
+        batches = read_table(self.hx, self.path, table, after, max_records, max_bytes, source=True)
+        nodes = self._counts.get(table.name)
+        if after is not None or nodes is None:
+            return batches
+        return self._all_of(table, batches, nodes)
+
+    def _all_of(self, table: TableInfo, batches: Iterator[Batch], nodes: int) -> Iterator[Batch]:
+        """The batches of a whole table, refusing a read that gives fewer or more records than
+        the label has nodes (a label without its range index reads in id order, and pages
+        of ``k > last`` then skip records; nodes without ``k`` are not in the index)."""
+        read = 0
+        for batch in batches:
+            read += len(batch)
+            yield batch
+        if read != nodes:
+            raise SourceError(
+                f"{self.path}: table {table.name!r} has {nodes:,} nodes but its key index gave "
+                f"{read:,} records: the range index on 'k' is missing or incomplete, "
+                "or nodes lack 'k'"
+            )
 
     def _decode(
         self, rows: list[dict[str, Any]], last: str | None, table: TableInfo
@@ -553,9 +780,17 @@ class HelixdbWriter(Writer):
         self.helix = self.hx.helix
         try:
             self._meta = _read_meta(self.hx)
+            # Foreign labels are left alone: a writer touches only the tables it is given.
+            tables: list[TableInfo] = []
+            if not create:
+                tables = discover_tables(self.hx, path, self._meta, skip_foreign=True)[0]
+        except StateMigrateError:
+            self.close()
+            raise
         except Exception as exc:
             self.close()
             raise _map(exc, path, "reading metadata", source=False) from exc
+        self._tables = {t.name: t for t in tables}
         g, PI = self.helix.g, self.helix.PropertyInput
         self._meta_body = self.helix.write_batch().var_as(
             "m", g().add_n(METADATA_TABLE, [("key", PI.param("key")), ("value", PI.param("value"))])
@@ -615,10 +850,10 @@ class HelixdbWriter(Writer):
                 self._meta[key] = value
 
     def list_tables(self) -> list[TableInfo]:
-        return [TableInfo(e["name"], TableKind(e["kind"])) for e in _registry(self._meta).values()]
+        return sorted(self._tables.values(), key=lambda t: t.name.encode("utf-8"))
 
     def metadata(self) -> dict[str, bytes]:
-        return {k: v for k, v in self._meta.items() if not k.startswith(TABLE_PREFIX)}
+        return _layout_metadata(self._meta)
 
     def create_table(self, table: TableInfo) -> None:
         label = label_of(table.name)
@@ -633,7 +868,14 @@ class HelixdbWriter(Writer):
             raise _map(exc, self.path, f"creating table {table.name!r}", source=False) from exc
         op = answer.get("ix", {}).get("operation_id")
         entry = {"name": table.name, "kind": table.kind.value, "index_op": op}
-        self.put_metadata({TABLE_PREFIX + label: json.dumps(entry).encode()})
+        # kind: is what DESIGN.md documents (an empty table has no other trace).
+        self.put_metadata(
+            {
+                TABLE_PREFIX + label: json.dumps(entry).encode(),
+                KIND_PREFIX + table.name: table.kind.value.encode(),
+            }
+        )
+        self._tables[table.name] = TableInfo(table.name, table.kind)
 
     def write_batch(self, table: TableInfo, batch: Batch, metadata=None) -> None:  # type: ignore[override]
         g, PI = self.helix.g, self.helix.PropertyInput
@@ -685,13 +927,15 @@ class HelixdbWriter(Writer):
 
     def drop_table(self, name: str) -> None:
         label = label_of(name)
-        if TABLE_PREFIX + label not in self._meta:
+        if name not in self._tables:
             return
         # The range index stays: a table created again under the name finds it active.
         query = self.helix.write_batch().var_as("x", self.helix.g().n_with_label(label).drop())
-        query, params = self._with_meta(query, {TABLE_PREFIX + label: None})
+        gone: dict[str, bytes | None] = {TABLE_PREFIX + label: None, KIND_PREFIX + name: None}
+        query, params = self._with_meta(query, gone)
         self._run(query, f"dropping table {name!r}", **params)
-        self._commit_meta({TABLE_PREFIX + label: None})
+        self._commit_meta(gone)
+        del self._tables[name]
 
     def backup(self, path: Path) -> None:
         """A copy taken with the database closed, so that everything written is on disk."""
@@ -763,10 +1007,10 @@ class HelixdbEngine(Engine):
 
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        check_options(cls, options, set())
+        opts = check_options(cls, options, {"skip_foreign_tables"})
         if not cls.detect(path):
             raise SourceError(f"{path}: not a HelixDB store (no database with manifest/ and wal/)")
-        return HelixdbReader(cls, path)
+        return HelixdbReader(cls, path, skip_foreign=bool(opts.get("skip_foreign_tables")))
 
     @classmethod
     def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
