@@ -39,16 +39,6 @@ OUT_OF_SCOPE = {"redb": "written and read back by the real redb crates (rust/fix
 CONVERT_TIMEOUT = 300  # seconds: a hang guard only; a conversion here takes about a second
 SQL = ("sqlite", "libsql", "turso")
 
-JSONL_HEADER = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "the jsonl reader takes metadata only from the header's undocumented 'meta' map and "
-        "ignores DESIGN.md's header fields 'schema' and 'revision', so a dump written to the "
-        "contract reads (and converts) without its schema stamp"
-    ),
-)
-
 
 def _load_layout() -> Any:
     spec = importlib.util.spec_from_file_location("independent_layout", HERE / "layout.py")
@@ -244,9 +234,7 @@ def test_reader_records_match_and_the_fixture_is_left_alone(engine, tmp_path):
     assert tree_sha256(path) == before
 
 
-@pytest.mark.parametrize(
-    "engine", [pytest.param(e, marks=JSONL_HEADER) if e == "jsonl" else e for e in ENGINES]
-)
+@pytest.mark.parametrize("engine", ENGINES)
 def test_reader_metadata_is_the_documented_stamp(engine, tmp_path):
     data = read_store(get_engine(engine), fixture_copy(engine, tmp_path))
     got = {k: data["metadata"].get(k) for k in ("schema", "revision")}
@@ -316,9 +304,7 @@ def test_fixture_converted_to_sqlite_reads_as_expected_in_apsw(engine, to_sqlite
     assert got["tables"] == expected_tables(engine)
 
 
-@pytest.mark.parametrize(
-    "engine", [pytest.param(e, marks=JSONL_HEADER) if e == "jsonl" else e for e in ENGINES]
-)
+@pytest.mark.parametrize("engine", ENGINES)
 def test_fixture_converted_to_sqlite_keeps_the_stamp(engine, to_sqlite):
     got = layout.read_sqlite(to_sqlite(engine))
     assert {k: got["metadata"].get(k) for k in ("schema", "revision")} == expected_metadata(engine)

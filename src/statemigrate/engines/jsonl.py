@@ -1,13 +1,22 @@
 """The portable dump (DESIGN.md, "The portable dump"): UTF-8 JSON lines.
 
-A header line, then per table a table line, its records (``k``/``v`` in base64,
+A header line ``{"statemigrate": 1, "schema": text|null, "revision": [ids]|null,
+"meta": {...}}``, then per table a table line, its records (``k``/``v`` in base64,
 ``ver`` when versioned) and a batch line after each batch with the batch's digest;
-a footer with every table's digest, the offset of its table line and the store
-digest. The reader checks every batch line as it reads it and every table against
-the footer, and refuses a file without a valid footer (a truncated dump).
+a footer with every table's digest, the offset of its table line, the store digest
+and ``meta``. The reader checks every batch line as it reads it and every table
+against the footer, and refuses a file without a valid footer (a truncated dump).
 
-While a dump is being written, its checkpoint lives in ``PATH.checkpoint`` beside it
-(the byte offset of the last complete batch): ``--resume`` truncates the file there.
+Metadata: the header's documented ``schema`` and ``revision`` are the stamp (a dump
+written to DESIGN.md has nothing else); the ``meta`` maps of the header and footer
+(base64 values, what statemigrate 0.1 read the stamp from) carry every other entry
+and the stamp again for older readers. ``revision`` is a JSON list of revision ids,
+as in the metadata entry ``revision`` (:data:`~.base.META_REVISION`).
+
+While a dump is being written, its checkpoint lives in ``PATH.checkpoint`` beside it:
+the byte offset of the last complete batch and the metadata changed since the header.
+Its size does not grow with the tables written: ``--resume`` truncates the dump at
+that offset and rebuilds the list of tables from the table and batch lines before it.
 """
 
 from __future__ import annotations
@@ -23,11 +32,24 @@ from typing import Any, BinaryIO
 from ..digest import Digest, batch_digest, store_digest
 from ..errors import DestinationError, SourceError
 from ..model import MAX_VERSION, Batch, Record, TableInfo, TableKind
-from .base import Capabilities, Engine, Reader, Writer, check_options
+from .base import (
+    META_CHECKPOINT,
+    META_REVISION,
+    META_SCHEMA,
+    Capabilities,
+    Engine,
+    Reader,
+    Writer,
+    check_options,
+)
 
 FORMAT = 1
 CHECKPOINT_SUFFIX = ".checkpoint"
 CHUNK = 1 << 16  # bytes read per step while looking for the footer line
+STAMP = (META_SCHEMA, META_REVISION)  # the metadata the header's own fields show
+RECORD_LINE = b'{"k":'  # how the writer starts a record line (the resume scan skips them)
+# What reading back a partial dump and its checkpoint may raise when they do not match.
+_UNUSABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError)
 _b64e = base64.b64encode
 _b64d = base64.b64decode
 
@@ -38,6 +60,74 @@ def _meta_to_json(meta: Mapping[str, bytes]) -> dict[str, str]:
 
 def _meta_from_json(data: Mapping[str, str]) -> dict[str, bytes]:
     return {k: _b64d(v) for k, v in data.items()}
+
+
+def _revision_list(raw: bytes) -> list[str] | None:
+    """The revision ids of a ``revision`` metadata entry, or None if it is not a JSON list
+    of strings."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(value, list) and all(isinstance(r, str) for r in value):
+        return value
+    return None
+
+
+def stamp_fields(meta: Mapping[str, bytes]) -> dict[str, Any]:
+    """The header's documented ``schema`` and ``revision`` fields for ``meta``.
+
+    Args:
+        meta: the metadata entries the dump carries.
+
+    Returns:
+        ``{"schema": text or None, "revision": list of ids or None}``: None where the
+        metadata has no such entry, or one the field cannot show (a schema that is not
+        UTF-8, a revision that is not a JSON list of strings; those stay in ``meta``).
+    """
+    schema = meta.get(META_SCHEMA)
+    try:
+        text = schema.decode("utf-8") if schema is not None else None
+    except UnicodeDecodeError:
+        text = None
+    revision = meta.get(META_REVISION)
+    return {
+        "schema": text,
+        "revision": _revision_list(revision) if revision is not None else None,
+    }
+
+
+def stamp_from_header(header: Mapping[str, Any], meta: Mapping[str, bytes]) -> dict[str, bytes]:
+    """The stamp a dump's header states, as metadata entries.
+
+    Args:
+        header: the parsed header line.
+        meta: the metadata read from the ``meta`` maps; an entry that says the same as
+            the header (the same revision ids, however spaced) is kept byte for byte.
+
+    Returns:
+        ``schema`` and ``revision`` entries for the fields the header states (a missing
+        or null field states nothing).
+
+    Raises:
+        TypeError: a field that is neither null nor of its documented type.
+    """
+    out: dict[str, bytes] = {}
+    schema = header.get("schema")
+    if schema is not None:
+        if not isinstance(schema, str):
+            raise TypeError(f"its schema must be a string or null, not {schema!r}")
+        out[META_SCHEMA] = schema.encode("utf-8")
+    revision = header.get("revision")
+    if revision is not None:
+        if not isinstance(revision, list) or not all(isinstance(r, str) for r in revision):
+            raise TypeError(
+                f"its revision must be a JSON list of revision ids or null, not {revision!r}"
+            )
+        had = meta.get(META_REVISION)
+        same = had is not None and _revision_list(had) == revision
+        out[META_REVISION] = had if same and had is not None else json.dumps(revision).encode()
+    return out
 
 
 def _last_line(f: BinaryIO) -> tuple[bytes, int]:
@@ -138,8 +228,11 @@ class JsonlReader(Reader):
         if not isinstance(footer, dict) or "footer" not in footer:
             raise SourceError(f"{path}: the dump is truncated or damaged (no footer line)")
         try:
-            self._meta = _meta_from_json(_dict(header.get("meta", {}), "the header's meta"))
-            self._meta.update(_meta_from_json(_dict(footer.get("meta", {}), "the footer's meta")))
+            self._meta = _meta_from_json(_dict(header.get("meta", {}), "its meta"))
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise SourceError(f"{path}: the dump's header is damaged ({exc})") from exc
+        try:
+            self._meta.update(_meta_from_json(_dict(footer.get("meta", {}), "its meta")))
             self._tables: dict[str, tuple[TableInfo, int]] = {}
             self._expect: dict[str, Digest] = {}
             tables = footer["tables"]
@@ -156,6 +249,12 @@ class JsonlReader(Reader):
                 raise SourceError(f"{path}: the footer's store digest does not match its tables")
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise SourceError(f"{path}: the dump's footer is damaged ({exc})") from exc
+        try:
+            # The header's documented fields are the stamp (DESIGN.md); the meta maps
+            # were all statemigrate 0.1 read, and say the same in a dump it wrote.
+            self._meta.update(stamp_from_header(header, self._meta))
+        except TypeError as exc:
+            raise SourceError(f"{path}: the dump's header is damaged ({exc})") from exc
 
     def list_tables(self) -> list[TableInfo]:
         return [info for info, _off in self._tables.values()]
@@ -214,16 +313,88 @@ class JsonlReader(Reader):
             self.file = None
 
 
+def _scan(f: BinaryIO) -> tuple[dict[str, Any] | None, list[dict[str, Any]], int]:
+    """What a partial dump holds: its header, its tables' entries and its last batch number.
+
+    Reads the dump once from the start, parsing only the header, table and batch lines
+    (record lines are skipped unparsed): each entry has the offset of its table line and
+    the sum of its batch lines. Leaves ``f`` at the end.
+
+    Raises:
+        ValueError, KeyError, TypeError: a line the writer does not write there.
+    """
+    f.seek(0)
+    header: dict[str, Any] | None = None
+    tables: list[dict[str, Any]] = []
+    batch_no = pos = 0
+    for line in f:
+        start, pos = pos, pos + len(line)
+        if not line.endswith(b"\n"):
+            raise ValueError(f"the line at byte {start} is cut short")
+        if line.startswith(RECORD_LINE) and header is not None and tables:
+            continue
+        obj = _dict(json.loads(line), f"the line at byte {start}")
+        if header is None:
+            if obj.get("statemigrate") != FORMAT:
+                raise ValueError("it does not start with a header line")
+            header = obj
+        elif "table" in obj:
+            tables.append(_table_entry(obj, start))
+        elif "batch" in obj and tables:
+            entry = tables[-1]
+            batch = Digest(
+                _whole(obj["records"], f"batch {obj['batch']!r}'s records", 2**64 - 1),
+                int(obj["sum"], 16),
+            )
+            total = Digest(entry["count"], entry["sum"]) + batch
+            entry["count"], entry["sum"] = total.count, total.sum
+            batch_no = _whole(obj["batch"], "a batch number", 2**63 - 1)
+        else:
+            raise ValueError(f"unexpected line at byte {start}")
+    return header, tables, batch_no
+
+
+def _table_entry(line: Mapping[str, Any], offset: int) -> dict[str, Any]:
+    """The writer's entry for a table whose table line ``line`` starts at ``offset``."""
+    name = line["table"]
+    if not isinstance(name, str):
+        raise TypeError(f"a table name must be a string, not {name!r}")
+    meta = _dict(line.get("meta") or {}, f"{name!r} meta")
+    kind = TableKind(line["kind"]).value
+    return {"name": name, "kind": kind, "meta": meta, "offset": offset, "count": 0, "sum": 0}
+
+
+def _header_meta(line: bytes) -> dict[str, bytes]:
+    """The ``meta`` map of a dump's header line (ValueError if it is not one)."""
+    head = _dict(json.loads(line), "the first line")
+    if head.get("statemigrate") != FORMAT:
+        raise ValueError("it does not start with a header line")
+    return _meta_from_json(_dict(head.get("meta", {}), "the header's meta"))
+
+
+def _changes(meta: Mapping[str, bytes], base: Mapping[str, bytes]) -> dict[str, bytes | None]:
+    """The updates that turn ``base`` into ``meta`` (None deletes)."""
+    out: dict[str, bytes | None] = {k: v for k, v in meta.items() if base.get(k) != v}
+    out.update({k: None for k in base if k not in meta})
+    return out
+
+
 class JsonlWriter(Writer):
-    """Appends; the checkpoint sidecar records the offset of the last complete batch."""
+    """Appends; the checkpoint sidecar records the offset of the last complete batch.
+
+    The sidecar holds that offset and the metadata changed since the header (in a
+    conversion, the conversion's checkpoint entry), so what each batch rewrites does not
+    grow with the tables already written; a resume rebuilds the tables from the dump.
+    """
 
     def __init__(self, path: Path, create: bool):
         self.path = path
         self.sidecar = Path(str(path) + CHECKPOINT_SUFFIX)
         self.meta: dict[str, bytes] = {}
-        self.tables: list[dict[str, Any]] = []  # name, kind, meta, offset, count, sum
+        self.header_meta: dict[str, bytes] | None = None  # the header's meta, once written
+        self.changed: dict[str, bytes | None] = {}  # meta's changes since the header
+        self._tables: list[dict[str, Any]] | None = []  # None: not yet read back (resume)
         self.batch_no = 0
-        self.header_written = False
         try:
             if create:
                 self.file: BinaryIO = open(path, "xb")  # noqa: SIM115 - held by the writer until close()
@@ -235,32 +406,77 @@ class JsonlWriter(Writer):
             raise DestinationError(f"{path}: cannot write ({exc.strerror or exc})") from exc
 
     def _restore(self) -> None:
+        """Truncate the dump at its checkpoint and take up its metadata.
+
+        The tables are read back from the dump only when they are needed (a resume
+        reads the checkpoint's metadata first, through a writer it then closes).
+        """
         try:
-            state = json.loads(self.sidecar.read_text())
-        except (OSError, ValueError) as exc:
+            state = _dict(json.loads(self.sidecar.read_text()), "the checkpoint")
+            offset = _whole(state["offset"], "its offset", 2**63 - 1)
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             raise DestinationError(
-                f"{self.path}: no usable checkpoint beside the dump ({exc})"
+                f"{self.path}: no usable checkpoint beside the dump ({_why(exc)})"
             ) from exc
         self.file = open(self.path, "r+b")  # noqa: SIM115 - held by the writer until close()
-        self.file.truncate(state["offset"])
-        self.file.seek(state["offset"])
-        self.meta = _meta_from_json(state["meta"])
-        self.tables = state["tables"]
-        self.batch_no = state["batch_no"]
-        self.header_written = state["header_written"]
+        try:
+            size = self.file.seek(0, os.SEEK_END)
+            if size < offset:
+                raise ValueError(f"{size} bytes, fewer than the {offset} its checkpoint counts")
+            self.file.truncate(offset)
+            self.file.seek(0)
+            head = self.file.readline() if offset else None
+            self.file.seek(offset)
+            self._tables = None
+            self._take_up(state, _header_meta(head) if head is not None else None)
+        except _UNUSABLE as exc:
+            self.file.close()
+            raise DestinationError(
+                f"{self.path}: the dump cannot be resumed ({_why(exc)}); convert it again"
+                " without --resume"
+            ) from exc
+
+    def _take_up(self, state: Mapping[str, Any], header_meta: dict[str, bytes] | None) -> None:
+        """The metadata of a checkpoint, given the header's."""
+        self.header_meta = header_meta
+        if "changes" in state:
+            self.meta = dict(header_meta or {})
+            changes = _dict(state["changes"], "the checkpoint's changes")
+            self._apply({k: None if v is None else _b64d(v) for k, v in changes.items()})
+        else:  # a checkpoint of statemigrate 0.1: all the metadata
+            self.meta = _meta_from_json(_dict(state["meta"], "the checkpoint's meta"))
+            self.changed = _changes(self.meta, header_meta or {})
+
+    @property
+    def tables(self) -> list[dict[str, Any]]:
+        """Each table's entry (name, kind, meta, offset, count, sum), read back on resume."""
+        if self._tables is None:
+            try:
+                _head, self._tables, self.batch_no = _scan(self.file)
+                self.file.seek(0, os.SEEK_END)
+            except _UNUSABLE as exc:
+                raise DestinationError(
+                    f"{self.path}: the dump cannot be resumed ({_why(exc)}); convert it again"
+                    " without --resume"
+                ) from exc
+        return self._tables
 
     def _save(self) -> None:
-        self.file.flush()
-        state = {
-            "offset": self.file.tell(),
-            "meta": _meta_to_json(self.meta),
-            "tables": self.tables,
-            "batch_no": self.batch_no,
-            "header_written": self.header_written,
-        }
-        tmp = Path(str(self.sidecar) + ".tmp")
-        tmp.write_text(json.dumps(state))
-        os.replace(tmp, self.sidecar)
+        """Record the dump's length and the metadata changed since its header."""
+        try:
+            self.file.flush()
+            state = {
+                "format": FORMAT,
+                "offset": self.file.tell(),
+                "changes": {
+                    k: None if v is None else _b64e(v).decode() for k, v in self.changed.items()
+                },
+            }
+            tmp = Path(str(self.sidecar) + ".tmp")
+            tmp.write_text(json.dumps(state))
+            os.replace(tmp, self.sidecar)
+        except OSError as exc:
+            raise DestinationError(f"{self.path}: write failed ({exc.strerror or exc})") from exc
 
     def _write(self, text: str) -> None:
         try:
@@ -269,18 +485,14 @@ class JsonlWriter(Writer):
             raise DestinationError(f"{self.path}: write failed ({exc.strerror or exc})") from exc
 
     def _header(self) -> None:
-        if not self.header_written:
-            persistent = {k: v for k, v in self.meta.items() if k != "checkpoint"}
-            head = {
-                "statemigrate": FORMAT,
-                "schema": _text(persistent.get("schema")),
-                "revision": json.loads(persistent["revision"])
-                if "revision" in persistent
-                else None,
-                "meta": _meta_to_json(persistent),
-            }
+        if self.header_meta is None:
+            persistent = {k: v for k, v in self.meta.items() if k != META_CHECKPOINT}
+            head = {"statemigrate": FORMAT, **stamp_fields(persistent)}
+            # The stamp stays in meta too: statemigrate 0.1 reads it only from there.
+            head["meta"] = _meta_to_json(persistent)
             self._write(json.dumps(head) + "\n")
-            self.header_written = True
+            self.header_meta = persistent
+            self.changed = _changes(self.meta, persistent)
 
     def list_tables(self) -> list[TableInfo]:
         return [TableInfo(t["name"], TableKind(t["kind"]), t["meta"]) for t in self.tables]
@@ -291,25 +503,19 @@ class JsonlWriter(Writer):
     def create_table(self, table: TableInfo) -> None:
         self._header()
         self.file.flush()
-        entry = {
-            "name": table.name,
-            "kind": table.kind.value,
-            "meta": table.meta,
-            "offset": self.file.tell(),
-            "count": 0,
-            "sum": 0,
-        }
         line: dict[str, Any] = {"table": table.name, "kind": table.kind.value}
         if table.meta:
             line["meta"] = table.meta
+        entry = _table_entry(line, self.file.tell())
         self._write(json.dumps(line) + "\n")
         self.tables.append(entry)
         self._save()
 
     def write_batch(self, table: TableInfo, batch: Batch, metadata=None) -> None:  # type: ignore[override]
-        entry = self.tables[-1]
-        if entry["name"] != table.name:
+        if not self.tables or self.tables[-1]["name"] != table.name:
             raise DestinationError(f"{self.path}: tables of a dump are written one after another")
+        self._check_stamp(metadata)
+        entry = self.tables[-1]
         d = batch_digest(batch, table.versioned)
         if table.versioned:
             lines = [
@@ -328,14 +534,31 @@ class JsonlWriter(Writer):
         self._apply(metadata)
         self._save()
 
+    def _check_stamp(self, metadata: Mapping[str, bytes | None] | None) -> None:
+        """Refuse a change of the stamp once the header that states it is written."""
+        if self.header_meta is None:
+            return
+        for key in STAMP:
+            if metadata and key in metadata and metadata[key] != self.meta.get(key):
+                raise DestinationError(
+                    f"{self.path}: the dump's header, which holds its {key}, is already"
+                    " written: set the schema stamp before the first table"
+                )
+
     def _apply(self, metadata: Mapping[str, bytes | None] | None) -> None:
+        base = self.header_meta or {}
         for key, value in (metadata or {}).items():
             if value is None:
                 self.meta.pop(key, None)
             else:
                 self.meta[key] = value
+            if base.get(key) == value or (value is None and key not in base):
+                self.changed.pop(key, None)
+            else:
+                self.changed[key] = value
 
     def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
+        self._check_stamp(metadata)
         self._apply(metadata)
         self._save()
 
@@ -355,7 +578,7 @@ class JsonlWriter(Writer):
         digest = store_digest(
             (t["name"], TableKind(t["kind"]), Digest(t["count"], t["sum"])) for t in self.tables
         )
-        persistent = {k: v for k, v in self.meta.items() if k != "checkpoint"}
+        persistent = {k: v for k, v in self.meta.items() if k != META_CHECKPOINT}
         footer = {
             "footer": FORMAT,
             "tables": tables,
@@ -369,16 +592,13 @@ class JsonlWriter(Writer):
         except OSError as exc:
             raise DestinationError(f"{self.path}: write failed ({exc.strerror or exc})") from exc
         self.sidecar.unlink(missing_ok=True)
+        Path(str(self.sidecar) + ".tmp").unlink(missing_ok=True)  # left by a kill mid-_save
 
     def close(self) -> None:
         f = getattr(self, "file", None)
         if f is not None:
             f.close()
             del self.file
-
-
-def _text(value: bytes | None) -> str | None:
-    return value.decode("utf-8") if value is not None else None
 
 
 class JsonlEngine(Engine):
@@ -395,6 +615,7 @@ class JsonlEngine(Engine):
         directory=False,
     )
     sidecar_suffixes = (CHECKPOINT_SUFFIX,)
+    suffixes = (".jsonl",)
     space_factor = 1.5
 
     @classmethod
