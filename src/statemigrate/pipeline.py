@@ -449,7 +449,7 @@ def convert(
                     _remove_store(dst_engine, partial)
             if checkpoint is None and not complete:
                 check_source_tables(chosen, src_meta, str(src_path))
-                dst_engine.check_table_names(chosen)
+                dst_engine.check_tables(chosen, destination_options)
                 check_space(dst_engine, src_path, final.parent, force)
                 progress.phase("checking keys")
                 check_keys(dst_engine, reader, chosen)

@@ -369,15 +369,20 @@ def _native_json(fmt: int) -> dict[str, list[list[str]]]:
 @pytest.mark.parametrize("fmt", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("via", ["sqlite", "jsonl"])
 def test_round_trip_through_another_engine_restores_typed_tables(tmp_path, fmt, via, redb_dump):
-    """redb -> other engine -> redb (format 3): the tables are byte for byte what redb 4
-    itself writes for the same data, and they open with the apps' own table definitions
-    (files of formats 1 and 2 are upgraded: tuples re-laid, type names as redb 4 spells them)."""
+    """redb -> other engine -> redb with --redb-format 3: the tables are byte for byte what
+    redb 4 itself writes for the same data, and they open with the apps' own table definitions
+    (files of formats 1 and 2 are upgraded: tuples re-laid, type names as redb 4 spells them;
+    without the option each comes back in its own format: test_redb_writeback.py)."""
     src = FIXTURES / FILES[fmt]
     before = sha256(src)
     mid = tmp_path / f"mid.{via}"
     back = tmp_path / "back.redb"
     convert(str(src), str(mid))
-    convert(str(mid), str(back), destination_options={"bytewise_key_types": CUSTOM_TYPES})
+    convert(
+        str(mid),
+        str(back),
+        destination_options={"redb_format": 3, "bytewise_key_types": CUSTOM_TYPES},
+    )
     assert sha256(src) == before
     assert read_header(back)["format"] == 3
     assert redb_dump(3, back) == _native_json(3)

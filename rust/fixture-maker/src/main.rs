@@ -19,18 +19,21 @@ mod v2 {
     use redb2 as r;
     use r::{Key, Value};
     include!("body.rs");
+    include!("custom.rs");
 }
 
 mod v3 {
     use redb3 as r;
     use r::{Key, ReadableDatabase, Value};
     include!("body.rs");
+    include!("custom.rs");
 }
 
 mod v4 {
     use redb as r;
     use r::{Key, ReadableDatabase, Value};
     include!("body.rs");
+    include!("custom.rs");
 }
 
 /// redb 2.6 writing file format 3 (its opt-in), with its own type encodings.
@@ -40,29 +43,63 @@ fn write_v2_format3(path: &std::path::Path) -> String {
     v2::write_db(path, db)
 }
 
+/// The composite fixture (`custom.rs`) written by redb 2.6 in file format 3.
+fn write_custom_v2_format3(path: &std::path::Path) -> String {
+    let _ = std::fs::remove_file(path);
+    let db = redb2::Builder::new().create_with_file_format_v3(true).create(path).unwrap();
+    v2::write_custom_db(path, db)
+}
+
+/// Writes (or reads) a fixture file and returns its JSON.
+type JsonOf = fn(&std::path::Path) -> String;
+
+/// Which redb reads a file in `dump` modes: "1", "2" (2.6), "3.x", anything else 4.x.
+fn dumper(fmt: &str, custom: bool) -> JsonOf {
+    match (fmt, custom) {
+        ("1", false) => v1::dump,
+        ("2", false) => v2::dump,
+        ("3.x", false) => v3::dump,
+        (_, false) => v4::dump,
+        ("2", true) => v2::dump_custom,
+        ("3.x", true) => v3::dump_custom,
+        (_, true) => v4::dump_custom,
+    }
+}
+
 fn main() {
-    // `dump FORMAT FILE`: print what redb of that format's version reads from FILE.
-    if std::env::args().nth(1).as_deref() == Some("dump") {
+    // `dump FORMAT FILE` (`dump-custom FORMAT FILE`): print what redb of that format's
+    // version reads from FILE with the fixtures' (the composite fixtures') types.
+    let mode = std::env::args().nth(1);
+    if let Some(custom) = match mode.as_deref() {
+        Some("dump") => Some(false),
+        Some("dump-custom") => Some(true),
+        _ => None,
+    } {
         let fmt = std::env::args().nth(2).expect("dump FORMAT FILE");
         let file = PathBuf::from(std::env::args().nth(3).expect("dump FORMAT FILE"));
-        let json = match fmt.as_str() {
-            "1" => v1::dump(&file),
-            "2" => v2::dump(&file),
-            "3.x" => v3::dump(&file),
-            _ => v4::dump(&file),
-        };
-        println!("{json}");
+        println!("{}", dumper(&fmt, custom)(&file));
         return;
     }
-    let dir = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "fixtures/redb".into()));
+    // `custom DIR`: only the composite fixtures (the others stay as they are).
+    let only_custom = mode.as_deref() == Some("custom");
+    let dir_arg = if only_custom { std::env::args().nth(2) } else { mode };
+    let dir = PathBuf::from(dir_arg.unwrap_or_else(|| "fixtures/redb".into()));
     std::fs::create_dir_all(&dir).unwrap();
-    for (name, write) in [
-        ("redb1-format1.redb", v1::write as fn(&std::path::Path) -> String),
+    let plain: [(&str, JsonOf); 5] = [
+        ("redb1-format1.redb", v1::write),
         ("redb2-format2.redb", v2::write),
         ("redb4-format3.redb", v4::write),
         ("redb2-format3.redb", write_v2_format3),
         ("redb3-format3.redb", v3::write),
-    ] {
+    ];
+    let custom: [(&str, JsonOf); 4] = [
+        ("redb2-format2-custom.redb", v2::write_custom),
+        ("redb2-format3-custom.redb", write_custom_v2_format3),
+        ("redb3-format3-custom.redb", v3::write_custom),
+        ("redb4-format3-custom.redb", v4::write_custom),
+    ];
+    let chosen: Vec<_> = if only_custom { custom.to_vec() } else { plain.iter().chain(custom.iter()).copied().collect() };
+    for (name, write) in chosen {
         let path = dir.join(name);
         let json = write(&path);
         std::fs::write(dir.join(format!("{name}.json")), json + "\n").unwrap();

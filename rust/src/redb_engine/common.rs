@@ -153,13 +153,13 @@ fn list_tables_in(txn: &RT<'_>) -> Result<Vec<TableDesc>, NErr> {
         }
         let open = || txn.open_table(TableDefinition::<RawKey, RawValue>::new(&name)).map(|_| ());
         let (k, kw, v, vw) = probe_types(&open)?;
-        out.push(TableDesc { name, multimap: false, key: describe(&k, kw), value: describe(&v, vw) });
+        out.push(TableDesc { name, multimap: false, key: describe(&k, kw), value: describe(&v, vw), exact: false, bytewise: Vec::new() });
     }
     let names: Vec<String> = txn.list_multimap_tables().map_err(err)?.map(|h| h.name().to_string()).collect();
     for name in names {
         let open = || txn.open_multimap_table(MultimapTableDefinition::<RawKey, RawValue>::new(&name)).map(|_| ());
         let (k, kw, v, vw) = probe_types(&open)?;
-        out.push(TableDesc { name, multimap: true, key: describe(&k, kw), value: describe(&v, vw) });
+        out.push(TableDesc { name, multimap: true, key: describe(&k, kw), value: describe(&v, vw), exact: false, bytewise: Vec::new() });
     }
     Ok(out)
 }

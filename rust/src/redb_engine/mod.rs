@@ -96,6 +96,16 @@ fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, NErr> + Send) -
 
 pub type OwnedRec = (Vec<u8>, Vec<u8>, u64);
 
+/// redb's page cache per open file (its default is 1 GiB, which a long copy fills:
+/// memory would grow with the store). Reads and writes go through batches of
+/// bounded size, so a small cache costs little.
+const CACHE_BYTES: usize = 32 << 20;
+
+/// The cache size: `CACHE_BYTES`, or `STATEMIGRATE_REDB_CACHE_BYTES` (to measure its cost).
+pub fn cache_bytes() -> usize {
+    std::env::var("STATEMIGRATE_REDB_CACHE_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(CACHE_BYTES)
+}
+
 /// A callback taking each stored pair of a scan.
 pub type PairSink<'a> = dyn FnMut(&[u8], &[u8]) -> Result<(), NErr> + 'a;
 
@@ -136,6 +146,11 @@ pub struct TableDesc {
     pub multimap: bool,
     pub key: TypeDesc,
     pub value: TypeDesc,
+    /// Written back exactly as described (the source's own type names, classification
+    /// and tuple layout) rather than as the writer's redb version spells the types.
+    pub exact: bool,
+    /// User-defined types (or whole composites) asserted to be ordered by their bytes.
+    pub bytewise: Vec<String>,
 }
 
 /// How a table's records map to the state model.
@@ -185,9 +200,9 @@ fn stand_in(t: &TypeDesc) -> TypeExpr {
 /// taken to be in the 3.0 layout, since redb 3.x and 4.x files are the common ones.
 fn legacy_tuples(format: u8, t: &TypeDesc) -> bool {
     t.legacy.unwrap_or_else(|| {
-        format < 3
-            || (t.class == "Internal"
-                && matches!(TypeExpr::parse(&t.name, true), Some(e @ TypeExpr::Tuple(..)) if e.fixed_width().is_none()))
+        // User-defined types inside take the width the tuple's own width leaves them.
+        let tuple = || TypeExpr::parse_with(&t.name, true, &|_| true).and_then(|e| e.resolve(t.width).ok());
+        format < 3 || (t.class == "Internal" && matches!(tuple(), Some(e @ TypeExpr::Tuple(..)) if e.fixed_width().is_none()))
     })
 }
 
@@ -195,30 +210,98 @@ fn is_composite(name: &str) -> bool {
     (name.starts_with('(') && name != "()") || name.starts_with("Option<") || name.starts_with("Vec<") || name.starts_with('[')
 }
 
-/// A table as a writer of `format` writes it: built-in composite types get that
-/// redb's own spelling and tuple layout (redb 4.x's for format 3, redb 2.x's for
-/// format 2), so that a file converted from another format opens with the app's
-/// plain `TableDefinition` in the redb it targets (not only through `Legacy<T>`).
-/// Also returns how to re-lay stored values, when their layout changes.
-fn target_desc(format: u8, d: &TableDesc) -> (TableDesc, Option<(TypeExpr, bool)>) {
-    let to_legacy = format < 3;
+/// How to re-lay a part's stored bytes (the source's tuple layout to `to_legacy`),
+/// or why the type name does not tell how.
+type Relayout = Option<(Result<TypeExpr, String>, bool)>;
+
+/// A table as a writer writes it: exactly as described when `d.exact` (written back
+/// as read), else composite types get the writing redb's own spelling and tuple
+/// layout (redb 2.6's when `redb2`, in format 2 or 3; else redb 4.x's, which classifies
+/// a composite holding a user-defined type `UserDefined`), so that a file converted
+/// from another format opens with the app's plain `TableDefinition` in the redb it
+/// targets (not only through `Legacy<T>`). Also returns, for the key and the value,
+/// how to re-lay their stored bytes when their layout changes.
+fn target_desc(format: u8, redb2: bool, d: &TableDesc) -> (TableDesc, [Relayout; 2]) {
+    if d.exact {
+        return (d.clone(), [None, None]);
+    }
+    let to_legacy = redb2;
     let mut out = d.clone();
-    let mut relayout = None;
-    for (is_value, t) in [(false, &mut out.key), (true, &mut out.value)] {
-        if t.class == "UserDefined" || !is_composite(&t.name) {
+    let mut relayout = [None, None];
+    for (i, t) in [&mut out.key, &mut out.value].into_iter().enumerate() {
+        if !is_composite(&t.name) {
             continue;
         }
         let src_legacy = legacy_tuples(format, t);
-        let Some(expr) = TypeExpr::parse(&t.name, src_legacy).filter(|e| e.fixed_width() == t.width) else {
+        let Some(expr) = TypeExpr::parse_with(&t.name, src_legacy, &|_| true) else {
             continue; // not understood: carried as it is
         };
-        t.class = if to_legacy { "Internal" } else { "Internal3" }.to_string();
+        // Re-laying also needs the user-defined types' widths in the target layout.
+        let in_target = TypeExpr::parse_with(&t.name, to_legacy, &|_| true).map(|e| e.resolve(t.width));
+        let resolved = match (expr.clone().resolve(t.width), in_target) {
+            (Ok(_), Some(Err(why))) => Err(why),
+            (r, _) => r,
+        };
+        if matches!(&resolved, Ok(e) if e.fixed_width() != t.width) {
+            continue;
+        }
+        let custom = !expr.customs().is_empty();
+        t.class = match (to_legacy, custom) {
+            (true, _) => "Internal",
+            (false, true) => "UserDefined",
+            (false, false) => "Internal3",
+        }
+        .to_string();
         t.legacy = Some(to_legacy);
-        if is_value && !d.multimap && expr.has_layout() && src_legacy != to_legacy {
-            relayout = Some((expr, to_legacy));
+        let layout = match &resolved {
+            Ok(e) => e.has_layout(),
+            Err(_) => expr.has_layout(),
+        };
+        if layout && src_legacy != to_legacy {
+            relayout[i] = Some((resolved, to_legacy));
         }
     }
     (out, relayout)
+}
+
+/// Re-lay stored bytes as `r` says (nothing to do when None).
+fn apply_relayout(r: &Relayout, d: &[u8]) -> Result<Vec<u8>, String> {
+    match r {
+        None => Ok(d.to_vec()),
+        Some((Ok(e), to_legacy)) => e.relayout(d, *to_legacy),
+        Some((Err(why), _)) => Err(why.clone()),
+    }
+}
+
+/// How a custom-order part (a key, a multimap's value) of the target table compares,
+/// as the app's redb compares it: bytewise for a user-defined type (asserted by
+/// `--bytewise-key`) or a composite asserted bytewise as a whole; else a composite's
+/// built-in parts as redb orders them and its user-defined parts bytewise.
+fn custom_order(format: u8, d: &TableDesc, t: &TypeDesc) -> Result<Option<Arc<TypeExpr>>, NErr> {
+    if !is_composite(&t.name) || d.bytewise.contains(&t.name) {
+        return Ok(None);
+    }
+    let refused = |why: String| NErr::Refused(format!("table {:?}: the order of type {:?} cannot be known: {why}", d.name, t.name));
+    let e = TypeExpr::parse_with(&t.name, legacy_tuples(format, t), &|_| true).ok_or_else(|| refused("unknown parts".into()))?;
+    Ok(Some(Arc::new(e.resolve(t.width).map_err(refused)?)))
+}
+
+/// Whether a versioned table's value type is spelt as the writing redb spells
+/// `(u64, &[u8])` (redb 2.6, `redb2`: `Internal`; redb 4.x: `Internal3`); other
+/// spellings (redb 3.x's `Internal2`, say) are written raw.
+fn native_versioned(redb2: bool, d: &TableDesc) -> bool {
+    d.value.class == if redb2 { "Internal" } else { "Internal3" }
+}
+
+/// The stored value of a versioned record in the value type's tuple layout.
+fn versioned_value(legacy: bool, ver: u64, v: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len() + 12);
+    if legacy {
+        out.extend_from_slice(&8u32.to_le_bytes());
+    }
+    out.extend_from_slice(&ver.to_le_bytes());
+    out.extend_from_slice(v);
+    out
 }
 
 fn plan(format: u8, d: &TableDesc) -> Plan {
@@ -317,6 +400,8 @@ fn desc_from_py(d: &Bound<'_, PyDict>) -> PyResult<TableDesc> {
         multimap: get("multimap").map(|m| m.extract::<bool>().unwrap_or(false)).unwrap_or(false),
         key: ty("key")?,
         value: ty("value")?,
+        exact: d.get_item("exact")?.map(|x| x.extract::<bool>()).transpose()?.unwrap_or(false),
+        bytewise: d.get_item("bytewise")?.map(|x| x.extract::<Vec<String>>()).transpose()?.unwrap_or_default(),
     })
 }
 
@@ -431,6 +516,9 @@ fn read_table<S: Snapshot>(
                 }
                 from = RBound::Excluded(last);
             }
+            // A multimap batch ends after a whole key's values; the next batch resumes
+            // inside the key, so the batch is cut at exactly `max_records`.
+            out.truncate(max_records);
             Ok(out)
         }
         Kind::Custom => {
@@ -596,6 +684,8 @@ macro_rules! each_w {
 #[pyclass(module = "statemigrate._native")]
 pub struct RedbWriter {
     format: u8,
+    /// Written through redb 2.6 (format 2, or format 3 as redb 2.6 writes it).
+    redb2: bool,
     inner: Mutex<Option<WriterImpl>>,
     /// Custom-order tables being read back in byte order (cleared by every write).
     sorted: Mutex<HashMap<String, SortState>>,
@@ -610,10 +700,15 @@ fn wclosed() -> NErr {
 #[pymethods]
 impl RedbWriter {
     /// Create (`create=True`, the path must not exist) or open a store of `format` 2 or 3.
+    /// `redb2` writes a format-3 file through redb 2.6 (as its format-3 option does),
+    /// which redb 2.6 still opens (redb 3.0 and later change its allocator state).
     #[new]
-    fn new(py: Python<'_>, path: PathBuf, format: u8, create: bool) -> PyResult<Self> {
+    #[pyo3(signature = (path, format, create, redb2=false))]
+    fn new(py: Python<'_>, path: PathBuf, format: u8, create: bool, redb2: bool) -> PyResult<Self> {
         let w = detach(py, || -> Result<WriterImpl, NErr> {
             Ok(match (format, create) {
+                (3, true) if redb2 => WriterImpl::V2(v2::Writer::create_format3(&path)?),
+                (3, false) if redb2 => WriterImpl::V2(v2::Writer::open(&path)?),
                 (2, true) => WriterImpl::V2(v2::Writer::create(&path)?),
                 (2, false) => WriterImpl::V2(v2::Writer::open(&path)?),
                 (3, true) => WriterImpl::V4(v4::Writer::create(&path)?),
@@ -621,7 +716,8 @@ impl RedbWriter {
                 (v, _) => return Err(NErr::Refused(format!("redb file format {v} cannot be written"))),
             })
         })?;
-        Ok(RedbWriter { format, inner: Mutex::new(Some(w)), sorted: Mutex::new(HashMap::new()) })
+        let redb2 = matches!(w, WriterImpl::V2(_));
+        Ok(RedbWriter { format, redb2, inner: Mutex::new(Some(w)), sorted: Mutex::new(HashMap::new()) })
     }
 
     #[getter]
@@ -649,15 +745,15 @@ impl RedbWriter {
 
     /// The kind (`plain`, `versioned`, `typed`, `custom`) a table description gets.
     fn kind_of(&self, table: &Bound<'_, PyDict>) -> PyResult<&'static str> {
-        Ok(plan(self.format, &target_desc(self.format, &desc_from_py(table)?).0).kind.as_str())
+        Ok(plan(self.format, &target_desc(self.format, self.redb2, &desc_from_py(table)?).0).kind.as_str())
     }
 
     /// Create an empty table: `kind` `plain`/`versioned`, or `typed` with the stored types in `table`.
     fn create_table(&self, py: Python<'_>, table: &Bound<'_, PyDict>, kind: &str) -> PyResult<()> {
-        let d = target_desc(self.format, &desc_from_py(table)?).0;
+        let d = target_desc(self.format, self.redb2, &desc_from_py(table)?).0;
         let k = match kind {
             "plain" => v4::TableKindN::Plain,
-            "versioned" => v4::TableKindN::Versioned,
+            "versioned" if native_versioned(self.redb2, &d) => v4::TableKindN::Versioned,
             _ => v4::TableKindN::Typed,
         };
         detach(py, || {
@@ -687,7 +783,7 @@ impl RedbWriter {
         records: &Bound<'_, PyList>,
         metadata: MetaUpdates,
     ) -> PyResult<()> {
-        let (d, relayout) = target_desc(self.format, &desc_from_py(table)?);
+        let (d, relayout) = target_desc(self.format, self.redb2, &desc_from_py(table)?);
         let versioned = kind == "versioned";
         let want = if versioned { 3 } else { 2 };
         let mut owned: Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>, u64)> = Vec::with_capacity(records.len());
@@ -702,29 +798,44 @@ impl RedbWriter {
             owned.push((k, v, ver));
         }
         let recs: Vec<(&[u8], &[u8], u64)> = owned.iter().map(|(k, v, ver)| (k.as_bytes(), v.as_bytes(), *ver)).collect();
-        let format = self.format;
+        let (format, redb2) = (self.format, self.redb2);
         let kind = kind.to_string();
         detach(py, || -> Result<(), NErr> {
             self.sorted.lock().unwrap_or_else(PoisonError::into_inner).clear();
             let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_mut().ok_or_else(wclosed)?;
-            if kind == "plain" || kind == "versioned" {
+            if kind == "plain" || (versioned && native_versioned(redb2, &d)) {
                 return each_w!(w, x => x.write_plain(&d.name, versioned, &recs, &metadata));
             }
+            if versioned {
+                let legacy = legacy_tuples(format, &d.value);
+                let pairs: Pairs = recs.iter().map(|(k, v, ver)| (k.to_vec(), versioned_value(legacy, *ver, v))).collect();
+                return each_w!(w, x => x.write_raw(&d, None, None, &pairs, &metadata));
+            }
             let p = plan(format, &d);
+            // Values are re-laid here; keys (and multimap values) were decoded into the new
+            // layout, or are custom-order stored bytes, which `problems` keeps from re-laying.
+            let value_relayout = if d.multimap { &None } else { &relayout[1] };
             let mut pairs = Vec::with_capacity(recs.len());
             for (k, v, _) in &recs {
                 let mut pair = p.stored(d.multimap, k, v).map_err(|e| {
                     NErr::Refused(format!("key {} of table {:?} is not a valid {}: {e}", hex(k), d.name, d.key.name))
                 })?;
-                if let Some((expr, to_legacy)) = &relayout {
-                    pair.1 = expr.relayout(&pair.1, *to_legacy).map_err(|e| {
-                        NErr::Refused(format!("a value of table {:?} is not a valid {}: {e}", d.name, d.value.name))
-                    })?;
-                }
+                pair.1 = apply_relayout(value_relayout, &pair.1).map_err(|e| {
+                    NErr::Refused(format!("a value of table {:?} cannot be re-laid as a {}: {e}", d.name, d.value.name))
+                })?;
                 pairs.push(pair);
             }
-            each_w!(w, x => x.write_raw(&d, p.key.clone(), p.value.clone(), &pairs, &metadata))
+            let key_order = match &p.key {
+                Some(k) => Some(k.clone()),
+                None => custom_order(format, &d, &d.key)?,
+            };
+            let value_order = match &p.value {
+                Some(v) => Some(v.clone()),
+                None if d.multimap => custom_order(format, &d, &d.value)?,
+                None => None,
+            };
+            each_w!(w, x => x.write_raw(&d, key_order, value_order, &pairs, &metadata))
         })?;
         Ok(())
     }
@@ -740,7 +851,7 @@ impl RedbWriter {
         max_bytes: usize,
     ) -> PyResult<Bound<'py, PyList>> {
         let format = self.format;
-        let d = target_desc(format, &desc_from_py(table)?).0;
+        let d = target_desc(format, self.redb2, &desc_from_py(table)?).0;
         let recs = detach(py, || {
             let g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_ref().ok_or_else(wclosed)?;
@@ -826,6 +937,91 @@ pub fn redb_full_scan(py: Python<'_>, path: PathBuf) -> PyResult<(u64, u64)> {
     Ok(detach(py, || v4::full_scan(&path))?)
 }
 
+/// The kind (`plain`, `versioned`, `typed`, `custom`) a table description gets from
+/// the writer of `format` (through redb 2.6 when `redb2`), without a file.
+#[pyfunction]
+#[pyo3(signature = (table, format, redb2=false))]
+pub fn redb_table_kind(table: &Bound<'_, PyDict>, format: u8, redb2: bool) -> PyResult<&'static str> {
+    Ok(plan(format, &target_desc(format, redb2 || format < 3, &desc_from_py(table)?).0).kind.as_str())
+}
+
+/// Why the writer of `format` (through redb 2.6 when `redb2`) cannot write a table
+/// as described, without a file (to refuse before anything is created): one
+/// `(part, type name, reason)` per problem, the reason naming what would allow it.
+#[pyfunction]
+#[pyo3(signature = (table, format, redb2=false))]
+pub fn redb_table_problems(table: &Bound<'_, PyDict>, format: u8, redb2: bool) -> PyResult<Vec<(String, String, String)>> {
+    Ok(problems(format, redb2 || format < 3, &desc_from_py(table)?))
+}
+
+fn problems(format: u8, redb2: bool, d: &TableDesc) -> Vec<(String, String, String)> {
+    let (t, relayout) = target_desc(format, redb2, d);
+    let mut out = Vec::new();
+    let p = plan(format, &t);
+    for (i, (part, ty)) in [("key", &t.key), ("value", &t.value)].into_iter().enumerate() {
+        let mut why = Vec::new();
+        let writable = match ty.class.as_str() {
+            "Internal" | "UserDefined" => true,
+            "Internal2" | "Internal3" => !redb2,
+            _ => false,
+        };
+        if !writable {
+            let by = if redb2 { "redb 2.6, which writes this file," } else { "this redb" };
+            why.push(format!("its classification {} cannot be written by {by}", ty.class));
+        }
+        let ordered = i == 0 || t.multimap;
+        let raw = if i == 0 { p.key.is_none() } else { p.value.is_none() };
+        if ordered && raw && p.kind == Kind::Custom {
+            why.extend(order_problem(format, &t, ty));
+        }
+        match &relayout[i] {
+            // A custom-order table's records are its stored bytes: re-laid, they would
+            // no longer be the source's records (and no verification could pass).
+            Some(_) if ordered && raw => why.push(
+                "changes its tuple layout in this file format, and the records of a custom-order table are its stored bytes; convert it in its own file format (no --redb-format)".to_string(),
+            ),
+            Some((Err(e), _)) if !ordered => why.push(format!(
+                "cannot have its tuples re-laid for this file format ({e}); in its own file format (no --redb-format) it needs no re-laying"
+            )),
+            _ => {}
+        }
+        out.extend(why.into_iter().map(|w| (part.to_string(), ty.name.clone(), w)));
+    }
+    out
+}
+
+/// Why the order of a custom-order part cannot be known, if it cannot.
+fn order_problem(format: u8, d: &TableDesc, t: &TypeDesc) -> Option<String> {
+    let asserted = |n: &str| d.bytewise.iter().any(|b| b == n);
+    if asserted(&t.name) {
+        return None;
+    }
+    if !is_composite(&t.name) {
+        return Some(if t.class == "UserDefined" {
+            format!("is user-defined and its order may not be bytewise; if it is, pass --bytewise-key '{}'", t.name)
+        } else {
+            "is a type the redb writer cannot produce".to_string()
+        });
+    }
+    let Some(e) = TypeExpr::parse_with(&t.name, legacy_tuples(format, t), &|_| true) else {
+        return Some("is a type the redb writer cannot produce".to_string());
+    };
+    let mut unasserted: Vec<&str> = e.customs().into_iter().filter(|n| !asserted(n)).collect();
+    unasserted.sort_unstable();
+    unasserted.dedup();
+    if !unasserted.is_empty() {
+        let opts: Vec<String> = unasserted.iter().map(|n| format!("--bytewise-key '{n}'")).collect();
+        return Some(format!(
+            "holds user-defined {} whose order may not be bytewise; if it is, pass {}",
+            unasserted.join(", "),
+            opts.join(" ")
+        ));
+    }
+    e.resolve(t.width).err().map(|why| {
+        format!("its order cannot be known ({why}); if the whole type's order is bytewise, pass --bytewise-key '{}'", t.name)
+    })
+}
+
 /// The order-preserving encoding of a stored key of redb type `type_name` (for tests and tools).
 #[pyfunction]
 #[pyo3(signature = (type_name, stored, legacy_tuples=false))]
@@ -841,6 +1037,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(redb_bulk_load, m)?)?;
     m.add_function(wrap_pyfunction!(redb_full_scan, m)?)?;
     m.add_function(wrap_pyfunction!(redb_encode_key, m)?)?;
+    m.add_function(wrap_pyfunction!(redb_table_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(redb_table_problems, m)?)?;
     m.add("RedbBusyError", py.get_type::<RedbBusyError>())?;
     m.add("RedbCorruptError", py.get_type::<RedbCorruptError>())?;
     m.add("RedbUnsupportedError", py.get_type::<RedbUnsupportedError>())?;

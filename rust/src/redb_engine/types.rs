@@ -33,6 +33,15 @@ pub enum TypeExpr {
     /// (u32 lengths of every element but the last) rather than the 3.0 one
     /// (varint lengths of the variable-width elements but the last).
     Tuple(Vec<TypeExpr>, bool),
+    /// A user-defined type inside a composite, asserted to be ordered by its stored
+    /// bytes (`--bytewise-key`), and its width once known (see `resolve`).
+    Custom(String, Option<usize>),
+}
+
+/// Whether `name` is spelt as a user-defined type's name can be (a path, no composite
+/// syntax); built-in names pass too (`parse_with` tries them first).
+fn leaf_syntax(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['(', ')', '<', '>', '[', ']', ';', ',', '&', ' '])
 }
 
 fn split_top(s: &str) -> Vec<&str> {
@@ -57,7 +66,14 @@ fn split_top(s: &str) -> Vec<&str> {
 impl TypeExpr {
     /// Parse a stored key type name; None for custom or unknown types.
     pub fn parse(name: &str, legacy_tuples: bool) -> Option<TypeExpr> {
+        Self::parse_with(name, legacy_tuples, &|_| false)
+    }
+
+    /// Parse a type name whose user-defined leaves for which `custom` holds become
+    /// `Custom` (of unknown width: see `resolve`); None if any other part is unknown.
+    pub fn parse_with(name: &str, legacy_tuples: bool, custom: &dyn Fn(&str) -> bool) -> Option<TypeExpr> {
         let n = name.trim();
+        let parse = |inner: &str| Self::parse_with(inner, legacy_tuples, custom);
         let t = match n {
             "u8" => TypeExpr::UInt(1),
             "u16" => TypeExpr::UInt(2),
@@ -77,9 +93,9 @@ impl TypeExpr {
             "f64" => TypeExpr::Float(8),
             _ => {
                 if let Some(inner) = n.strip_prefix("Option<").and_then(|r| r.strip_suffix('>')) {
-                    TypeExpr::Option(Box::new(Self::parse(inner, legacy_tuples)?))
+                    TypeExpr::Option(Box::new(parse(inner)?))
                 } else if let Some(inner) = n.strip_prefix("Vec<").and_then(|r| r.strip_suffix('>')) {
-                    TypeExpr::Vec(Box::new(Self::parse(inner, legacy_tuples)?))
+                    TypeExpr::Vec(Box::new(parse(inner)?))
                 } else if let Some(inner) = n.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
                     let parts = split_top(inner);
                     if parts.len() != 1 {
@@ -90,13 +106,14 @@ impl TypeExpr {
                     if elem.trim() == "u8" {
                         TypeExpr::FixedBytes(count)
                     } else {
-                        TypeExpr::Array(Box::new(Self::parse(elem, legacy_tuples)?), count)
+                        TypeExpr::Array(Box::new(parse(elem)?), count)
                     }
                 } else if let Some(inner) = n.strip_prefix('(').and_then(|r| r.strip_suffix(')')) {
                     let inner = inner.strip_suffix(',').unwrap_or(inner);
-                    let elems: Option<Vec<TypeExpr>> =
-                        split_top(inner).into_iter().map(|p| Self::parse(p, legacy_tuples)).collect();
+                    let elems: Option<Vec<TypeExpr>> = split_top(inner).into_iter().map(parse).collect();
                     TypeExpr::Tuple(elems?, legacy_tuples)
+                } else if leaf_syntax(n) && custom(n) {
+                    TypeExpr::Custom(n.to_string(), None)
                 } else {
                     return None;
                 }
@@ -117,6 +134,7 @@ impl TypeExpr {
             TypeExpr::Array(t, n) => t.fixed_width().map(|w| w * n),
             TypeExpr::Option(t) => t.fixed_width().map(|w| w + 1),
             TypeExpr::Tuple(ts, _) => ts.iter().map(|t| t.fixed_width()).sum(),
+            TypeExpr::Custom(_, w) => *w,
         }
     }
 
@@ -155,8 +173,8 @@ impl TypeExpr {
             TypeExpr::Bool => out.push(d[0]),
             TypeExpr::Char => out.extend(d.iter().rev()),
             TypeExpr::Unit => {}
-            TypeExpr::FixedBytes(_) => out.extend_from_slice(d),
-            TypeExpr::Bytes => {
+            TypeExpr::FixedBytes(_) | TypeExpr::Custom(_, Some(_)) => out.extend_from_slice(d),
+            TypeExpr::Bytes | TypeExpr::Custom(_, None) => {
                 if last {
                     out.extend_from_slice(d);
                 } else {
@@ -229,8 +247,8 @@ impl TypeExpr {
                 b
             }
             TypeExpr::Unit => Vec::new(),
-            TypeExpr::FixedBytes(n) => take(pos, *n)?.to_vec(),
-            TypeExpr::Bytes => {
+            TypeExpr::FixedBytes(n) | TypeExpr::Custom(_, Some(n)) => take(pos, *n)?.to_vec(),
+            TypeExpr::Bytes | TypeExpr::Custom(_, None) => {
                 if last {
                     let s = e[*pos..].to_vec();
                     *pos = e.len();
@@ -283,6 +301,90 @@ impl TypeExpr {
 }
 
 impl TypeExpr {
+    /// The user-defined types inside, once per occurrence.
+    pub fn customs(&self) -> Vec<&str> {
+        match self {
+            TypeExpr::Custom(n, _) => vec![n.as_str()],
+            TypeExpr::Option(t) | TypeExpr::Vec(t) => t.customs(),
+            TypeExpr::Array(t, n) => t.customs().repeat(*n),
+            TypeExpr::Tuple(ts, _) => ts.iter().flat_map(|t| t.customs()).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Give the user-defined types inside their width. A composite of fixed width
+    /// `total` tells it when it holds one user-defined type (possibly repeated): the
+    /// rest of its width. In a variable-width composite they are taken as variable
+    /// width, which is right wherever only their bytes matter (the last element of a
+    /// tuple, any element of a redb <= 2.x tuple, inside an `Option`); where their
+    /// width would change the layout (an earlier element of a redb >= 3.0 tuple, an
+    /// array's or a `Vec`'s elements) it cannot be told from the stored type name.
+    pub fn resolve(self, total: Option<usize>) -> Result<TypeExpr, String> {
+        let names = self.customs();
+        let Some(first) = names.first().map(|n| n.to_string()) else {
+            return Ok(self);
+        };
+        let Some(total) = total else {
+            self.check_variable()?;
+            return Ok(self);
+        };
+        if names.iter().any(|n| *n != first) {
+            return Err(format!("its user-defined types ({}) share {total} bytes in a way the type name does not tell", names.join(", ")));
+        }
+        let known = self.known_width().ok_or("a fixed-width type holds a variable-width part")?;
+        let n = names.len();
+        if total < known || !(total - known).is_multiple_of(n) {
+            return Err(format!("{first} does not fit the type's {total} bytes"));
+        }
+        Ok(self.with_custom_width((total - known) / n))
+    }
+
+    /// The width of everything but the user-defined types (None: a part is variable width).
+    fn known_width(&self) -> Option<usize> {
+        match self {
+            TypeExpr::Custom(..) => Some(0),
+            TypeExpr::Option(t) => Some(1 + t.known_width()?),
+            TypeExpr::Array(t, n) => Some(t.known_width()? * n),
+            TypeExpr::Tuple(ts, _) => ts.iter().map(|t| t.known_width()).sum(),
+            t => t.fixed_width(),
+        }
+    }
+
+    fn with_custom_width(self, w: usize) -> TypeExpr {
+        match self {
+            TypeExpr::Custom(n, _) => TypeExpr::Custom(n, Some(w)),
+            TypeExpr::Option(t) => TypeExpr::Option(Box::new(t.with_custom_width(w))),
+            TypeExpr::Vec(t) => TypeExpr::Vec(Box::new(t.with_custom_width(w))),
+            TypeExpr::Array(t, n) => TypeExpr::Array(Box::new(t.with_custom_width(w)), n),
+            TypeExpr::Tuple(ts, l) => TypeExpr::Tuple(ts.into_iter().map(|t| t.with_custom_width(w)).collect(), l),
+            t => t,
+        }
+    }
+
+    /// Refuse user-defined types of unknown width where their width changes the layout.
+    fn check_variable(&self) -> Result<(), String> {
+        let unknown = |t: &TypeExpr, place: &str| -> Result<(), String> {
+            match t.customs().first() {
+                Some(n) => Err(format!("whether {n} is fixed width changes the layout of {place}, and the type name does not tell")),
+                None => Ok(()),
+            }
+        };
+        match self {
+            TypeExpr::Option(t) => t.check_variable(),
+            TypeExpr::Vec(t) => unknown(t, "a Vec"),
+            TypeExpr::Array(t, _) => unknown(t, "an array"),
+            TypeExpr::Tuple(ts, legacy) => {
+                if !legacy && self.fixed_width().is_none() {
+                    for t in &ts[..ts.len().saturating_sub(1)] {
+                        unknown(t, "a redb 3.x/4.x tuple")?;
+                    }
+                }
+                ts.iter().try_for_each(|t| t.check_variable())
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Whether any tuple inside is laid out differently by redb <= 2.x and >= 3.0
     /// (a variable-width tuple of two or more elements).
     pub fn has_layout(&self) -> bool {
@@ -464,6 +566,25 @@ mod tests {
         assert_eq!(TypeExpr::parse("[u8;32]", false), Some(TypeExpr::FixedBytes(32)));
         assert_eq!(TypeExpr::parse("Option<(u8,[u16;2])>", false).unwrap().fixed_width(), Some(6));
         assert_eq!(TypeExpr::parse("myapp::Id", false), None);
+    }
+
+    #[test]
+    fn custom_leaves_get_their_width_from_the_whole() {
+        let all = |_: &str| true;
+        let t = TypeExpr::parse_with("(BpNodeTxNo,u32)", false, &all).unwrap().resolve(Some(9)).unwrap();
+        assert_eq!(t, TypeExpr::Tuple(vec![TypeExpr::Custom("BpNodeTxNo".into(), Some(5)), TypeExpr::UInt(4)], false));
+        let t = TypeExpr::parse_with("[app::H;2]", false, &all).unwrap().resolve(Some(64)).unwrap();
+        assert_eq!(t.fixed_width(), Some(64));
+        assert!(TypeExpr::parse_with("(a::A,b::B)", false, &all).unwrap().resolve(Some(8)).is_err());
+        // Variable width: fine where only the bytes matter, refused where the width changes the layout.
+        assert!(TypeExpr::parse_with("(u32,a::A)", false, &all).unwrap().resolve(None).is_ok());
+        assert!(TypeExpr::parse_with("(a::A,&str)", true, &all).unwrap().resolve(None).is_ok());
+        assert!(TypeExpr::parse_with("(a::A,&str)", false, &all).unwrap().resolve(None).is_err());
+        assert_eq!(TypeExpr::parse_with("niche::Option<u8>", false, &all), None);
+        // Order: the u32 after the user-defined bytes is compared as a number.
+        let t = TypeExpr::parse_with("(T,u32)", false, &all).unwrap().resolve(Some(5)).unwrap();
+        let (a, b) = ([9u8, 1, 0, 0, 0], [9u8, 0, 1, 0, 0]);
+        assert!(t.encode(&a).unwrap() < t.encode(&b).unwrap());
     }
 
     #[test]

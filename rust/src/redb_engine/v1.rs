@@ -37,7 +37,12 @@ impl redb::StorageBackend for OverlayBackend {
 
 pub fn open_source(path: &std::path::Path) -> Result<(SourceDb, RT<'static>), NErr> {
     let overlay = Overlay::open(path).map_err(|e| err(redb::Error::Io(e)))?;
-    let db = Box::new(redb::Builder::new().create_with_backend(OverlayBackend(overlay)).map_err(err)?);
+    let db = Box::new(
+        redb::Builder::new()
+            .set_cache_size(super::cache_bytes())
+            .create_with_backend(OverlayBackend(overlay))
+            .map_err(err)?,
+    );
     let txn = db.begin_read().map_err(err)?;
     // SAFETY: the transaction borrows the boxed database, which does not move and
     // outlives it (`Reader` declares the transaction first, so drops it first).
@@ -47,11 +52,11 @@ pub fn open_source(path: &std::path::Path) -> Result<(SourceDb, RT<'static>), NE
 }
 
 pub fn create_db(path: &std::path::Path) -> Result<redb::Database, NErr> {
-    redb::Builder::new().create(path).map_err(err)
+    redb::Builder::new().set_cache_size(super::cache_bytes()).create(path).map_err(err)
 }
 
 pub fn open_db(path: &std::path::Path) -> Result<redb::Database, NErr> {
-    redb::Builder::new().create(path).map_err(err)
+    redb::Builder::new().set_cache_size(super::cache_bytes()).create(path).map_err(err)
 }
 
 pub fn set_durable(txn: &mut redb::WriteTransaction, durable: bool) -> Result<(), NErr> {

@@ -36,14 +36,17 @@ impl redb::StorageBackend for OverlayBackend {
 }
 
 pub fn open_source(path: &std::path::Path) -> Result<(SourceDb, RT<'static>), NErr> {
-    match redb::Builder::new().open_read_only(path) {
+    match redb::Builder::new().set_cache_size(super::cache_bytes()).open_read_only(path) {
         Ok(db) => {
             let txn = db.begin_read().map_err(err)?;
             Ok((SourceDb::ReadOnly(db), txn))
         }
         Err(redb::DatabaseError::RepairAborted) => {
             let overlay = Overlay::open(path).map_err(|e| err(redb::Error::Io(e)))?;
-            let db = redb::Builder::new().create_with_backend(OverlayBackend(overlay)).map_err(err)?;
+            let db = redb::Builder::new()
+                .set_cache_size(super::cache_bytes())
+                .create_with_backend(OverlayBackend(overlay))
+                .map_err(err)?;
             let txn = db.begin_read().map_err(err)?;
             Ok((SourceDb::Overlay(db), txn))
         }
@@ -52,11 +55,11 @@ pub fn open_source(path: &std::path::Path) -> Result<(SourceDb, RT<'static>), NE
 }
 
 pub fn create_db(path: &std::path::Path) -> Result<redb::Database, NErr> {
-    redb::Builder::new().create(path).map_err(err)
+    redb::Builder::new().set_cache_size(super::cache_bytes()).create(path).map_err(err)
 }
 
 pub fn open_db(path: &std::path::Path) -> Result<redb::Database, NErr> {
-    redb::Builder::new().open(path).map_err(err)
+    redb::Builder::new().set_cache_size(super::cache_bytes()).open(path).map_err(err)
 }
 
 pub fn set_durable(txn: &mut redb::WriteTransaction, durable: bool) -> Result<(), NErr> {
@@ -68,13 +71,20 @@ pub fn set_durable(txn: &mut redb::WriteTransaction, durable: bool) -> Result<()
 fn templates(class: &str) -> Option<(redb::TypeName, &'static str, redb::TypeName, &'static str)> {
     match class {
         "Internal" => Some((<u8 as Value>::type_name(), "u8", <u128 as Value>::type_name(), "u128")),
-        // Only redb 3.0-4.1 wrote Internal2; redb 4.x opens Internal3 for the same type.
-        "Internal2" | "Internal3" => Some((<(u8, u8) as Value>::type_name(), "(u8,u8)", <(u8, u16) as Value>::type_name(), "(u8,u16)")),
+        "Internal3" => Some((<(u8, u8) as Value>::type_name(), "(u8,u8)", <(u8, u16) as Value>::type_name(), "(u8,u16)")),
         _ => None,
     }
 }
 
 pub fn make_type_name(class: &str, name: &str) -> Result<redb::TypeName, NErr> {
+    if class == "Internal2" {
+        // redb 3.0-4.1 classified variable-width tuples Internal2; redb 4.x still opens
+        // such names but makes Internal3 ones, so the byte is set here (the variant's
+        // place in redb's `TypeClassification`: Internal, UserDefined, Internal2, Internal3).
+        let t = make_type_name("Internal", name)?;
+        let (internal, user) = (<u8 as Value>::type_name(), redb::TypeName::new("u128"));
+        return super::typename::reclassify(t, class, 2, (&internal, "u8"), (&user, "u128"));
+    }
     super::typename::make::<redb::TypeName>(class, name, templates(class), redb::TypeName::new)
 }
 

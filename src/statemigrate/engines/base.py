@@ -436,6 +436,22 @@ class Engine(ABC):
             f"{'it' if one else 'them'} out with --tables",
         )
 
+    @classmethod
+    def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
+        """Refuse, before anything is created, tables a new store of this engine cannot hold.
+
+        The default checks the names (:meth:`check_table_names`); engines whose
+        destination options or table types decide more (redb) extend it.
+
+        Args:
+            tables: the tables a new store of this engine is about to get.
+            options: the destination options the store would be created with.
+
+        Raises:
+            DestinationError: one error listing every offending table and why (exit 5).
+        """
+        cls.check_table_names(tables)
+
 
 def check_options(
     engine: type[Engine], options: Mapping[str, Any] | None, known: set[str]
