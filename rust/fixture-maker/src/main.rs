@@ -10,28 +10,28 @@
 use std::path::PathBuf;
 
 mod v1 {
-    use redb1 as r;
     use r::{RedbKey as Key, RedbValue as Value};
+    use redb1 as r;
     include!("body.rs");
 }
 
 mod v2 {
-    use redb2 as r;
     use r::{Key, Value};
+    use redb2 as r;
     include!("body.rs");
     include!("custom.rs");
 }
 
 mod v3 {
-    use redb3 as r;
     use r::{Key, ReadableDatabase, Value};
+    use redb3 as r;
     include!("body.rs");
     include!("custom.rs");
 }
 
 mod v4 {
-    use redb as r;
     use r::{Key, ReadableDatabase, Value};
+    use redb as r;
     include!("body.rs");
     include!("custom.rs");
 }
@@ -39,14 +39,20 @@ mod v4 {
 /// redb 2.6 writing file format 3 (its opt-in), with its own type encodings.
 fn write_v2_format3(path: &std::path::Path) -> String {
     let _ = std::fs::remove_file(path);
-    let db = redb2::Builder::new().create_with_file_format_v3(true).create(path).unwrap();
+    let db = redb2::Builder::new()
+        .create_with_file_format_v3(true)
+        .create(path)
+        .unwrap();
     v2::write_db(path, db)
 }
 
 /// The composite fixture (`custom.rs`) written by redb 2.6 in file format 3.
 fn write_custom_v2_format3(path: &std::path::Path) -> String {
     let _ = std::fs::remove_file(path);
-    let db = redb2::Builder::new().create_with_file_format_v3(true).create(path).unwrap();
+    let db = redb2::Builder::new()
+        .create_with_file_format_v3(true)
+        .create(path)
+        .unwrap();
     v2::write_custom_db(path, db)
 }
 
@@ -82,7 +88,11 @@ fn main() {
     }
     // `custom DIR`: only the composite fixtures (the others stay as they are).
     let only_custom = mode.as_deref() == Some("custom");
-    let dir_arg = if only_custom { std::env::args().nth(2) } else { mode };
+    let dir_arg = if only_custom {
+        std::env::args().nth(2)
+    } else {
+        mode
+    };
     let dir = PathBuf::from(dir_arg.unwrap_or_else(|| "fixtures/redb".into()));
     std::fs::create_dir_all(&dir).unwrap();
     let plain: [(&str, JsonOf); 5] = [
@@ -98,11 +108,19 @@ fn main() {
         ("redb3-format3-custom.redb", v3::write_custom),
         ("redb4-format3-custom.redb", v4::write_custom),
     ];
-    let chosen: Vec<_> = if only_custom { custom.to_vec() } else { plain.iter().chain(custom.iter()).copied().collect() };
+    let chosen: Vec<_> = if only_custom {
+        custom.to_vec()
+    } else {
+        plain.iter().chain(custom.iter()).copied().collect()
+    };
     for (name, write) in chosen {
         let path = dir.join(name);
         let json = write(&path);
         std::fs::write(dir.join(format!("{name}.json")), json + "\n").unwrap();
-        println!("{} ({} bytes)", path.display(), std::fs::metadata(&path).unwrap().len());
+        println!(
+            "{} ({} bytes)",
+            path.display(),
+            std::fs::metadata(&path).unwrap().len()
+        );
     }
 }

@@ -15,7 +15,10 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
-use redb::{MultimapTableDefinition, MultimapTableHandle, ReadableMultimapTable, ReadableTable, TableDefinition, TableHandle};
+use redb::{
+    MultimapTableDefinition, MultimapTableHandle, ReadableMultimapTable, ReadableTable,
+    TableDefinition, TableHandle,
+};
 
 use super::types::TypeExpr;
 use super::{NErr, OwnedRec, PairSink, Pairs, TableDesc, TypeDesc};
@@ -78,14 +81,21 @@ pub fn type_parts(t: &redb::TypeName) -> (String, String) {
 
 fn describe(t: &redb::TypeName, width: Option<usize>) -> TypeDesc {
     let (class, name) = type_parts(t);
-    TypeDesc { name, class, width, legacy: None }
+    TypeDesc {
+        name,
+        class,
+        width,
+        legacy: None,
+    }
 }
 
 /// Classify any redb error into the engine's error kinds.
 pub fn err<E: Into<redb::Error>>(e: E) -> NErr {
     let e: redb::Error = e.into();
     match e {
-        redb::Error::DatabaseAlreadyOpen => NErr::Busy("the database is open in another process".into()),
+        redb::Error::DatabaseAlreadyOpen => {
+            NErr::Busy("the database is open in another process".into())
+        }
         redb::Error::UpgradeRequired(v) => NErr::Unsupported(v),
         redb::Error::Corrupted(s) => NErr::Corrupt(s),
         redb::Error::Io(io) => {
@@ -113,7 +123,8 @@ fn probe_types(
     for _ in 0..6 {
         match open() {
             Ok(()) => {
-                let (k, v) = found.ok_or_else(|| NErr::Other("probe type matched a stored table".into()))?;
+                let (k, v) =
+                    found.ok_or_else(|| NErr::Other("probe type matched a stored table".into()))?;
                 return Ok((k, kw, v, vw));
             }
             Err(redb::TableError::TableTypeMismatch { key, value, .. }) => {
@@ -128,7 +139,9 @@ fn probe_types(
                 found = Some((key, value));
             }
             Err(redb::TableError::TypeDefinitionChanged { name, width, .. }) => {
-                let (k, v) = found.clone().ok_or_else(|| NErr::Other("type definition changed before names matched".into()))?;
+                let (k, v) = found.clone().ok_or_else(|| {
+                    NErr::Other("type definition changed before names matched".into())
+                })?;
                 // The key's width is checked first, so a mismatch on a name both share is the key's.
                 let key_ok = SPEC.with(|s| s.borrow().key_width == width);
                 if name == k && !key_ok {
@@ -136,30 +149,67 @@ fn probe_types(
                 } else {
                     vw = width;
                 }
-                set_spec(RawSpec { key: k, key_width: kw, value: v, value_width: vw, key_order: None, value_order: None });
+                set_spec(RawSpec {
+                    key: k,
+                    key_width: kw,
+                    value: v,
+                    value_width: vw,
+                    key_order: None,
+                    value_order: None,
+                });
             }
             Err(e) => return Err(err(e)),
         }
     }
-    Err(NErr::Other("could not determine the table's stored types".into()))
+    Err(NErr::Other(
+        "could not determine the table's stored types".into(),
+    ))
 }
 
 fn list_tables_in(txn: &RT<'_>) -> Result<Vec<TableDesc>, NErr> {
     let mut out = Vec::new();
-    let names: Vec<String> = txn.list_tables().map_err(err)?.map(|h| h.name().to_string()).collect();
+    let names: Vec<String> = txn
+        .list_tables()
+        .map_err(err)?
+        .map(|h| h.name().to_string())
+        .collect();
     for name in names {
         if name == META_TABLE {
             continue;
         }
-        let open = || txn.open_table(TableDefinition::<RawKey, RawValue>::new(&name)).map(|_| ());
+        let open = || {
+            txn.open_table(TableDefinition::<RawKey, RawValue>::new(&name))
+                .map(|_| ())
+        };
         let (k, kw, v, vw) = probe_types(&open)?;
-        out.push(TableDesc { name, multimap: false, key: describe(&k, kw), value: describe(&v, vw), exact: false, bytewise: Vec::new() });
+        out.push(TableDesc {
+            name,
+            multimap: false,
+            key: describe(&k, kw),
+            value: describe(&v, vw),
+            exact: false,
+            bytewise: Vec::new(),
+        });
     }
-    let names: Vec<String> = txn.list_multimap_tables().map_err(err)?.map(|h| h.name().to_string()).collect();
+    let names: Vec<String> = txn
+        .list_multimap_tables()
+        .map_err(err)?
+        .map(|h| h.name().to_string())
+        .collect();
     for name in names {
-        let open = || txn.open_multimap_table(MultimapTableDefinition::<RawKey, RawValue>::new(&name)).map(|_| ());
+        let open = || {
+            txn.open_multimap_table(MultimapTableDefinition::<RawKey, RawValue>::new(&name))
+                .map(|_| ())
+        };
         let (k, kw, v, vw) = probe_types(&open)?;
-        out.push(TableDesc { name, multimap: true, key: describe(&k, kw), value: describe(&v, vw), exact: false, bytewise: Vec::new() });
+        out.push(TableDesc {
+            name,
+            multimap: true,
+            key: describe(&k, kw),
+            value: describe(&v, vw),
+            exact: false,
+            bytewise: Vec::new(),
+        });
     }
     Ok(out)
 }
@@ -167,15 +217,33 @@ fn list_tables_in(txn: &RT<'_>) -> Result<Vec<TableDesc>, NErr> {
 /// The raw types' spec for reading a table: its stored type names exactly as redb
 /// reports them (a name rebuilt from the description could differ in classification,
 /// e.g. redb 3.x's `Internal2`, which redb 4.x can no longer make).
-fn exact_spec(txn: &RT<'_>, desc: &TableDesc, key_order: Option<Arc<TypeExpr>>, value_order: Option<Arc<TypeExpr>>) -> Result<RawSpec, NErr> {
+fn exact_spec(
+    txn: &RT<'_>,
+    desc: &TableDesc,
+    key_order: Option<Arc<TypeExpr>>,
+    value_order: Option<Arc<TypeExpr>>,
+) -> Result<RawSpec, NErr> {
     let (k, kw, v, vw) = if desc.multimap {
-        let open = || txn.open_multimap_table(MultimapTableDefinition::<RawKey, RawValue>::new(&desc.name)).map(|_| ());
+        let open = || {
+            txn.open_multimap_table(MultimapTableDefinition::<RawKey, RawValue>::new(&desc.name))
+                .map(|_| ())
+        };
         probe_types(&open)?
     } else {
-        let open = || txn.open_table(TableDefinition::<RawKey, RawValue>::new(&desc.name)).map(|_| ());
+        let open = || {
+            txn.open_table(TableDefinition::<RawKey, RawValue>::new(&desc.name))
+                .map(|_| ())
+        };
         probe_types(&open)?
     };
-    Ok(RawSpec { key: k, key_width: kw, value: v, value_width: vw, key_order, value_order })
+    Ok(RawSpec {
+        key: k,
+        key_width: kw,
+        value: v,
+        value_width: vw,
+        key_order,
+        value_order,
+    })
 }
 
 fn metadata_in(txn: &RT<'_>) -> Result<Vec<(String, Vec<u8>)>, NErr> {
@@ -238,7 +306,6 @@ fn read_plain_in(
     Ok(out)
 }
 
-
 /// Raw stored pairs of a typed table, in redb's order, starting after the stored key
 /// `after_raw` (already bytes of the stored type); opened with the stored types.
 fn read_raw_in(
@@ -256,7 +323,10 @@ fn read_raw_in(
         // A resume inside a key's values is done by the caller (it skips by encoding).
         let def = MultimapTableDefinition::<RawKey, RawValue>::new(&desc.name);
         let table = txn.open_multimap_table(def).map_err(err)?;
-        for item in table.range::<&[u8]>((start, Bound::Unbounded)).map_err(err)? {
+        for item in table
+            .range::<&[u8]>((start, Bound::Unbounded))
+            .map_err(err)?
+        {
             let (k, vals) = item.map_err(err)?;
             let kb = k.value().to_vec();
             for v in vals {
@@ -272,7 +342,10 @@ fn read_raw_in(
     } else {
         let def = TableDefinition::<RawKey, RawValue>::new(&desc.name);
         let table = txn.open_table(def).map_err(err)?;
-        for item in table.range::<&[u8]>((start, Bound::Unbounded)).map_err(err)? {
+        for item in table
+            .range::<&[u8]>((start, Bound::Unbounded))
+            .map_err(err)?
+        {
             let (k, v) = item.map_err(err)?;
             let kb = k.value().to_vec();
             let vb = v.value().to_vec();
@@ -310,7 +383,11 @@ impl Reader {
 
 /// The raw wrapper types' spec for a described table (type names rebuilt from
 /// classification and name).
-pub fn spec_for(desc: &TableDesc, key_order: Option<Arc<TypeExpr>>, value_order: Option<Arc<TypeExpr>>) -> Result<RawSpec, NErr> {
+pub fn spec_for(
+    desc: &TableDesc,
+    key_order: Option<Arc<TypeExpr>>,
+    value_order: Option<Arc<TypeExpr>>,
+) -> Result<RawSpec, NErr> {
     Ok(RawSpec {
         key: make_type_name(&desc.key.class, &desc.key.name)?,
         key_width: desc.key.width,
@@ -333,15 +410,23 @@ const DURABLE_EVERY: u32 = 16;
 
 impl Writer {
     pub fn create(path: &Path) -> Result<Self, NErr> {
-        Ok(Writer { db: Some(create_db(path)?), since_durable: 0 })
+        Ok(Writer {
+            db: Some(create_db(path)?),
+            since_durable: 0,
+        })
     }
 
     pub fn open(path: &Path) -> Result<Self, NErr> {
-        Ok(Writer { db: Some(open_db(path)?), since_durable: 0 })
+        Ok(Writer {
+            db: Some(open_db(path)?),
+            since_durable: 0,
+        })
     }
 
     fn db(&self) -> Result<&redb::Database, NErr> {
-        self.db.as_ref().ok_or_else(|| NErr::Other("the writer is closed".into()))
+        self.db
+            .as_ref()
+            .ok_or_else(|| NErr::Other("the writer is closed".into()))
     }
 
     pub fn list_tables(&self) -> Result<Vec<TableDesc>, NErr> {
@@ -366,7 +451,10 @@ impl Writer {
         Ok(txn)
     }
 
-    fn put_meta(txn: &redb::WriteTransaction, meta: &[(String, Option<Vec<u8>>)]) -> Result<(), NErr> {
+    fn put_meta(
+        txn: &redb::WriteTransaction,
+        meta: &[(String, Option<Vec<u8>>)],
+    ) -> Result<(), NErr> {
         if meta.is_empty() {
             return Ok(());
         }
@@ -390,17 +478,23 @@ impl Writer {
         let txn = self.begin(false)?;
         match kind {
             TableKindN::Plain => {
-                txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&desc.name)).map_err(err)?;
+                txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&desc.name))
+                    .map_err(err)?;
             }
             TableKindN::Versioned => {
-                txn.open_table(TableDefinition::<&[u8], (u64, &[u8])>::new(&desc.name)).map_err(err)?;
+                txn.open_table(TableDefinition::<&[u8], (u64, &[u8])>::new(&desc.name))
+                    .map_err(err)?;
             }
             TableKindN::Typed => {
                 set_spec(spec_for(desc, None, None)?);
                 if desc.multimap {
-                    txn.open_multimap_table(MultimapTableDefinition::<RawKey, RawValue>::new(&desc.name)).map_err(err)?;
+                    txn.open_multimap_table(MultimapTableDefinition::<RawKey, RawValue>::new(
+                        &desc.name,
+                    ))
+                    .map_err(err)?;
                 } else {
-                    txn.open_table(TableDefinition::<RawKey, RawValue>::new(&desc.name)).map_err(err)?;
+                    txn.open_table(TableDefinition::<RawKey, RawValue>::new(&desc.name))
+                        .map_err(err)?;
                 }
             }
         }
@@ -418,12 +512,16 @@ impl Writer {
         let txn = self.begin(false)?;
         {
             if versioned {
-                let mut t = txn.open_table(TableDefinition::<&[u8], (u64, &[u8])>::new(name)).map_err(err)?;
+                let mut t = txn
+                    .open_table(TableDefinition::<&[u8], (u64, &[u8])>::new(name))
+                    .map_err(err)?;
                 for (k, v, ver) in recs {
                     t.insert(*k, (*ver, *v)).map_err(err)?;
                 }
             } else {
-                let mut t = txn.open_table(TableDefinition::<&[u8], &[u8]>::new(name)).map_err(err)?;
+                let mut t = txn
+                    .open_table(TableDefinition::<&[u8], &[u8]>::new(name))
+                    .map_err(err)?;
                 for (k, v, _) in recs {
                     t.insert(*k, *v).map_err(err)?;
                 }
@@ -446,12 +544,18 @@ impl Writer {
         set_spec(spec_for(desc, key_order, value_order)?);
         {
             if desc.multimap {
-                let mut t = txn.open_multimap_table(MultimapTableDefinition::<RawKey, RawValue>::new(&desc.name)).map_err(err)?;
+                let mut t = txn
+                    .open_multimap_table(MultimapTableDefinition::<RawKey, RawValue>::new(
+                        &desc.name,
+                    ))
+                    .map_err(err)?;
                 for (k, v) in pairs {
                     t.insert(k.as_slice(), v.as_slice()).map_err(err)?;
                 }
             } else {
-                let mut t = txn.open_table(TableDefinition::<RawKey, RawValue>::new(&desc.name)).map_err(err)?;
+                let mut t = txn
+                    .open_table(TableDefinition::<RawKey, RawValue>::new(&desc.name))
+                    .map_err(err)?;
                 for (k, v) in pairs {
                     t.insert(k.as_slice(), v.as_slice()).map_err(err)?;
                 }
@@ -471,11 +575,13 @@ impl Writer {
     pub fn finish(&mut self) -> Result<(), NErr> {
         let txn = self.begin(true)?;
         txn.commit().map_err(err)?;
-        let db = self.db.as_mut().ok_or_else(|| NErr::Other("the writer is closed".into()))?;
+        let db = self
+            .db
+            .as_mut()
+            .ok_or_else(|| NErr::Other("the writer is closed".into()))?;
         while db.compact().map_err(err)? {}
         Ok(())
     }
-
 }
 
 /// Which table definition a writer uses.
@@ -495,7 +601,9 @@ pub fn bulk_load(path: &Path, n: u64, key_len: usize, value_len: usize) -> Resul
         let mut txn = db.begin_write().map_err(err)?;
         set_durable(&mut txn, true)?;
         {
-            let mut t = txn.open_table(TableDefinition::<&[u8], &[u8]>::new("bench")).map_err(err)?;
+            let mut t = txn
+                .open_table(TableDefinition::<&[u8], &[u8]>::new("bench"))
+                .map_err(err)?;
             let mut key = vec![0u8; key_len.max(8)];
             let value = vec![0x5au8; value_len];
             for i in 0..n {
@@ -517,12 +625,20 @@ pub fn full_scan(path: &Path) -> Result<(u64, u64), NErr> {
     let reader = Reader::open(path)?;
     let mut n = 0u64;
     let mut bytes = 0u64;
-    let names: Vec<String> = reader.txn.list_tables().map_err(err)?.map(|h| h.name().to_string()).collect();
+    let names: Vec<String> = reader
+        .txn
+        .list_tables()
+        .map_err(err)?
+        .map(|h| h.name().to_string())
+        .collect();
     for name in names {
         if name == META_TABLE {
             continue;
         }
-        let table = match reader.txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&name)) {
+        let table = match reader
+            .txn
+            .open_table(TableDefinition::<&[u8], &[u8]>::new(&name))
+        {
             Ok(t) => t,
             Err(_) => continue,
         };
@@ -561,7 +677,14 @@ fn scan_raw_in(txn: &RT<'_>, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(
 }
 
 impl super::Snapshot for Reader {
-    fn read_plain(&self, name: &str, versioned: bool, after: Option<&[u8]>, max_records: usize, max_bytes: usize) -> Result<Vec<OwnedRec>, NErr> {
+    fn read_plain(
+        &self,
+        name: &str,
+        versioned: bool,
+        after: Option<&[u8]>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<OwnedRec>, NErr> {
         read_plain_in(&self.txn, name, versioned, after, max_records, max_bytes)
     }
 
@@ -574,7 +697,14 @@ impl super::Snapshot for Reader {
         max_records: usize,
         max_bytes: usize,
     ) -> Result<Pairs, NErr> {
-        read_raw_in(&self.txn, desc, exact_spec(&self.txn, desc, key_order, value_order)?, start, max_records, max_bytes)
+        read_raw_in(
+            &self.txn,
+            desc,
+            exact_spec(&self.txn, desc, key_order, value_order)?,
+            start,
+            max_records,
+            max_bytes,
+        )
     }
 
     fn scan_raw(&self, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr> {
@@ -585,7 +715,14 @@ impl super::Snapshot for Reader {
 /// The writer reads what it has committed so far (in-place upgrades), each call
 /// from a read transaction of its own.
 impl super::Snapshot for Writer {
-    fn read_plain(&self, name: &str, versioned: bool, after: Option<&[u8]>, max_records: usize, max_bytes: usize) -> Result<Vec<OwnedRec>, NErr> {
+    fn read_plain(
+        &self,
+        name: &str,
+        versioned: bool,
+        after: Option<&[u8]>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<OwnedRec>, NErr> {
         let txn = self.db()?.begin_read().map_err(err)?;
         read_plain_in(&txn, name, versioned, after, max_records, max_bytes)
     }
@@ -600,7 +737,14 @@ impl super::Snapshot for Writer {
         max_bytes: usize,
     ) -> Result<Pairs, NErr> {
         let txn = self.db()?.begin_read().map_err(err)?;
-        read_raw_in(&txn, desc, exact_spec(&txn, desc, key_order, value_order)?, start, max_records, max_bytes)
+        read_raw_in(
+            &txn,
+            desc,
+            exact_spec(&txn, desc, key_order, value_order)?,
+            start,
+            max_records,
+            max_bytes,
+        )
     }
 
     fn scan_raw(&self, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr> {
@@ -611,12 +755,17 @@ impl super::Snapshot for Writer {
 
 impl Writer {
     /// Drop a table (plain or multimap; nothing if it does not exist) with metadata updates, in one commit.
-    pub fn drop_table(&mut self, name: &str, meta: &[(String, Option<Vec<u8>>)]) -> Result<(), NErr> {
+    pub fn drop_table(
+        &mut self,
+        name: &str,
+        meta: &[(String, Option<Vec<u8>>)],
+    ) -> Result<(), NErr> {
         let txn = self.begin(false)?;
         match txn.delete_table(TableDefinition::<&[u8], &[u8]>::new(name)) {
             Ok(_) => {}
             Err(redb::TableError::TableIsMultimap(_)) => {
-                txn.delete_multimap_table(MultimapTableDefinition::<&[u8], &[u8]>::new(name)).map_err(err)?;
+                txn.delete_multimap_table(MultimapTableDefinition::<&[u8], &[u8]>::new(name))
+                    .map_err(err)?;
             }
             Err(e) => return Err(err(e)),
         }

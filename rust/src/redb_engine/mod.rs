@@ -6,11 +6,11 @@
 //! mapped to an order-preserving encoding, see `types.rs`) or `custom` (a
 //! user-defined key type, or a multimap's user-defined value type: raw bytes
 //! yielded in byte order through an external sort).
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::ops::Bound as RBound;
-use std::path::PathBuf;
-use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Once, PoisonError};
 
 use pyo3::create_exception;
@@ -30,10 +30,30 @@ mod v4;
 use sort::Sorter;
 use types::TypeExpr;
 
-create_exception!(_native, RedbBusyError, PyException, "The redb file is held by another process.");
-create_exception!(_native, RedbCorruptError, PyException, "The redb file is corrupt or truncated.");
-create_exception!(_native, RedbUnsupportedError, PyException, "The redb file format is not supported.");
-create_exception!(_native, RedbRefusedError, PyException, "The redb writer refuses a table or type.");
+create_exception!(
+    _native,
+    RedbBusyError,
+    PyException,
+    "The redb file is held by another process."
+);
+create_exception!(
+    _native,
+    RedbCorruptError,
+    PyException,
+    "The redb file is corrupt or truncated."
+);
+create_exception!(
+    _native,
+    RedbUnsupportedError,
+    PyException,
+    "The redb file format is not supported."
+);
+create_exception!(
+    _native,
+    RedbRefusedError,
+    PyException,
+    "The redb writer refuses a table or type."
+);
 create_exception!(_native, RedbError, PyException, "Any other redb error.");
 
 /// An engine error, classified for the Python side.
@@ -59,7 +79,6 @@ impl From<NErr> for PyErr {
         }
     }
 }
-
 
 thread_local! {
     /// Set while this thread runs redb: a panic there is reported as an error, not printed.
@@ -89,7 +108,10 @@ fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, NErr> + Send) -
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "a panic".into());
-            Err(NErr::Corrupt(format!("redb stopped on damaged data: {}", msg.lines().next().unwrap_or(""))))
+            Err(NErr::Corrupt(format!(
+                "redb stopped on damaged data: {}",
+                msg.lines().next().unwrap_or("")
+            )))
         })
     })
 }
@@ -103,7 +125,10 @@ const CACHE_BYTES: usize = 32 << 20;
 
 /// The cache size: `CACHE_BYTES`, or `STATEMIGRATE_REDB_CACHE_BYTES` (to measure its cost).
 pub fn cache_bytes() -> usize {
-    std::env::var("STATEMIGRATE_REDB_CACHE_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(CACHE_BYTES)
+    std::env::var("STATEMIGRATE_REDB_CACHE_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CACHE_BYTES)
 }
 
 /// A callback taking each stored pair of a scan.
@@ -115,7 +140,14 @@ pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 /// What a table is read from: a reader's snapshot, or a writer's committed state.
 pub trait Snapshot {
     /// A batch of a plain or versioned table strictly after `after`.
-    fn read_plain(&self, name: &str, versioned: bool, after: Option<&[u8]>, max_records: usize, max_bytes: usize) -> Result<Vec<OwnedRec>, NErr>;
+    fn read_plain(
+        &self,
+        name: &str,
+        versioned: bool,
+        after: Option<&[u8]>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<OwnedRec>, NErr>;
     /// Stored pairs of a typed table from `start`, in redb's order.
     fn read_raw(
         &self,
@@ -201,13 +233,19 @@ fn stand_in(t: &TypeDesc) -> TypeExpr {
 fn legacy_tuples(format: u8, t: &TypeDesc) -> bool {
     t.legacy.unwrap_or_else(|| {
         // User-defined types inside take the width the tuple's own width leaves them.
-        let tuple = || TypeExpr::parse_with(&t.name, true, &|_| true).and_then(|e| e.resolve(t.width).ok());
-        format < 3 || (t.class == "Internal" && matches!(tuple(), Some(e @ TypeExpr::Tuple(..)) if e.fixed_width().is_none()))
+        let tuple =
+            || TypeExpr::parse_with(&t.name, true, &|_| true).and_then(|e| e.resolve(t.width).ok());
+        format < 3
+            || (t.class == "Internal"
+                && matches!(tuple(), Some(e @ TypeExpr::Tuple(..)) if e.fixed_width().is_none()))
     })
 }
 
 fn is_composite(name: &str) -> bool {
-    (name.starts_with('(') && name != "()") || name.starts_with("Option<") || name.starts_with("Vec<") || name.starts_with('[')
+    (name.starts_with('(') && name != "()")
+        || name.starts_with("Option<")
+        || name.starts_with("Vec<")
+        || name.starts_with('[')
 }
 
 /// How to re-lay a part's stored bytes (the source's tuple layout to `to_legacy`),
@@ -237,7 +275,8 @@ fn target_desc(format: u8, redb2: bool, d: &TableDesc) -> (TableDesc, [Relayout;
             continue; // not understood: carried as it is
         };
         // Re-laying also needs the user-defined types' widths in the target layout.
-        let in_target = TypeExpr::parse_with(&t.name, to_legacy, &|_| true).map(|e| e.resolve(t.width));
+        let in_target =
+            TypeExpr::parse_with(&t.name, to_legacy, &|_| true).map(|e| e.resolve(t.width));
         let resolved = match (expr.clone().resolve(t.width), in_target) {
             (Ok(_), Some(Err(why))) => Err(why),
             (r, _) => r,
@@ -281,8 +320,14 @@ fn custom_order(format: u8, d: &TableDesc, t: &TypeDesc) -> Result<Option<Arc<Ty
     if !is_composite(&t.name) || d.bytewise.contains(&t.name) {
         return Ok(None);
     }
-    let refused = |why: String| NErr::Refused(format!("table {:?}: the order of type {:?} cannot be known: {why}", d.name, t.name));
-    let e = TypeExpr::parse_with(&t.name, legacy_tuples(format, t), &|_| true).ok_or_else(|| refused("unknown parts".into()))?;
+    let refused = |why: String| {
+        NErr::Refused(format!(
+            "table {:?}: the order of type {:?} cannot be known: {why}",
+            d.name, t.name
+        ))
+    };
+    let e = TypeExpr::parse_with(&t.name, legacy_tuples(format, t), &|_| true)
+        .ok_or_else(|| refused("unknown parts".into()))?;
     Ok(Some(Arc::new(e.resolve(t.width).map_err(refused)?)))
 }
 
@@ -308,19 +353,34 @@ fn plan(format: u8, d: &TableDesc) -> Plan {
     let builtin = |t: &TypeDesc| t.class != "UserDefined";
     if !d.multimap && builtin(&d.key) && builtin(&d.value) && d.key.name == "&[u8]" {
         if d.value.name == "&[u8]" {
-            return Plan { kind: Kind::Plain, key: None, value: None, key_enc: TypeExpr::Bytes, value_enc: TypeExpr::Bytes, raw_versioned: false };
+            return Plan {
+                kind: Kind::Plain,
+                key: None,
+                value: None,
+                key_enc: TypeExpr::Bytes,
+                value_enc: TypeExpr::Bytes,
+                raw_versioned: false,
+            };
         }
         if d.value.name == "(u64,&[u8])" {
             // redb 4.x's real `(u64, &[u8])` does not open the old spelling (classification
             // Internal, old tuple layout) that redb 2.6 writes into format-3 files: those
             // values are read raw and split here.
             let raw = format >= 3 && d.value.class == "Internal";
-            return Plan { kind: Kind::Versioned, key: None, value: None, key_enc: TypeExpr::Bytes, value_enc: TypeExpr::Bytes, raw_versioned: raw };
+            return Plan {
+                kind: Kind::Versioned,
+                key: None,
+                value: None,
+                key_enc: TypeExpr::Bytes,
+                value_enc: TypeExpr::Bytes,
+                raw_versioned: raw,
+            };
         }
     }
     let parse = |t: &TypeDesc| {
         if builtin(t) {
-            TypeExpr::parse(&t.name, legacy_tuples(format, t)).filter(|e| e.fixed_width() == t.width)
+            TypeExpr::parse(&t.name, legacy_tuples(format, t))
+                .filter(|e| e.fixed_width() == t.width)
         } else {
             None
         }
@@ -351,10 +411,19 @@ impl Plan {
     }
 
     /// The stored (key, value) of a record (inverse of `record_key`).
-    fn stored(&self, multimap: bool, key: &[u8], value: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
+    fn stored(
+        &self,
+        multimap: bool,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<(Vec<u8>, Vec<u8>), String> {
         let mut pos = 0;
         let k = self.key_enc.dec(key, &mut pos, !multimap)?;
-        let v = if multimap { self.value_enc.dec(key, &mut pos, true)? } else { value.to_vec() };
+        let v = if multimap {
+            self.value_enc.dec(key, &mut pos, true)?
+        } else {
+            value.to_vec()
+        };
         if pos != key.len() {
             return Err("trailing bytes after the encoded key".into());
         }
@@ -382,26 +451,49 @@ fn desc_to_py<'py>(py: Python<'py>, d: &TableDesc, format: u8) -> PyResult<Bound
 
 fn desc_from_py(d: &Bound<'_, PyDict>) -> PyResult<TableDesc> {
     let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
-        d.get_item(k)?.ok_or_else(|| PyValueError::new_err(format!("table description lacks {k:?}")))
+        d.get_item(k)?
+            .ok_or_else(|| PyValueError::new_err(format!("table description lacks {k:?}")))
     };
     let ty = |k: &str| -> PyResult<TypeDesc> {
         let t = get(k)?;
-        let t = t.cast::<PyDict>().map_err(|_| PyValueError::new_err("a type description must be a dict"))?;
-        let item = |f: &str| t.get_item(f).ok().flatten().ok_or_else(|| PyValueError::new_err(format!("type lacks {f:?}")));
+        let t = t
+            .cast::<PyDict>()
+            .map_err(|_| PyValueError::new_err("a type description must be a dict"))?;
+        let item = |f: &str| {
+            t.get_item(f)
+                .ok()
+                .flatten()
+                .ok_or_else(|| PyValueError::new_err(format!("type lacks {f:?}")))
+        };
         Ok(TypeDesc {
             name: item("name")?.extract()?,
             class: item("class")?.extract()?,
             width: item("width")?.extract()?,
-            legacy: t.get_item("legacy").ok().flatten().map(|x| x.extract::<bool>()).transpose()?,
+            legacy: t
+                .get_item("legacy")
+                .ok()
+                .flatten()
+                .map(|x| x.extract::<bool>())
+                .transpose()?,
         })
     };
     Ok(TableDesc {
         name: get("name")?.extract()?,
-        multimap: get("multimap").map(|m| m.extract::<bool>().unwrap_or(false)).unwrap_or(false),
+        multimap: get("multimap")
+            .map(|m| m.extract::<bool>().unwrap_or(false))
+            .unwrap_or(false),
         key: ty("key")?,
         value: ty("value")?,
-        exact: d.get_item("exact")?.map(|x| x.extract::<bool>()).transpose()?.unwrap_or(false),
-        bytewise: d.get_item("bytewise")?.map(|x| x.extract::<Vec<String>>()).transpose()?.unwrap_or_default(),
+        exact: d
+            .get_item("exact")?
+            .map(|x| x.extract::<bool>())
+            .transpose()?
+            .unwrap_or(false),
+        bytewise: d
+            .get_item("bytewise")?
+            .map(|x| x.extract::<Vec<String>>())
+            .transpose()?
+            .unwrap_or_default(),
     })
 }
 
@@ -447,7 +539,14 @@ impl ReaderState {
         self.reader.as_ref().ok_or_else(closed)
     }
 
-    fn read(&mut self, format: u8, d: &TableDesc, after: Option<&[u8]>, max_records: usize, max_bytes: usize) -> Result<Vec<OwnedRec>, NErr> {
+    fn read(
+        &mut self,
+        format: u8,
+        d: &TableDesc,
+        after: Option<&[u8]>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<OwnedRec>, NErr> {
         let ReaderState { reader, sorted } = self;
         let r = reader.as_ref().ok_or_else(closed)?;
         each!(r, x => read_table(x, sorted, format, d, after, max_records, max_bytes))
@@ -473,16 +572,23 @@ fn read_table<S: Snapshot>(
             for (k, v) in pairs {
                 // Legacy (u64, &[u8]): u32 length of the first element (8), the u64, the bytes.
                 if v.len() < 12 {
-                    return Err(NErr::Corrupt(format!("a versioned value of table {:?} is too short", d.name)));
+                    return Err(NErr::Corrupt(format!(
+                        "a versioned value of table {:?} is too short",
+                        d.name
+                    )));
                 }
                 let ver = u64::from_le_bytes(v[4..12].try_into().unwrap());
                 out.push((k, v[12..].to_vec(), ver));
             }
             Ok(out)
         }
-        Kind::Plain | Kind::Versioned => {
-            r.read_plain(&d.name, p.kind == Kind::Versioned, after, max_records, max_bytes)
-        }
+        Kind::Plain | Kind::Versioned => r.read_plain(
+            &d.name,
+            p.kind == Kind::Versioned,
+            after,
+            max_records,
+            max_bytes,
+        ),
         Kind::Typed => {
             // A key that is no encoding of the table's type (a bisection bound, say)
             // starts from the beginning; records up to it are skipped by encoding.
@@ -500,8 +606,11 @@ fn read_table<S: Snapshot>(
                     RBound::Excluded(k) => RBound::Excluded(k.as_slice()),
                     RBound::Unbounded => RBound::Unbounded,
                 };
-                let pairs = r.read_raw(d, p.key.clone(), p.value.clone(), b, max_records, max_bytes)?;
-                let Some(last) = pairs.last().map(|(k, _)| k.clone()) else { break };
+                let pairs =
+                    r.read_raw(d, p.key.clone(), p.value.clone(), b, max_records, max_bytes)?;
+                let Some(last) = pairs.last().map(|(k, _)| k.clone()) else {
+                    break;
+                };
                 for (k, v) in &pairs {
                     let rk = p.record_key(d.multimap, k, v)?;
                     if let Some(a) = after {
@@ -522,10 +631,13 @@ fn read_table<S: Snapshot>(
             Ok(out)
         }
         Kind::Custom => {
-            let resume = sorted.get(&d.name).map(|s| s.last.as_deref() == after).unwrap_or(false);
+            let resume = sorted
+                .get(&d.name)
+                .map(|s| s.last.as_deref() == after)
+                .unwrap_or(false);
             if !resume {
                 let mut sorter = Sorter::new();
-                            r.scan_raw(d, &mut |k: &[u8], v: &[u8]| {
+                r.scan_raw(d, &mut |k: &[u8], v: &[u8]| {
                     let rk = p.record_key(d.multimap, k, v)?;
                     sorter.push(&rk, if d.multimap { b"" } else { v })
                 })?;
@@ -564,7 +676,12 @@ fn read_table<S: Snapshot>(
     }
 }
 
-fn fill(st: &mut SortState, out: &mut Vec<OwnedRec>, max_records: usize, max_bytes: usize) -> Result<(), NErr> {
+fn fill(
+    st: &mut SortState,
+    out: &mut Vec<OwnedRec>,
+    max_records: usize,
+    max_bytes: usize,
+) -> Result<(), NErr> {
     let mut size: usize = out.iter().map(|r| r.0.len() + r.1.len()).sum();
     while out.len() < max_records && size < max_bytes {
         match st.sorter.next()? {
@@ -578,14 +695,25 @@ fn fill(st: &mut SortState, out: &mut Vec<OwnedRec>, max_records: usize, max_byt
     Ok(())
 }
 
-fn recs_to_py<'py>(py: Python<'py>, recs: Vec<OwnedRec>, versioned: bool) -> PyResult<Bound<'py, PyList>> {
+fn recs_to_py<'py>(
+    py: Python<'py>,
+    recs: Vec<OwnedRec>,
+    versioned: bool,
+) -> PyResult<Bound<'py, PyList>> {
     let items: Vec<Bound<'py, PyTuple>> = recs
         .into_iter()
         .map(|(k, v, ver)| {
             let k = PyBytes::new(py, &k);
             let v = PyBytes::new(py, &v);
             if versioned {
-                PyTuple::new(py, [k.into_any(), v.into_any(), ver.into_pyobject(py)?.into_any()])
+                PyTuple::new(
+                    py,
+                    [
+                        k.into_any(),
+                        v.into_any(),
+                        ver.into_pyobject(py)?.into_any(),
+                    ],
+                )
             } else {
                 PyTuple::new(py, [k, v])
             }
@@ -607,7 +735,13 @@ impl RedbReader {
                 v => return Err(NErr::Unsupported(v)),
             })
         })?;
-        Ok(RedbReader { format, state: Mutex::new(ReaderState { reader: Some(reader), sorted: HashMap::new() }) })
+        Ok(RedbReader {
+            format,
+            state: Mutex::new(ReaderState {
+                reader: Some(reader),
+                sorted: HashMap::new(),
+            }),
+        })
     }
 
     #[getter]
@@ -622,7 +756,10 @@ impl RedbReader {
             let r = st.reader()?;
             each!(r, x => x.list_tables())
         })?;
-        descs.iter().map(|d| desc_to_py(py, d, self.format)).collect()
+        descs
+            .iter()
+            .map(|d| desc_to_py(py, d, self.format))
+            .collect()
     }
 
     /// The `__statemigrate__` table's entries.
@@ -632,7 +769,10 @@ impl RedbReader {
             let r = st.reader()?;
             each!(r, x => x.metadata())
         })?;
-        Ok(meta.into_iter().map(|(k, v)| (k, PyBytes::new(py, &v).unbind())).collect())
+        Ok(meta
+            .into_iter()
+            .map(|(k, v)| (k, PyBytes::new(py, &v).unbind()))
+            .collect())
     }
 
     /// One batch of `table` (a dict from `list_tables`) strictly after `after`.
@@ -649,7 +789,13 @@ impl RedbReader {
         let format = self.format;
         let recs = detach(py, || {
             let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            st.read(format, &d, after.as_deref(), max_records.max(1), max_bytes.max(1))
+            st.read(
+                format,
+                &d,
+                after.as_deref(),
+                max_records.max(1),
+                max_bytes.max(1),
+            )
         })?;
         recs_to_py(py, recs, plan(format, &d).kind == Kind::Versioned)
     }
@@ -713,11 +859,20 @@ impl RedbWriter {
                 (2, false) => WriterImpl::V2(v2::Writer::open(&path)?),
                 (3, true) => WriterImpl::V4(v4::Writer::create(&path)?),
                 (3, false) => WriterImpl::V4(v4::Writer::open(&path)?),
-                (v, _) => return Err(NErr::Refused(format!("redb file format {v} cannot be written"))),
+                (v, _) => {
+                    return Err(NErr::Refused(format!(
+                        "redb file format {v} cannot be written"
+                    )))
+                }
             })
         })?;
         let redb2 = matches!(w, WriterImpl::V2(_));
-        Ok(RedbWriter { format, redb2, inner: Mutex::new(Some(w)), sorted: Mutex::new(HashMap::new()) })
+        Ok(RedbWriter {
+            format,
+            redb2,
+            inner: Mutex::new(Some(w)),
+            sorted: Mutex::new(HashMap::new()),
+        })
     }
 
     #[getter]
@@ -731,7 +886,10 @@ impl RedbWriter {
             let w = g.as_ref().ok_or_else(wclosed)?;
             each_w!(w, x => x.list_tables())
         })?;
-        descs.iter().map(|d| desc_to_py(py, d, self.format)).collect()
+        descs
+            .iter()
+            .map(|d| desc_to_py(py, d, self.format))
+            .collect()
     }
 
     fn metadata(&self, py: Python<'_>) -> PyResult<Vec<(String, Py<PyBytes>)>> {
@@ -740,12 +898,20 @@ impl RedbWriter {
             let w = g.as_ref().ok_or_else(wclosed)?;
             each_w!(w, x => x.metadata())
         })?;
-        Ok(meta.into_iter().map(|(k, v)| (k, PyBytes::new(py, &v).unbind())).collect())
+        Ok(meta
+            .into_iter()
+            .map(|(k, v)| (k, PyBytes::new(py, &v).unbind()))
+            .collect())
     }
 
     /// The kind (`plain`, `versioned`, `typed`, `custom`) a table description gets.
     fn kind_of(&self, table: &Bound<'_, PyDict>) -> PyResult<&'static str> {
-        Ok(plan(self.format, &target_desc(self.format, self.redb2, &desc_from_py(table)?).0).kind.as_str())
+        Ok(plan(
+            self.format,
+            &target_desc(self.format, self.redb2, &desc_from_py(table)?).0,
+        )
+        .kind
+        .as_str())
     }
 
     /// Create an empty table: `kind` `plain`/`versioned`, or `typed` with the stored types in `table`.
@@ -760,11 +926,14 @@ impl RedbWriter {
             let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_mut().ok_or_else(wclosed)?;
             match w {
-                WriterImpl::V2(x) => x.create_table(&d, match k {
-                    v4::TableKindN::Plain => v2::TableKindN::Plain,
-                    v4::TableKindN::Versioned => v2::TableKindN::Versioned,
-                    v4::TableKindN::Typed => v2::TableKindN::Typed,
-                }),
+                WriterImpl::V2(x) => x.create_table(
+                    &d,
+                    match k {
+                        v4::TableKindN::Plain => v2::TableKindN::Plain,
+                        v4::TableKindN::Versioned => v2::TableKindN::Versioned,
+                        v4::TableKindN::Typed => v2::TableKindN::Typed,
+                    },
+                ),
                 WriterImpl::V4(x) => x.create_table(&d, k),
             }
         })?;
@@ -786,22 +955,44 @@ impl RedbWriter {
         let (d, relayout) = target_desc(self.format, self.redb2, &desc_from_py(table)?);
         let versioned = kind == "versioned";
         let want = if versioned { 3 } else { 2 };
-        let mut owned: Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>, u64)> = Vec::with_capacity(records.len());
+        let mut owned: Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>, u64)> =
+            Vec::with_capacity(records.len());
         for item in records.iter() {
-            let t = item.cast_into::<PyTuple>().map_err(|_| PyValueError::new_err("a record must be a tuple"))?;
+            let t = item
+                .cast_into::<PyTuple>()
+                .map_err(|_| PyValueError::new_err("a record must be a tuple"))?;
             if t.len() != want {
-                return Err(PyValueError::new_err(format!("a {kind} record has {want} fields, got {}", t.len())));
+                return Err(PyValueError::new_err(format!(
+                    "a {kind} record has {want} fields, got {}",
+                    t.len()
+                )));
             }
-            let k = t.get_item(0)?.cast_into::<PyBytes>().map_err(|_| PyValueError::new_err("a key must be bytes"))?;
-            let v = t.get_item(1)?.cast_into::<PyBytes>().map_err(|_| PyValueError::new_err("a value must be bytes"))?;
-            let ver = if versioned { t.get_item(2)?.extract::<u64>()? } else { 0 };
+            let k = t
+                .get_item(0)?
+                .cast_into::<PyBytes>()
+                .map_err(|_| PyValueError::new_err("a key must be bytes"))?;
+            let v = t
+                .get_item(1)?
+                .cast_into::<PyBytes>()
+                .map_err(|_| PyValueError::new_err("a value must be bytes"))?;
+            let ver = if versioned {
+                t.get_item(2)?.extract::<u64>()?
+            } else {
+                0
+            };
             owned.push((k, v, ver));
         }
-        let recs: Vec<(&[u8], &[u8], u64)> = owned.iter().map(|(k, v, ver)| (k.as_bytes(), v.as_bytes(), *ver)).collect();
+        let recs: Vec<(&[u8], &[u8], u64)> = owned
+            .iter()
+            .map(|(k, v, ver)| (k.as_bytes(), v.as_bytes(), *ver))
+            .collect();
         let (format, redb2) = (self.format, self.redb2);
         let kind = kind.to_string();
         detach(py, || -> Result<(), NErr> {
-            self.sorted.lock().unwrap_or_else(PoisonError::into_inner).clear();
+            self.sorted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
             let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_mut().ok_or_else(wclosed)?;
             if kind == "plain" || (versioned && native_versioned(redb2, &d)) {
@@ -809,7 +1000,10 @@ impl RedbWriter {
             }
             if versioned {
                 let legacy = legacy_tuples(format, &d.value);
-                let pairs: Pairs = recs.iter().map(|(k, v, ver)| (k.to_vec(), versioned_value(legacy, *ver, v))).collect();
+                let pairs: Pairs = recs
+                    .iter()
+                    .map(|(k, v, ver)| (k.to_vec(), versioned_value(legacy, *ver, v)))
+                    .collect();
                 return each_w!(w, x => x.write_raw(&d, None, None, &pairs, &metadata));
             }
             let p = plan(format, &d);
@@ -819,10 +1013,18 @@ impl RedbWriter {
             let mut pairs = Vec::with_capacity(recs.len());
             for (k, v, _) in &recs {
                 let mut pair = p.stored(d.multimap, k, v).map_err(|e| {
-                    NErr::Refused(format!("key {} of table {:?} is not a valid {}: {e}", hex(k), d.name, d.key.name))
+                    NErr::Refused(format!(
+                        "key {} of table {:?} is not a valid {}: {e}",
+                        hex(k),
+                        d.name,
+                        d.key.name
+                    ))
                 })?;
                 pair.1 = apply_relayout(value_relayout, &pair.1).map_err(|e| {
-                    NErr::Refused(format!("a value of table {:?} cannot be re-laid as a {}: {e}", d.name, d.value.name))
+                    NErr::Refused(format!(
+                        "a value of table {:?} cannot be re-laid as a {}: {e}",
+                        d.name, d.value.name
+                    ))
                 })?;
                 pairs.push(pair);
             }
@@ -868,7 +1070,10 @@ impl RedbWriter {
     /// Drop a table (nothing if it does not exist) and apply `metadata` updates, in one commit.
     fn drop_table(&self, py: Python<'_>, name: String, metadata: MetaUpdates) -> PyResult<()> {
         detach(py, || {
-            self.sorted.lock().unwrap_or_else(PoisonError::into_inner).clear();
+            self.sorted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
             let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_mut().ok_or_else(wclosed)?;
             each_w!(w, x => x.drop_table(&name, &metadata))
@@ -888,7 +1093,10 @@ impl RedbWriter {
 
     fn put_metadata(&self, py: Python<'_>, metadata: MetaUpdates) -> PyResult<()> {
         detach(py, || {
-            self.sorted.lock().unwrap_or_else(PoisonError::into_inner).clear();
+            self.sorted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
             let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_mut().ok_or_else(wclosed)?;
             each_w!(w, x => x.put_metadata(&metadata))
@@ -926,7 +1134,13 @@ fn hex(b: &[u8]) -> String {
 
 /// redb's own fastest load (one transaction, `&[u8] -> &[u8]`), for the benchmark ceiling.
 #[pyfunction]
-pub fn redb_bulk_load(py: Python<'_>, path: PathBuf, records: u64, key_len: usize, value_len: usize) -> PyResult<()> {
+pub fn redb_bulk_load(
+    py: Python<'_>,
+    path: PathBuf,
+    records: u64,
+    key_len: usize,
+    value_len: usize,
+) -> PyResult<()> {
     detach(py, || v4::bulk_load(&path, records, key_len, value_len))?;
     Ok(())
 }
@@ -941,8 +1155,17 @@ pub fn redb_full_scan(py: Python<'_>, path: PathBuf) -> PyResult<(u64, u64)> {
 /// the writer of `format` (through redb 2.6 when `redb2`), without a file.
 #[pyfunction]
 #[pyo3(signature = (table, format, redb2=false))]
-pub fn redb_table_kind(table: &Bound<'_, PyDict>, format: u8, redb2: bool) -> PyResult<&'static str> {
-    Ok(plan(format, &target_desc(format, redb2 || format < 3, &desc_from_py(table)?).0).kind.as_str())
+pub fn redb_table_kind(
+    table: &Bound<'_, PyDict>,
+    format: u8,
+    redb2: bool,
+) -> PyResult<&'static str> {
+    Ok(plan(
+        format,
+        &target_desc(format, redb2 || format < 3, &desc_from_py(table)?).0,
+    )
+    .kind
+    .as_str())
 }
 
 /// Why the writer of `format` (through redb 2.6 when `redb2`) cannot write a table
@@ -950,7 +1173,11 @@ pub fn redb_table_kind(table: &Bound<'_, PyDict>, format: u8, redb2: bool) -> Py
 /// `(part, type name, reason)` per problem, the reason naming what would allow it.
 #[pyfunction]
 #[pyo3(signature = (table, format, redb2=false))]
-pub fn redb_table_problems(table: &Bound<'_, PyDict>, format: u8, redb2: bool) -> PyResult<Vec<(String, String, String)>> {
+pub fn redb_table_problems(
+    table: &Bound<'_, PyDict>,
+    format: u8,
+    redb2: bool,
+) -> PyResult<Vec<(String, String, String)>> {
     Ok(problems(format, redb2 || format < 3, &desc_from_py(table)?))
 }
 
@@ -958,7 +1185,10 @@ fn problems(format: u8, redb2: bool, d: &TableDesc) -> Vec<(String, String, Stri
     let (t, relayout) = target_desc(format, redb2, d);
     let mut out = Vec::new();
     let p = plan(format, &t);
-    for (i, (part, ty)) in [("key", &t.key), ("value", &t.value)].into_iter().enumerate() {
+    for (i, (part, ty)) in [("key", &t.key), ("value", &t.value)]
+        .into_iter()
+        .enumerate()
+    {
         let mut why = Vec::new();
         let writable = match ty.class.as_str() {
             "Internal" | "UserDefined" => true,
@@ -966,11 +1196,22 @@ fn problems(format: u8, redb2: bool, d: &TableDesc) -> Vec<(String, String, Stri
             _ => false,
         };
         if !writable {
-            let by = if redb2 { "redb 2.6, which writes this file," } else { "this redb" };
-            why.push(format!("its classification {} cannot be written by {by}", ty.class));
+            let by = if redb2 {
+                "redb 2.6, which writes this file,"
+            } else {
+                "this redb"
+            };
+            why.push(format!(
+                "its classification {} cannot be written by {by}",
+                ty.class
+            ));
         }
         let ordered = i == 0 || t.multimap;
-        let raw = if i == 0 { p.key.is_none() } else { p.value.is_none() };
+        let raw = if i == 0 {
+            p.key.is_none()
+        } else {
+            p.value.is_none()
+        };
         if ordered && raw && p.kind == Kind::Custom {
             why.extend(order_problem(format, &t, ty));
         }
@@ -985,7 +1226,10 @@ fn problems(format: u8, redb2: bool, d: &TableDesc) -> Vec<(String, String, Stri
             )),
             _ => {}
         }
-        out.extend(why.into_iter().map(|w| (part.to_string(), ty.name.clone(), w)));
+        out.extend(
+            why.into_iter()
+                .map(|w| (part.to_string(), ty.name.clone(), w)),
+        );
     }
     out
 }
@@ -1010,7 +1254,10 @@ fn order_problem(format: u8, d: &TableDesc, t: &TypeDesc) -> Option<String> {
     unasserted.sort_unstable();
     unasserted.dedup();
     if !unasserted.is_empty() {
-        let opts: Vec<String> = unasserted.iter().map(|n| format!("--bytewise-key '{n}'")).collect();
+        let opts: Vec<String> = unasserted
+            .iter()
+            .map(|n| format!("--bytewise-key '{n}'"))
+            .collect();
         return Some(format!(
             "holds user-defined {} whose order may not be bytewise; if it is, pass {}",
             unasserted.join(", "),
@@ -1026,7 +1273,8 @@ fn order_problem(format: u8, d: &TableDesc, t: &TypeDesc) -> Option<String> {
 #[pyfunction]
 #[pyo3(signature = (type_name, stored, legacy_tuples=false))]
 pub fn redb_encode_key(type_name: &str, stored: &[u8], legacy_tuples: bool) -> PyResult<Vec<u8>> {
-    let t = TypeExpr::parse(type_name, legacy_tuples).ok_or_else(|| PyValueError::new_err(format!("not a built-in key type: {type_name}")))?;
+    let t = TypeExpr::parse(type_name, legacy_tuples)
+        .ok_or_else(|| PyValueError::new_err(format!("not a built-in key type: {type_name}")))?;
     t.encode(stored).map_err(PyValueError::new_err)
 }
 
@@ -1041,7 +1289,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(redb_table_problems, m)?)?;
     m.add("RedbBusyError", py.get_type::<RedbBusyError>())?;
     m.add("RedbCorruptError", py.get_type::<RedbCorruptError>())?;
-    m.add("RedbUnsupportedError", py.get_type::<RedbUnsupportedError>())?;
+    m.add(
+        "RedbUnsupportedError",
+        py.get_type::<RedbUnsupportedError>(),
+    )?;
     m.add("RedbRefusedError", py.get_type::<RedbRefusedError>())?;
     m.add("RedbError", py.get_type::<RedbError>())?;
     Ok(())

@@ -37,7 +37,14 @@ impl Overlay {
             return Err(io::Error::last_os_error());
         }
         let base_len = file.metadata()?.len();
-        Ok(Overlay { file, state: Mutex::new(State { len: base_len, base_len, chunks: BTreeMap::new() }) })
+        Ok(Overlay {
+            file,
+            state: Mutex::new(State {
+                len: base_len,
+                base_len,
+                chunks: BTreeMap::new(),
+            }),
+        })
     }
 
     fn base_chunk(&self, st: &State, idx: u64) -> io::Result<Vec<u8>> {
@@ -57,7 +64,10 @@ impl Overlay {
     pub fn read_into(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
         let st = self.state.lock().unwrap();
         if offset + out.len() as u64 > st.len {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the file"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "read past the end of the file",
+            ));
         }
         let mut pos = 0usize;
         while pos < out.len() {
@@ -120,7 +130,8 @@ impl Overlay {
                 let c = self.base_chunk(&st, idx)?;
                 st.chunks.insert(idx, c);
             }
-            st.chunks.get_mut(&idx).unwrap()[within..within + n].copy_from_slice(&data[pos..pos + n]);
+            st.chunks.get_mut(&idx).unwrap()[within..within + n]
+                .copy_from_slice(&data[pos..pos + n]);
             pos += n;
         }
         let end = offset + data.len() as u64;

@@ -11,7 +11,10 @@ const RUN_BYTES: usize = 64 << 20;
 
 /// The run size: `RUN_BYTES`, or `STATEMIGRATE_REDB_SORT_RUN_BYTES` (tests make it tiny).
 fn run_bytes() -> usize {
-    std::env::var("STATEMIGRATE_REDB_SORT_RUN_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(RUN_BYTES)
+    std::env::var("STATEMIGRATE_REDB_SORT_RUN_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(RUN_BYTES)
 }
 
 pub type Pair = (Vec<u8>, Vec<u8>);
@@ -90,7 +93,9 @@ impl Sorter {
         let mut f = w.into_inner().map_err(|e| io(e.into_error()))?;
         use std::io::Seek;
         f.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
-        self.runs.push(Run { r: BufReader::new(f) });
+        self.runs.push(Run {
+            r: BufReader::new(f),
+        });
         self.bytes = 0;
         Ok(())
     }

@@ -21,9 +21,16 @@ pub fn parts<T: Debug>(t: &T) -> (String, String) {
     let class = dbg
         .split("classification: ")
         .nth(1)
-        .map(|s| s.chars().take_while(|c| c.is_ascii_alphanumeric()).collect::<String>())
+        .map(|s| {
+            s.chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect::<String>()
+        })
         .unwrap_or_else(|| "Internal".to_string());
-    let name = dbg.split_once("name: \"").map(|(_, rest)| unescape(rest)).unwrap_or_default();
+    let name = dbg
+        .split_once("name: \"")
+        .map(|(_, rest)| unescape(rest))
+        .unwrap_or_default();
     (class, name)
 }
 
@@ -57,7 +64,9 @@ fn unescape(s: &str) -> String {
 fn words<T>(t: &T) -> Vec<usize> {
     let base = t as *const T as *const usize;
     // SAFETY: reads whole words of a live value as integers; T holds a String, so it is word-aligned.
-    (0..size_of::<T>() / size_of::<usize>()).map(|i| unsafe { std::ptr::read(base.add(i)) }).collect()
+    (0..size_of::<T>() / size_of::<usize>())
+        .map(|i| unsafe { std::ptr::read(base.add(i)) })
+        .collect()
 }
 
 /// Word indices of the pointer and the length inside a `String`.
@@ -108,7 +117,9 @@ pub fn make<T: Debug>(
         return Ok(user(name));
     }
     let Some((mut ta, a, tb, b)) = templates else {
-        return Err(NErr::Refused(format!("type {name:?} has a classification ({class}) this redb version cannot write")));
+        return Err(NErr::Refused(format!(
+            "type {name:?} has a classification ({class}) this redb version cannot write"
+        )));
     };
     let fail = |why: &str| NErr::Other(format!("cannot rebuild redb type name {name:?}: {why}"));
     let s = string_window(&ta, a, &tb, b).map_err(|e| fail(&e))?;
@@ -136,9 +147,19 @@ pub fn make<T: Debug>(
 /// the name's `String` that reads 0 (`Internal`) in `internal` and 1 (`UserDefined`)
 /// in `user`; the result is checked through its `Debug` form, and each candidate
 /// byte is put back when the check fails.
-pub fn reclassify<T: Debug>(mut t: T, class: &str, disc: u8, internal: (&T, &str), user: (&T, &str)) -> Result<T, NErr> {
+pub fn reclassify<T: Debug>(
+    mut t: T,
+    class: &str,
+    disc: u8,
+    internal: (&T, &str),
+    user: (&T, &str),
+) -> Result<T, NErr> {
     let name = parts(&t).1;
-    let fail = |why: &str| NErr::Other(format!("cannot make redb type name {name:?} of classification {class}: {why}"));
+    let fail = |why: &str| {
+        NErr::Other(format!(
+            "cannot make redb type name {name:?} of classification {class}: {why}"
+        ))
+    };
     let s = string_window(internal.0, internal.1, user.0, user.1).map_err(|e| fail(&e))?;
     let word = size_of::<usize>();
     let skip = s * word..(s * word + size_of::<String>());
@@ -166,5 +187,7 @@ pub fn reclassify<T: Debug>(mut t: T, class: &str, disc: u8, internal: (&T, &str
 fn bytes<T>(t: &T) -> Vec<u8> {
     let base = t as *const T as *const u8;
     // SAFETY: reads the bytes of a live value as integers (as `words` does).
-    (0..size_of::<T>()).map(|i| unsafe { std::ptr::read(base.add(i)) }).collect()
+    (0..size_of::<T>())
+        .map(|i| unsafe { std::ptr::read(base.add(i)) })
+        .collect()
 }

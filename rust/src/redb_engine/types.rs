@@ -71,7 +71,11 @@ impl TypeExpr {
 
     /// Parse a type name whose user-defined leaves for which `custom` holds become
     /// `Custom` (of unknown width: see `resolve`); None if any other part is unknown.
-    pub fn parse_with(name: &str, legacy_tuples: bool, custom: &dyn Fn(&str) -> bool) -> Option<TypeExpr> {
+    pub fn parse_with(
+        name: &str,
+        legacy_tuples: bool,
+        custom: &dyn Fn(&str) -> bool,
+    ) -> Option<TypeExpr> {
         let n = name.trim();
         let parse = |inner: &str| Self::parse_with(inner, legacy_tuples, custom);
         let t = match n {
@@ -94,7 +98,8 @@ impl TypeExpr {
             _ => {
                 if let Some(inner) = n.strip_prefix("Option<").and_then(|r| r.strip_suffix('>')) {
                     TypeExpr::Option(Box::new(parse(inner)?))
-                } else if let Some(inner) = n.strip_prefix("Vec<").and_then(|r| r.strip_suffix('>')) {
+                } else if let Some(inner) = n.strip_prefix("Vec<").and_then(|r| r.strip_suffix('>'))
+                {
                     TypeExpr::Vec(Box::new(parse(inner)?))
                 } else if let Some(inner) = n.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
                     let parts = split_top(inner);
@@ -110,7 +115,8 @@ impl TypeExpr {
                     }
                 } else if let Some(inner) = n.strip_prefix('(').and_then(|r| r.strip_suffix(')')) {
                     let inner = inner.strip_suffix(',').unwrap_or(inner);
-                    let elems: Option<Vec<TypeExpr>> = split_top(inner).into_iter().map(parse).collect();
+                    let elems: Option<Vec<TypeExpr>> =
+                        split_top(inner).into_iter().map(parse).collect();
                     TypeExpr::Tuple(elems?, legacy_tuples)
                 } else if leaf_syntax(n) && custom(n) {
                     TypeExpr::Custom(n.to_string(), None)
@@ -159,7 +165,11 @@ impl TypeExpr {
     pub fn enc(&self, d: &[u8], out: &mut Vec<u8>, last: bool) -> Result<(), String> {
         if let Some(w) = self.fixed_width() {
             if d.len() != w {
-                return Err(format!("a stored value of width {} where {} was expected", d.len(), w));
+                return Err(format!(
+                    "a stored value of width {} where {} was expected",
+                    d.len(),
+                    w
+                ));
             }
         }
         match self {
@@ -286,14 +296,18 @@ impl TypeExpr {
                 _ => return Err("an Option with a bad tag".into()),
             },
             TypeExpr::Array(t, n) => {
-                let parts: Vec<Vec<u8>> =
-                    (0..*n).map(|i| t.dec(e, pos, last && i + 1 == *n)).collect::<Result<_, _>>()?;
+                let parts: Vec<Vec<u8>> = (0..*n)
+                    .map(|i| t.dec(e, pos, last && i + 1 == *n))
+                    .collect::<Result<_, _>>()?;
                 join_array(t, parts)
             }
             TypeExpr::Tuple(ts, legacy) => {
                 let k = ts.len();
-                let parts: Vec<Vec<u8>> =
-                    ts.iter().enumerate().map(|(i, t)| t.dec(e, pos, last && i + 1 == k)).collect::<Result<_, _>>()?;
+                let parts: Vec<Vec<u8>> = ts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| t.dec(e, pos, last && i + 1 == k))
+                    .collect::<Result<_, _>>()?;
                 join_tuple(ts, *legacy, self.fixed_width().is_some(), parts)
             }
         })
@@ -331,7 +345,9 @@ impl TypeExpr {
         if names.iter().any(|n| *n != first) {
             return Err(format!("its user-defined types ({}) share {total} bytes in a way the type name does not tell", names.join(", ")));
         }
-        let known = self.known_width().ok_or("a fixed-width type holds a variable-width part")?;
+        let known = self
+            .known_width()
+            .ok_or("a fixed-width type holds a variable-width part")?;
         let n = names.len();
         if total < known || !(total - known).is_multiple_of(n) {
             return Err(format!("{first} does not fit the type's {total} bytes"));
@@ -356,7 +372,9 @@ impl TypeExpr {
             TypeExpr::Option(t) => TypeExpr::Option(Box::new(t.with_custom_width(w))),
             TypeExpr::Vec(t) => TypeExpr::Vec(Box::new(t.with_custom_width(w))),
             TypeExpr::Array(t, n) => TypeExpr::Array(Box::new(t.with_custom_width(w)), n),
-            TypeExpr::Tuple(ts, l) => TypeExpr::Tuple(ts.into_iter().map(|t| t.with_custom_width(w)).collect(), l),
+            TypeExpr::Tuple(ts, l) => {
+                TypeExpr::Tuple(ts.into_iter().map(|t| t.with_custom_width(w)).collect(), l)
+            }
             t => t,
         }
     }
@@ -389,7 +407,9 @@ impl TypeExpr {
     /// (a variable-width tuple of two or more elements).
     pub fn has_layout(&self) -> bool {
         match self {
-            TypeExpr::Tuple(ts, _) => (ts.len() > 1 && self.fixed_width().is_none()) || ts.iter().any(|t| t.has_layout()),
+            TypeExpr::Tuple(ts, _) => {
+                (ts.len() > 1 && self.fixed_width().is_none()) || ts.iter().any(|t| t.has_layout())
+            }
             TypeExpr::Option(t) | TypeExpr::Vec(t) | TypeExpr::Array(t, _) => t.has_layout(),
             _ => false,
         }
@@ -410,7 +430,10 @@ impl TypeExpr {
             },
             TypeExpr::Array(t, n) => {
                 let parts = split_array(t, *n, d)?;
-                let parts = parts.into_iter().map(|p| t.relayout(p, to_legacy)).collect::<Result<Vec<_>, _>>()?;
+                let parts = parts
+                    .into_iter()
+                    .map(|p| t.relayout(p, to_legacy))
+                    .collect::<Result<Vec<_>, _>>()?;
                 join_array(t, parts)
             }
             TypeExpr::Vec(t) => {
@@ -423,7 +446,9 @@ impl TypeExpr {
                         Some(w) => w,
                         None => varint(d, &mut pos)?,
                     };
-                    let e = d.get(pos..pos + len).ok_or("a stored Vec shorter than its lengths")?;
+                    let e = d
+                        .get(pos..pos + len)
+                        .ok_or("a stored Vec shorter than its lengths")?;
                     pos += len;
                     let e = t.relayout(e, to_legacy)?;
                     if t.fixed_width().is_none() {
@@ -435,7 +460,11 @@ impl TypeExpr {
             }
             TypeExpr::Tuple(ts, legacy) => {
                 let parts = split_tuple(ts, *legacy, d)?;
-                let parts = ts.iter().zip(parts).map(|(t, p)| t.relayout(p, to_legacy)).collect::<Result<Vec<_>, _>>()?;
+                let parts = ts
+                    .iter()
+                    .zip(parts)
+                    .map(|(t, p)| t.relayout(p, to_legacy))
+                    .collect::<Result<Vec<_>, _>>()?;
                 join_tuple(ts, to_legacy, self.fixed_width().is_some(), parts)
             }
             _ => d.to_vec(),
@@ -448,8 +477,24 @@ fn varint(data: &[u8], pos: &mut usize) -> Result<usize, String> {
     let b = *data.get(*pos).ok_or_else(short)?;
     let (v, n) = match b {
         0..=253 => (b as usize, 1),
-        254 => (u16::from_le_bytes(data.get(*pos + 1..*pos + 3).ok_or_else(short)?.try_into().unwrap()) as usize, 3),
-        255 => (u32::from_le_bytes(data.get(*pos + 1..*pos + 5).ok_or_else(short)?.try_into().unwrap()) as usize, 5),
+        254 => (
+            u16::from_le_bytes(
+                data.get(*pos + 1..*pos + 3)
+                    .ok_or_else(short)?
+                    .try_into()
+                    .unwrap(),
+            ) as usize,
+            3,
+        ),
+        255 => (
+            u32::from_le_bytes(
+                data.get(*pos + 1..*pos + 5)
+                    .ok_or_else(short)?
+                    .try_into()
+                    .unwrap(),
+            ) as usize,
+            5,
+        ),
     };
     *pos += n;
     Ok(v)
@@ -562,27 +607,71 @@ mod tests {
 
     #[test]
     fn parse_names() {
-        assert_eq!(TypeExpr::parse("(u64,&str)", false), Some(TypeExpr::Tuple(vec![TypeExpr::UInt(8), TypeExpr::Bytes], false)));
-        assert_eq!(TypeExpr::parse("[u8;32]", false), Some(TypeExpr::FixedBytes(32)));
-        assert_eq!(TypeExpr::parse("Option<(u8,[u16;2])>", false).unwrap().fixed_width(), Some(6));
+        assert_eq!(
+            TypeExpr::parse("(u64,&str)", false),
+            Some(TypeExpr::Tuple(
+                vec![TypeExpr::UInt(8), TypeExpr::Bytes],
+                false
+            ))
+        );
+        assert_eq!(
+            TypeExpr::parse("[u8;32]", false),
+            Some(TypeExpr::FixedBytes(32))
+        );
+        assert_eq!(
+            TypeExpr::parse("Option<(u8,[u16;2])>", false)
+                .unwrap()
+                .fixed_width(),
+            Some(6)
+        );
         assert_eq!(TypeExpr::parse("myapp::Id", false), None);
     }
 
     #[test]
     fn custom_leaves_get_their_width_from_the_whole() {
         let all = |_: &str| true;
-        let t = TypeExpr::parse_with("(BpNodeTxNo,u32)", false, &all).unwrap().resolve(Some(9)).unwrap();
-        assert_eq!(t, TypeExpr::Tuple(vec![TypeExpr::Custom("BpNodeTxNo".into(), Some(5)), TypeExpr::UInt(4)], false));
-        let t = TypeExpr::parse_with("[app::H;2]", false, &all).unwrap().resolve(Some(64)).unwrap();
+        let t = TypeExpr::parse_with("(BpNodeTxNo,u32)", false, &all)
+            .unwrap()
+            .resolve(Some(9))
+            .unwrap();
+        assert_eq!(
+            t,
+            TypeExpr::Tuple(
+                vec![
+                    TypeExpr::Custom("BpNodeTxNo".into(), Some(5)),
+                    TypeExpr::UInt(4)
+                ],
+                false
+            )
+        );
+        let t = TypeExpr::parse_with("[app::H;2]", false, &all)
+            .unwrap()
+            .resolve(Some(64))
+            .unwrap();
         assert_eq!(t.fixed_width(), Some(64));
-        assert!(TypeExpr::parse_with("(a::A,b::B)", false, &all).unwrap().resolve(Some(8)).is_err());
+        assert!(TypeExpr::parse_with("(a::A,b::B)", false, &all)
+            .unwrap()
+            .resolve(Some(8))
+            .is_err());
         // Variable width: fine where only the bytes matter, refused where the width changes the layout.
-        assert!(TypeExpr::parse_with("(u32,a::A)", false, &all).unwrap().resolve(None).is_ok());
-        assert!(TypeExpr::parse_with("(a::A,&str)", true, &all).unwrap().resolve(None).is_ok());
-        assert!(TypeExpr::parse_with("(a::A,&str)", false, &all).unwrap().resolve(None).is_err());
+        assert!(TypeExpr::parse_with("(u32,a::A)", false, &all)
+            .unwrap()
+            .resolve(None)
+            .is_ok());
+        assert!(TypeExpr::parse_with("(a::A,&str)", true, &all)
+            .unwrap()
+            .resolve(None)
+            .is_ok());
+        assert!(TypeExpr::parse_with("(a::A,&str)", false, &all)
+            .unwrap()
+            .resolve(None)
+            .is_err());
         assert_eq!(TypeExpr::parse_with("niche::Option<u8>", false, &all), None);
         // Order: the u32 after the user-defined bytes is compared as a number.
-        let t = TypeExpr::parse_with("(T,u32)", false, &all).unwrap().resolve(Some(5)).unwrap();
+        let t = TypeExpr::parse_with("(T,u32)", false, &all)
+            .unwrap()
+            .resolve(Some(5))
+            .unwrap();
         let (a, b) = ([9u8, 1, 0, 0, 0], [9u8, 0, 1, 0, 0]);
         assert!(t.encode(&a).unwrap() < t.encode(&b).unwrap());
     }
@@ -598,7 +687,13 @@ mod tests {
             d.push(c);
             d
         };
-        let vals = [mk(-5, "b", 1), mk(-5, "b\0", 0), mk(-1, "", 9), mk(0, "a", 0), mk(7, "a\0b", 3)];
+        let vals = [
+            mk(-5, "b", 1),
+            mk(-5, "b\0", 0),
+            mk(-1, "", 9),
+            mk(0, "a", 0),
+            mk(7, "a\0b", 3),
+        ];
         let encs: Vec<Vec<u8>> = vals.iter().map(|v| t.encode(v).unwrap()).collect();
         for w in encs.windows(2) {
             assert!(w[0] < w[1]);

@@ -1,6 +1,6 @@
 //! File format 2, through redb 2.6 (a renamed Cargo dependency).
-use redb2 as redb;
 use redb::{Key, Value};
+use redb2 as redb;
 use std::cmp::Ordering;
 
 use super::overlay::Overlay;
@@ -52,7 +52,10 @@ pub fn open_source(path: &std::path::Path) -> Result<(SourceDb, RT<'static>), NE
 }
 
 pub fn create_db(path: &std::path::Path) -> Result<redb::Database, NErr> {
-    redb::Builder::new().set_cache_size(super::cache_bytes()).create(path).map_err(err)
+    redb::Builder::new()
+        .set_cache_size(super::cache_bytes())
+        .create(path)
+        .map_err(err)
 }
 
 /// A new file of format 3 as redb 2.6 writes it on request (its type names and layout).
@@ -67,23 +70,38 @@ pub fn create_db_format3(path: &std::path::Path) -> Result<redb::Database, NErr>
 impl Writer {
     /// Create a file of format 3 through redb 2.6 (see `create_db_format3`).
     pub fn create_format3(path: &std::path::Path) -> Result<Self, NErr> {
-        Ok(Writer { db: Some(create_db_format3(path)?), since_durable: 0 })
+        Ok(Writer {
+            db: Some(create_db_format3(path)?),
+            since_durable: 0,
+        })
     }
 }
 
 pub fn open_db(path: &std::path::Path) -> Result<redb::Database, NErr> {
-    redb::Builder::new().set_cache_size(super::cache_bytes()).create(path).map_err(err)
+    redb::Builder::new()
+        .set_cache_size(super::cache_bytes())
+        .create(path)
+        .map_err(err)
 }
 
 pub fn set_durable(txn: &mut redb::WriteTransaction, durable: bool) -> Result<(), NErr> {
-    txn.set_durability(if durable { redb::Durability::Immediate } else { redb::Durability::None });
+    txn.set_durability(if durable {
+        redb::Durability::Immediate
+    } else {
+        redb::Durability::None
+    });
     Ok(())
 }
 
 /// Two names redb makes with each built-in classification (see `typename.rs`).
 fn templates(class: &str) -> Option<(redb::TypeName, &'static str, redb::TypeName, &'static str)> {
     match class {
-        "Internal" => Some((<u8 as Value>::type_name(), "u8", <u128 as Value>::type_name(), "u128")),
+        "Internal" => Some((
+            <u8 as Value>::type_name(),
+            "u8",
+            <u128 as Value>::type_name(),
+            "u128",
+        )),
         _ => None,
     }
 }
@@ -100,15 +118,28 @@ pub struct RawValue;
 macro_rules! raw_impl {
     ($t:ident, $name:ident, $width:ident, $order:ident) => {
         impl Value for $t {
-            type SelfType<'a> = &'a [u8] where Self: 'a;
-            type AsBytes<'a> = &'a [u8] where Self: 'a;
+            type SelfType<'a>
+                = &'a [u8]
+            where
+                Self: 'a;
+            type AsBytes<'a>
+                = &'a [u8]
+            where
+                Self: 'a;
             fn fixed_width() -> Option<usize> {
                 SPEC.with(|s| s.borrow().$width)
             }
-            fn from_bytes<'a>(data: &'a [u8]) -> &'a [u8] where Self: 'a {
+            fn from_bytes<'a>(data: &'a [u8]) -> &'a [u8]
+            where
+                Self: 'a,
+            {
                 data
             }
-            fn as_bytes<'a, 'b: 'a>(value: &'a &'b [u8]) -> &'a [u8] where Self: 'a, Self: 'b {
+            fn as_bytes<'a, 'b: 'a>(value: &'a &'b [u8]) -> &'a [u8]
+            where
+                Self: 'a,
+                Self: 'b,
+            {
                 value
             }
             fn type_name() -> redb::TypeName {

@@ -36,7 +36,10 @@ impl redb::StorageBackend for OverlayBackend {
 }
 
 pub fn open_source(path: &std::path::Path) -> Result<(SourceDb, RT<'static>), NErr> {
-    match redb::Builder::new().set_cache_size(super::cache_bytes()).open_read_only(path) {
+    match redb::Builder::new()
+        .set_cache_size(super::cache_bytes())
+        .open_read_only(path)
+    {
         Ok(db) => {
             let txn = db.begin_read().map_err(err)?;
             Ok((SourceDb::ReadOnly(db), txn))
@@ -55,23 +58,44 @@ pub fn open_source(path: &std::path::Path) -> Result<(SourceDb, RT<'static>), NE
 }
 
 pub fn create_db(path: &std::path::Path) -> Result<redb::Database, NErr> {
-    redb::Builder::new().set_cache_size(super::cache_bytes()).create(path).map_err(err)
+    redb::Builder::new()
+        .set_cache_size(super::cache_bytes())
+        .create(path)
+        .map_err(err)
 }
 
 pub fn open_db(path: &std::path::Path) -> Result<redb::Database, NErr> {
-    redb::Builder::new().set_cache_size(super::cache_bytes()).open(path).map_err(err)
+    redb::Builder::new()
+        .set_cache_size(super::cache_bytes())
+        .open(path)
+        .map_err(err)
 }
 
 pub fn set_durable(txn: &mut redb::WriteTransaction, durable: bool) -> Result<(), NErr> {
-    let d = if durable { redb::Durability::Immediate } else { redb::Durability::None };
-    txn.set_durability(d).map_err(|e| NErr::Other(e.to_string()))
+    let d = if durable {
+        redb::Durability::Immediate
+    } else {
+        redb::Durability::None
+    };
+    txn.set_durability(d)
+        .map_err(|e| NErr::Other(e.to_string()))
 }
 
 /// Two names redb makes with each built-in classification (see `typename.rs`).
 fn templates(class: &str) -> Option<(redb::TypeName, &'static str, redb::TypeName, &'static str)> {
     match class {
-        "Internal" => Some((<u8 as Value>::type_name(), "u8", <u128 as Value>::type_name(), "u128")),
-        "Internal3" => Some((<(u8, u8) as Value>::type_name(), "(u8,u8)", <(u8, u16) as Value>::type_name(), "(u8,u16)")),
+        "Internal" => Some((
+            <u8 as Value>::type_name(),
+            "u8",
+            <u128 as Value>::type_name(),
+            "u128",
+        )),
+        "Internal3" => Some((
+            <(u8, u8) as Value>::type_name(),
+            "(u8,u8)",
+            <(u8, u16) as Value>::type_name(),
+            "(u8,u16)",
+        )),
         _ => None,
     }
 }
@@ -96,15 +120,27 @@ pub struct RawValue;
 macro_rules! raw_impl {
     ($t:ident, $name:ident, $width:ident, $order:ident) => {
         impl Value for $t {
-            type SelfType<'a> = &'a [u8] where Self: 'a;
-            type AsBytes<'a> = &'a [u8] where Self: 'a;
+            type SelfType<'a>
+                = &'a [u8]
+            where
+                Self: 'a;
+            type AsBytes<'a>
+                = &'a [u8]
+            where
+                Self: 'a;
             fn fixed_width() -> Option<usize> {
                 SPEC.with(|s| s.borrow().$width)
             }
-            fn from_bytes<'a>(data: &'a [u8]) -> &'a [u8] where Self: 'a {
+            fn from_bytes<'a>(data: &'a [u8]) -> &'a [u8]
+            where
+                Self: 'a,
+            {
                 data
             }
-            fn as_bytes<'a, 'b: 'a>(value: &'a &'b [u8]) -> &'a [u8] where Self: 'b {
+            fn as_bytes<'a, 'b: 'a>(value: &'a &'b [u8]) -> &'a [u8]
+            where
+                Self: 'b,
+            {
                 value
             }
             fn type_name() -> redb::TypeName {
