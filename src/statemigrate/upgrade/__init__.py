@@ -1,53 +1,58 @@
-"""Schema upgrades in place: Alembic revisions that run on every engine, atomically.
+"""Old import paths of schema upgrades, kept for revision scripts and engines' tests.
 
-``statemigrate.upgrade(store, schema)`` (this package is callable: it is also
-:func:`upgrade`), :func:`downgrade`, :func:`stamp`, :func:`current`, :func:`check`,
-:func:`history`, :func:`revision`, :func:`finish_interrupted`. A revision changes state through
-``from statemigrate import op`` (:mod:`statemigrate.upgrade.op`).
+The machinery is :mod:`statemigrate.schema`, the verbs are :mod:`statemigrate.api`'s,
+and ``statemigrate.upgrade`` is the function :func:`statemigrate.api.upgrade`.
+``statemigrate.upgrade.runner`` (``errors``, ``journal``, ``op``, ``scripts``,
+``staging``) are the :mod:`statemigrate.schema` modules under their old names, and
+this package still exports what it did (``from statemigrate.upgrade import upgrade``).
 
-Modules: :mod:`.scripts` (the Alembic revision graph), :mod:`.op` (what a revision
-calls), :mod:`.staging` (copy-on-write tables while a revision runs),
-:mod:`.journal` (the atomic switch and recovery), :mod:`.sort` (external sort for
-``rekey``), :mod:`.runner` (the verbs).
+Python binds an imported subpackage on its parent, so importing anything under this
+name rebinds ``statemigrate.upgrade`` from the function to this package: the package
+stays callable (it calls the function) for as long as it exists. It goes once
+``sort``, ``conformance`` and ``killharness`` live elsewhere and nothing imports it.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 from typing import Any
 
-from .errors import (
-    OffRevisionError,
-    RevisionFailedError,
-    RevisionUnknownError,
-    SchemaError,
-    StoreMissingError,
-    UpgradeInterruptedError,
-)
-from .runner import (
-    CurrentReport,
-    UpgradeReport,
-    check,
-    current,
-    downgrade,
-    finish_interrupted,
-    history,
-    revision,
-    stamp,
-    upgrade,
-)
+# Where each name this package exported lives now. Resolved on first use: the schema
+# modules import ``.sort`` from here, so importing them eagerly would be a cycle.
+_EXPORTS = {
+    "CurrentReport": "statemigrate.schema.runner",
+    "UpgradeReport": "statemigrate.schema.runner",
+    "OffRevisionError": "statemigrate.schema.errors",
+    "RevisionFailedError": "statemigrate.schema.errors",
+    "RevisionUnknownError": "statemigrate.schema.errors",
+    "SchemaError": "statemigrate.schema.errors",
+    "StoreMissingError": "statemigrate.schema.errors",
+    "UpgradeInterruptedError": "statemigrate.schema.errors",
+    "check": "statemigrate.api",
+    "current": "statemigrate.api",
+    "downgrade": "statemigrate.api",
+    "finish_interrupted": "statemigrate.api",
+    "history": "statemigrate.api",
+    "revision": "statemigrate.api",
+    "stamp": "statemigrate.api",
+    "upgrade": "statemigrate.api",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _CallableModule(types.ModuleType):
-    """``statemigrate.upgrade`` is both this package and the :func:`upgrade` function.
+    """This package, callable as :func:`statemigrate.api.upgrade` (see the docstring)."""
 
-    Importing the package binds it as ``statemigrate.upgrade`` (Python sets submodules
-    on their parent), which would hide the function ``statemigrate/__init__.py``
-    exposes under that name; calling the package calls the function.
-    """
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from ..api import upgrade
 
-    def __call__(self, *args: Any, **kwargs: Any) -> UpgradeReport:
         return upgrade(*args, **kwargs)
 
 

@@ -1,0 +1,55 @@
+"""Errors of schema upgrades, carrying the contract's exit codes."""
+
+from __future__ import annotations
+
+from ..errors import (
+    EXIT_DESTINATION,
+    EXIT_DIFFERENT,
+    SourceError,
+    StateMigrateError,
+    UsageError,
+)
+
+
+class RevisionUnknownError(StateMigrateError):
+    """The store is stamped with a revision this schema does not know (a newer app wrote it).
+
+    Exit 1, like ``check`` finding the store off its expected revision: nothing changed.
+    """
+
+    exit_code = EXIT_DIFFERENT
+
+
+class OffRevisionError(StateMigrateError):
+    """``check``: the store is not at the schema's head, or an applied file changed."""
+
+    exit_code = EXIT_DIFFERENT
+
+
+class RevisionFailedError(StateMigrateError):
+    """A revision's ``upgrade()``/``downgrade()`` failed; the store stays at the last revision done.
+
+    Exit 5 (the store refused the change). The message names the revision.
+    """
+
+    exit_code = EXIT_DESTINATION
+
+
+class StoreMissingError(SourceError):
+    """There is no store at the path to upgrade (exit 4, ``"status": "missing"``).
+
+    Nothing is created: an installer tells a first install (no state yet) from a
+    failed upgrade by this status.
+    """
+
+
+class UpgradeInterruptedError(SourceError):
+    """A read-only command met a store whose upgrade was interrupted (exit 4).
+
+    Its tables are between two revisions until ``statemigrate upgrade`` (or
+    ``downgrade``) finishes the revision; reading it now would copy or digest that.
+    """
+
+
+class SchemaError(UsageError):
+    """The schema directory is missing, broken, or a revision target does not resolve."""

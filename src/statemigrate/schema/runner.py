@@ -1,0 +1,724 @@
+"""The verbs: upgrade, downgrade, stamp, current, check, history, revision.
+
+Order of an upgrade (the installer contract): take the store's lock (busy: exit 3),
+read its stamp (a revision the schema does not know: exit 1, nothing changed),
+finish or roll back what an interrupted run left, back up if asked, then run each
+revision atomically with its stamp (see :mod:`.journal`).
+
+Only ``upgrade``, ``downgrade`` and ``stamp`` write. ``current`` and ``check`` read:
+they report an interrupted upgrade and never finish it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..digest import Digest, batch_digest, store_digest
+from ..engines.base import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_RECORDS,
+    META_REVISION,
+    Engine,
+    Reader,
+    Writer,
+)
+from ..errors import DestinationError, StateMigrateError, StoreBusyError, UsageError
+from ..model import TableInfo
+from ..perms import no_wider_than
+from ..registry import parse_store, resolve_source
+from ..upgrade.sort import remove_leftovers
+from . import op as op_module
+from .errors import RevisionFailedError, RevisionUnknownError, StoreMissingError
+from .journal import (
+    META_CHECKSUMS,
+    crash_point,
+    interrupted,
+    needs_recovery,
+    recover,
+    unrecorded_private,
+)
+from .scripts import Schema, Step
+from .staging import Recorder, Staging
+
+
+@dataclass
+class UpgradeReport:
+    """What :func:`upgrade`, :func:`downgrade` or :func:`stamp` did (or would do)."""
+
+    store: str
+    engine: str
+    schema: str
+    status: str = ""  # upgraded, downgraded, stamped, up_to_date, dry_run
+    from_revisions: list[str] = field(default_factory=list)
+    to_revisions: list[str] = field(default_factory=list)
+    revisions: list[dict[str, Any]] = field(default_factory=list)
+    digest_before: str | None = None
+    digest_after: str | None = None
+    backup: str | None = None
+    recovered: str | None = None
+    created: bool = False  # upgrade --create made the store (a first install)
+    dry_run: bool = False
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out["from"] = out.pop("from_revisions")
+        out["to"] = out.pop("to_revisions")
+        return out
+
+
+@dataclass
+class CurrentReport:
+    """What :func:`current` and :func:`check` found."""
+
+    store: str
+    engine: str
+    current: list[str]
+    heads: list[str] | None = None
+    at_head: bool | None = None
+    unknown: list[str] = field(default_factory=list)
+    changed_files: list[dict[str, str]] = field(default_factory=list)
+    checksums: dict[str, str] = field(default_factory=dict)
+    # An upgrade that was interrupted and not finished yet (see journal.interrupted).
+    interrupted: dict[str, Any] | None = None
+    # Tables named like an upgrade's private tables that no upgrade recorded: left alone.
+    unrecorded_private: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """At head, every revision known, no applied file changed, no unfinished upgrade."""
+        return (
+            bool(self.at_head)
+            and not self.unknown
+            and not self.changed_files
+            and self.interrupted is None
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        if self.heads is not None:
+            out["ok"] = self.ok
+        return out
+
+
+MISSING_HINT = "check the path"
+CREATE_HINT = "check the path; on a first install, `statemigrate upgrade --create` makes the store"
+
+
+def _missing(store: str, engine: str | None) -> bool:
+    _eng, path = parse_store(store, engine)
+    return not (path.exists() or path.is_symlink())
+
+
+def _resolve(
+    store: str, engine: str | None, missing_hint: str = MISSING_HINT
+) -> tuple[type[Engine], Path]:
+    """The store's engine and path; a path where nothing is gets its own error (exit 4)."""
+    if _missing(store, engine):
+        _eng, path = parse_store(store, engine)
+        raise StoreMissingError(
+            f"{path}: no store here (no such file or directory); nothing was created",
+            hint=missing_hint,
+        )
+    return resolve_source(store, engine)
+
+
+def _in_place_engine(
+    store: str, engine: str | None, missing_hint: str = MISSING_HINT
+) -> tuple[type[Engine], Path]:
+    eng, path = _resolve(store, engine, missing_hint)
+    _require_in_place(eng)
+    return eng, path
+
+
+def _require_in_place(eng: type[Engine]) -> None:
+    if not eng.capabilities.in_place:
+        raise UsageError(
+            f"the {eng.name} engine does not support schema upgrades in place",
+            hint="convert the store to an engine that does (statemigrate engines lists them), upgrade, convert back",
+        )
+
+
+def _new_store_engine(store: str, engine: str | None) -> tuple[type[Engine], Path]:
+    """The engine of a store ``--create`` will make: named, or from the path's suffix."""
+    from ..pipeline import resolve_destination
+
+    eng, path = resolve_destination(store, engine)
+    _require_in_place(eng)
+    if not path.parent.is_dir():
+        raise DestinationError(f"{path.parent}: no such directory; nothing was created")
+    return eng, path
+
+
+def _create(eng: type[Engine], path: Path) -> bool:
+    """Make a new, empty store at ``path`` under its lock (a first install).
+
+    Returns False when another run made it meanwhile. A failure removes what it began,
+    so a rerun starts from nothing again.
+    """
+    import shutil
+
+    from ..pipeline import destination_lock
+
+    with _refusing_full_disk(path), destination_lock(path):
+        if path.exists() or path.is_symlink():
+            return False
+        try:
+            writer = eng.create_writer(path)
+            try:
+                writer.finish()
+            finally:
+                writer.close()
+        except BaseException:
+            for p in eng.store_paths(path):
+                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+            raise
+    return True
+
+
+def _record_steps(
+    eng: type[Engine], steps: list[Step], tables: list[TableInfo], report: UpgradeReport
+) -> None:
+    """What each step would do (``--dry-run``), recorded without touching the store."""
+    for step in steps:
+        rec = Recorder(eng, step.revision, tables)
+        with op_module.bind(rec):
+            step.fn()
+        report.revisions.append(_step_json(step, 0.0, rec.log))
+
+
+def _dry_run_of_a_new_store(
+    store: str, engine: str | None, schema: Schema, target: str, started: float
+) -> UpgradeReport:
+    eng, path = _new_store_engine(store, engine)
+    report = UpgradeReport(str(path), eng.name, str(schema.dir), dry_run=True, status="dry_run")
+    steps = schema.steps([], target, True)
+    report.to_revisions = steps[-1].heads_after if steps else []
+    _record_steps(eng, steps, [], report)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
+FULL_DISK_WORDS = ("no space left", "disk is full", "disk full", "quota exceeded", "read-only file")
+FULL_DISK_HINT = (
+    "free some space, then run the same command (the store is at the last revision "
+    "that completed, with its data)"
+)
+
+
+def _is_full_disk(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    if isinstance(exc, OSError) and exc.errno in FULL_DISK_ERRNOS:
+        return True
+    return any(w in text for w in FULL_DISK_WORDS)
+
+
+def _refusal(exc: Exception, path: Path) -> DestinationError | None:
+    """A full disk (or a file system that refuses writes) met by a driver, as exit 5; else None.
+
+    Drivers report it in their own types (apsw's FullError, rocksdict's bare
+    Exception "IO error: No space left on device", an OSError): one line, exit 5,
+    the store at the last revision that completed.
+    """
+    if isinstance(exc, StateMigrateError) or not _is_full_disk(exc):
+        return None
+    text = str(exc).split("\n")[0] or type(exc).__name__
+    return DestinationError(f"{path}: the store cannot be written: {text}", hint=FULL_DISK_HINT)
+
+
+@contextlib.contextmanager
+def _refusing_full_disk(path: Path) -> Iterator[None]:
+    """Full-disk errors of any engine's writer leave as DestinationError (exit 5), with a hint."""
+    try:
+        yield
+    except DestinationError as exc:
+        if exc.hint is None and _is_full_disk(exc):
+            exc.hint = FULL_DISK_HINT
+        raise
+    except Exception as exc:
+        refusal = _refusal(exc, path)
+        if refusal is None:
+            raise
+        raise refusal from exc
+
+
+def _refuse_if_held(eng: type[Engine], path: Path) -> None:
+    """Another process with the store open would go on through its old view of it: exit 3.
+
+    Shared locks count (``readers=True``): an app idle on an LMDB environment or on a
+    SQLite file in WAL mode holds only those, and its next write after the upgrade would
+    go through its old view. Checked before our writer opens (a flock of our own would
+    look like another holder).
+    """
+    from ..locks import busy_message, store_holder
+
+    pid = store_holder(eng.store_paths(path), readers=True)
+    if pid is not None:
+        raise StoreBusyError(
+            busy_message(path, pid), hint="stop the app, then run the same command"
+        )
+
+
+@contextlib.contextmanager
+def _open(eng: type[Engine], path: Path) -> Iterator[Writer]:
+    from ..pipeline import destination_lock
+
+    # What the upgrade creates (lock, new files, spills, --backup) is no wider than the store.
+    with _refusing_full_disk(path), no_wider_than(path), destination_lock(path):
+        _refuse_if_held(eng, path)
+        writer = eng.open_writer(path)
+        try:
+            yield writer
+        except BaseException:
+            with contextlib.suppress(Exception):  # the error in flight says what happened
+                writer.close()
+            raise
+        writer.close()
+
+
+def _atomic(eng: type[Engine], writer: Writer) -> Any:
+    return writer.transaction() if eng.capabilities.transactional_ddl else contextlib.nullcontext()
+
+
+def _stamped(eng: type[Engine], path: Path, meta: dict[str, bytes]) -> list[str]:
+    raw = meta.get(META_REVISION)
+    if raw is None and eng.capabilities.sql:
+        # A store stamped by Alembic's own tools only: its reader reads alembic_version.
+        with contextlib.suppress(StateMigrateError):
+            try:
+                reader = eng.open_reader(path, {"skip_foreign_tables": True})
+            except UsageError:
+                reader = eng.open_reader(path)
+            with reader:
+                raw = reader.metadata().get(META_REVISION)
+    return sorted(json.loads(raw)) if raw else []
+
+
+def _check_known(schema: Schema, path: Path, current: list[str]) -> None:
+    unknown = [r for r in current if not schema.knows(r)]
+    if unknown:
+        raise RevisionUnknownError(
+            f"{path}: the store is at revision {', '.join(unknown)}, which the schema in {schema.dir} "
+            "does not know (a newer version of the app wrote it); nothing was changed",
+            hint="run the newer app's schema (its downgrade) first, or restore a backup",
+        )
+
+
+def digest_writer(writer: Writer) -> str:
+    """The store digest, read through the writer (it sees what the writer sees)."""
+    parts = []
+    for table in writer.list_tables():
+        total = Digest()
+        for batch in writer.read_batches(table):
+            total = total + batch_digest(batch, table.versioned)
+        parts.append((table.name, table.kind, total))
+    return store_digest(parts)
+
+
+def _recover(
+    eng: type[Engine], writer: Writer, path: Path, batch_records: int, batch_bytes: int
+) -> str | None:
+    remove_leftovers(path)
+    with _atomic(eng, writer):
+        return recover(writer, eng.capabilities.rename_table, batch_records, batch_bytes)
+
+
+def _peek(eng: type[Engine], path: Path) -> tuple[dict[str, bytes], list[TableInfo], Reader]:
+    """Open a read-only view: deciding what to do must change nothing (dry run, at head, too new)."""
+    try:
+        reader = eng.open_reader(path, {"skip_foreign_tables": True})
+    except UsageError:
+        reader = eng.open_reader(path)
+    return reader.metadata(), reader.list_tables(), reader
+
+
+def _digest_reader(reader: Reader) -> str:
+    parts = []
+    for table in reader.tables():
+        total = Digest()
+        for batch in reader.read_batches(table):
+            total = total + batch_digest(batch, table.versioned)
+        parts.append((table.name, table.kind, total))
+    return store_digest(parts)
+
+
+def _migrate(
+    store: str,
+    schema_dir: str | Path,
+    target: str,
+    up: bool,
+    *,
+    engine: str | None,
+    dry_run: bool,
+    backup: str | Path | None,
+    digests: bool,
+    batch_records: int,
+    batch_bytes: int,
+    create: bool = False,
+) -> UpgradeReport:
+    started = time.monotonic()
+    created = False
+    if create and _missing(store, engine):
+        schema = Schema(schema_dir)  # a broken schema is refused before anything exists
+        if dry_run:
+            return _dry_run_of_a_new_store(store, engine, schema, target, started)
+        new_eng, new_path = _new_store_engine(store, engine)
+        created = _create(new_eng, new_path)
+        store, engine = str(new_path), new_eng.name
+    eng, path = _in_place_engine(store, engine, CREATE_HINT if up else MISSING_HINT)
+    schema = Schema(schema_dir)
+    report = UpgradeReport(str(path), eng.name, str(schema.dir), dry_run=dry_run, created=created)
+    meta, tables, reader = _peek(eng, path)
+    with reader:
+        raw = meta.get(META_REVISION)
+        current = sorted(json.loads(raw)) if raw else []
+        _check_known(schema, path, current)
+        report.from_revisions = list(current)
+        steps = schema.steps(current, target, up)
+        report.to_revisions = steps[-1].heads_after if steps else list(current)
+        pending = needs_recovery(meta)
+        if dry_run or not (steps or pending):
+            if pending:
+                report.recovered = "an interrupted revision would be finished or rolled back first"
+            _record_steps(eng, steps, tables, report)
+            report.status = "dry_run" if dry_run else "up_to_date"
+            if digests and not dry_run:
+                report.digest_before = report.digest_after = _digest_reader(reader)
+            report.seconds = time.monotonic() - started
+            return report
+    with _open(eng, path) as writer:
+        report.recovered = _recover(eng, writer, path, batch_records, batch_bytes)
+        current = _stamped(eng, path, writer.metadata())
+        _check_known(schema, path, current)
+        report.from_revisions = list(current)
+        steps = schema.steps(current, target, up)
+        report.to_revisions = steps[-1].heads_after if steps else list(current)
+        if digests:
+            report.digest_before = digest_writer(writer)
+        if not steps:
+            report.status = "up_to_date"
+            report.digest_after = report.digest_before
+            writer.finish()
+            report.seconds = time.monotonic() - started
+            return report
+        if backup is not None:
+            report.backup = str(_backup(writer, Path(backup)))
+        checksums = json.loads(writer.metadata().get(META_CHECKSUMS) or b"{}")
+        counter = [0]
+        for step in steps:
+            t0 = time.monotonic()
+            log = _run_step(
+                eng, writer, path, schema, step, checksums, counter, batch_records, batch_bytes
+            )
+            report.revisions.append(_step_json(step, time.monotonic() - t0, log))
+            crash_point(f"{step.revision} done")
+        writer.finish()
+        if digests:
+            report.digest_after = digest_writer(writer)
+    report.status = "upgraded" if up else "downgraded"
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _step_json(step: Step, seconds: float, log: list[str]) -> dict[str, Any]:
+    return {
+        "revision": step.revision,
+        "direction": step.direction,
+        "message": step.doc,
+        "seconds": round(seconds, 3),
+        "operations": log,
+    }
+
+
+def _backup(writer: Writer, dest: Path) -> Path:
+    if dest.exists():
+        raise DestinationError(f"{dest}: backup destination already exists")
+    if not dest.parent.is_dir():
+        raise DestinationError(f"{dest.parent}: no such directory for the backup")
+    writer.backup(dest)
+    return dest
+
+
+def _run_step(
+    eng: type[Engine],
+    writer: Writer,
+    path: Path,
+    schema: Schema,
+    step: Step,
+    checksums: dict[str, str],
+    counter: list[int],
+    batch_records: int,
+    batch_bytes: int,
+) -> list[str]:
+    """One revision and its stamp, atomically; on failure the store stays at the revision before."""
+    try:
+        with _atomic(eng, writer):
+            staging = Staging(
+                eng,
+                writer,
+                path,
+                step.revision,
+                batch_records,
+                batch_bytes,
+                counter,
+                to=step.heads_after,
+                direction=step.direction,
+            )
+            try:
+                with op_module.bind(staging):
+                    step.fn()
+            except StateMigrateError:
+                raise
+            except Exception as exc:
+                raise RevisionFailedError(
+                    f"revision {step.revision} ({step.direction}) failed: {type(exc).__name__}: {exc}",
+                    hint=f"the store stays at the revision before it; fix {step.path}",
+                ) from exc
+            if step.upgrade:
+                checksums[step.revision] = schema.checksum(step.revision)
+            else:
+                checksums.pop(step.revision, None)
+            staging.commit(step.heads_after, dict(checksums))
+    except BaseException:
+        # Roll back what the failed revision built (non-transactional engines), or
+        # finish a switch that was committed; never leave private tables behind.
+        with contextlib.suppress(Exception):
+            _recover(eng, writer, path, batch_records, batch_bytes)
+        raise
+    return staging.log
+
+
+def upgrade(
+    store: str,
+    schema: str | Path,
+    *,
+    to: str = "head",
+    engine: str | None = None,
+    dry_run: bool = False,
+    backup: str | Path | None = None,
+    digests: bool = True,
+    batch_records: int = DEFAULT_BATCH_RECORDS,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    create: bool = False,
+) -> UpgradeReport:
+    """Bring a store to a revision of its schema, in place, one atomic revision at a time.
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        schema: the schema directory (an Alembic script directory).
+        to: the target: ``head`` (default), ``heads``, a revision id, ``+N``.
+        engine: the engine, when not detected.
+        dry_run: only list the revisions and operations that would run.
+        backup: first write an engine-native backup of the store there.
+        digests: compute the store digest before and after (for the report).
+        batch_records: records per batch at most.
+        batch_bytes: payload bytes per batch at most.
+        create: make the store first when nothing is at the path (a first install); its
+            engine is named (``ENGINE:PATH``, ``engine``) or told by the path's suffix.
+
+    Returns:
+        An :class:`UpgradeReport` (status ``up_to_date`` when nothing was to do;
+        ``created`` when ``create`` made the store).
+
+    Raises:
+        StoreMissingError: nothing is at the path and ``create`` is not set (exit 4).
+        StoreBusyError: another process holds the store (exit 3).
+        RevisionUnknownError: the store's revision is unknown to the schema (exit 1).
+        RevisionFailedError: a revision failed; the store is at the revision before it.
+    """
+    return _migrate(
+        store,
+        schema,
+        to,
+        True,
+        engine=engine,
+        dry_run=dry_run,
+        backup=backup,
+        digests=digests,
+        batch_records=batch_records,
+        batch_bytes=batch_bytes,
+        create=create,
+    )
+
+
+def downgrade(
+    store: str,
+    schema: str | Path,
+    *,
+    to: str,
+    engine: str | None = None,
+    dry_run: bool = False,
+    backup: str | Path | None = None,
+    digests: bool = True,
+    batch_records: int = DEFAULT_BATCH_RECORDS,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+) -> UpgradeReport:
+    """Take a store back to an earlier revision (``base``, an id, ``-N``) through the downgrades.
+
+    Arguments, result and errors as :func:`upgrade`.
+    """
+    return _migrate(
+        store,
+        schema,
+        to,
+        False,
+        engine=engine,
+        dry_run=dry_run,
+        backup=backup,
+        digests=digests,
+        batch_records=batch_records,
+        batch_bytes=batch_bytes,
+    )
+
+
+def stamp(
+    store: str,
+    schema: str | Path,
+    revision: str,
+    *,
+    engine: str | None = None,
+    dry_run: bool = False,
+) -> UpgradeReport:
+    """Set the store's revision without running anything (Alembic's ``stamp``).
+
+    The checksums of the stamped revisions and their ancestors are recorded as applied.
+    """
+    started = time.monotonic()
+    eng, path = _in_place_engine(store, engine)
+    sch = Schema(schema)
+    report = UpgradeReport(str(path), eng.name, str(sch.dir), dry_run=dry_run)
+    with _open(eng, path) as writer:
+        if not dry_run:
+            report.recovered = _recover(
+                eng, writer, path, DEFAULT_BATCH_RECORDS, DEFAULT_BATCH_BYTES
+            )
+        current = _stamped(eng, path, writer.metadata())
+        report.from_revisions = current
+        known = [r for r in current if sch.knows(r)]
+        heads = sch.stamp_heads(known, revision) if revision not in ("base",) else []
+        report.to_revisions = heads
+        checksums = {r: sch.checksum(r) for r in sch.ancestry(heads)}
+        if not dry_run:
+            with _atomic(eng, writer):
+                writer.put_metadata(
+                    {
+                        META_REVISION: json.dumps(heads).encode(),
+                        META_CHECKSUMS: json.dumps(checksums, sort_keys=True).encode(),
+                    }
+                )
+            writer.finish()
+    report.status = "dry_run" if dry_run else "stamped"
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def current(
+    store: str,
+    *,
+    schema: str | Path | None = None,
+    engine: str | None = None,
+) -> CurrentReport:
+    """The store's stamped revision(s); with a schema, whether it is at head.
+
+    Read only: the store is never changed. An upgrade that was interrupted is reported
+    in ``interrupted`` (``upgrade`` or ``downgrade`` finishes it, or
+    :func:`finish_interrupted`); the revision named is the stamp, the one the store is
+    at once that is done.
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        schema: the schema directory, to say whether the store is at its head.
+        engine: the engine, when not detected.
+
+    Returns:
+        A :class:`CurrentReport`.
+
+    Raises:
+        StoreMissingError: nothing is at the path (exit 4).
+    """
+    eng, path = _resolve(store, engine)
+    with eng.open_reader(path) as reader:
+        meta = reader.metadata()
+        tables = reader.list_tables()
+    raw = meta.get(META_REVISION)
+    report = CurrentReport(
+        str(path),
+        eng.name,
+        sorted(json.loads(raw)) if raw else [],
+        checksums=json.loads(meta.get(META_CHECKSUMS) or b"{}"),
+        interrupted=interrupted(meta),
+        unrecorded_private=unrecorded_private(meta, tables),
+    )
+    if schema is not None:
+        sch = Schema(schema)
+        report.heads = sch.heads
+        report.unknown = [r for r in report.current if not sch.knows(r)]
+        report.at_head = set(report.current) == set(report.heads)
+        for rev, recorded in sorted(report.checksums.items()):
+            if sch.knows(rev) and sch.checksum(rev) != recorded:
+                report.changed_files.append(
+                    {
+                        "revision": rev,
+                        "path": sch.path_of(rev),
+                        "applied": recorded,
+                        "now": sch.checksum(rev),
+                    }
+                )
+    return report
+
+
+def finish_interrupted(store: str, *, engine: str | None = None) -> str | None:
+    """Finish (or roll back) an interrupted upgrade, and nothing else; no schema needed.
+
+    ``upgrade`` and ``downgrade`` do this first on their own; this is for a caller
+    that wants the store whole at its stamped revision without moving it.
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        engine: the engine, when not detected.
+
+    Returns:
+        What was done, or None when no upgrade was unfinished (nothing is written then).
+
+    Raises:
+        StoreBusyError: another process holds the store (exit 3).
+    """
+    eng, path = _in_place_engine(store, engine)
+    meta, _tables, reader = _peek(eng, path)
+    reader.close()
+    if not needs_recovery(meta):
+        return None
+    with _open(eng, path) as writer:
+        done = _recover(eng, writer, path, DEFAULT_BATCH_RECORDS, DEFAULT_BATCH_BYTES)
+        writer.finish()
+    return done
+
+
+def check(store: str, schema: str | Path, *, engine: str | None = None) -> CurrentReport:
+    """Whether the store is at the schema's head, no applied revision file changed and no
+    upgrade is unfinished (read only, as :func:`current`).
+
+    Returns:
+        A :class:`CurrentReport`; ``report.ok`` is the answer (the CLI exits 0 or 1).
+    """
+    return current(store, schema=schema, engine=engine)
+
+
+def history(schema: str | Path) -> list[dict[str, Any]]:
+    """The schema's revisions, newest first (id, down revisions, message, head/merge/branch)."""
+    return Schema(schema).history()
+
+
+def revision(
+    schema: str | Path, message: str, *, head: str = "head", rev_id: str | None = None
+) -> str:
+    """Write a new revision file from the schema's ``script.py.mako``; returns its path."""
+    return Schema(schema).new_revision(message, head=head, rev_id=rev_id)

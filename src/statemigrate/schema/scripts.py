@@ -1,0 +1,215 @@
+"""The revision graph: Alembic's own ScriptDirectory and revision map.
+
+A schema directory is an Alembic script directory (``script.py.mako``,
+``versions/*.py``, an optional ``alembic.ini``), so ``alembic history`` and
+``alembic revision`` work on it too. Branches, merges, ``head``/``heads``/``base``
+and relative targets (``+1``, ``-1``) resolve exactly as Alembic resolves them: the
+steps come from ``ScriptDirectory._upgrade_revs``/``_downgrade_revs`` and the stamped
+heads move through Alembic's ``HeadMaintainer`` (with the SQL left out), the code
+Alembic's own ``command.upgrade`` runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import SchemaError
+
+
+@dataclass
+class Step:
+    """One revision to run: its id, direction, function, file and the heads after it."""
+
+    revision: str
+    upgrade: bool
+    doc: str
+    fn: Callable[[], None]
+    path: str
+    heads_after: list[str]
+
+    @property
+    def direction(self) -> str:
+        return "upgrade" if self.upgrade else "downgrade"
+
+
+def _heads_only() -> Any:
+    from alembic.runtime.migration import HeadMaintainer
+
+    class HeadsOnly(HeadMaintainer):
+        """Alembic's head bookkeeping without its SQL (the stamp is written by us)."""
+
+        def __init__(self, heads: Iterable[str]) -> None:
+            self.heads = set(heads)
+
+        def _insert_version(self, version: str) -> None:
+            self.heads.add(version)
+
+        def _delete_version(self, version: str) -> None:
+            self.heads.remove(version)
+
+        def _update_version(self, from_: str, to_: str) -> None:
+            self.heads.remove(from_)
+            self.heads.add(to_)
+
+    return HeadsOnly
+
+
+def file_checksum(path: str | Path) -> str:
+    """SHA-256 of a revision file's bytes (recorded beside the stamp, as Flyway does)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+class Schema:
+    """A schema directory and its revision graph."""
+
+    def __init__(self, directory: str | Path) -> None:
+        try:
+            from alembic.config import Config
+            from alembic.script import ScriptDirectory
+        except ImportError as exc:
+            raise SchemaError(
+                "schema upgrades need Alembic", hint="pip install 'statemigrate[upgrade]'"
+            ) from exc
+        self.dir = Path(directory)
+        if not (self.dir / "versions").is_dir():
+            raise SchemaError(f"{self.dir}: not a schema directory (no versions/ folder)")
+        ini = self.dir / "alembic.ini"
+        with self._errors():
+            if ini.is_file():
+                cfg = Config(str(ini))
+                if not cfg.get_main_option("script_location"):
+                    cfg.set_main_option("script_location", str(self.dir))
+                self.script = ScriptDirectory.from_config(cfg)
+            else:
+                self.script = ScriptDirectory(str(self.dir))
+            _ = self.script.revision_map.heads  # load now: a broken file fails here, clearly
+
+    def _errors(self) -> Any:
+        from alembic.util import CommandError
+
+        @contextlib.contextmanager
+        def wrap() -> Any:
+            try:
+                yield
+            except SchemaError:
+                raise
+            except CommandError as exc:
+                raise SchemaError(f"{self.dir}: {exc}") from exc
+            except Exception as exc:  # RevisionError, ResolutionError, a broken revision file
+                name = type(exc).__name__
+                raise SchemaError(f"{self.dir}: {name}: {exc}") from exc
+
+        return wrap()
+
+    @property
+    def heads(self) -> list[str]:
+        """The schema's head revisions."""
+        return sorted(self.script.get_heads())
+
+    def knows(self, revision: str) -> bool:
+        """Whether ``revision`` is in this schema's graph."""
+        from alembic.script.revision import RevisionError
+
+        try:
+            return self.script.revision_map.get_revision(revision) is not None
+        except RevisionError:
+            return False
+
+    def resolve(self, target: str) -> list[str]:
+        """Revision ids that ``target`` names (``head``, ``heads``, ``base``, an id or prefix)."""
+        if target == "base":
+            return []
+        with self._errors():
+            return sorted(r.revision for r in self.script.get_revisions(target) if r is not None)
+
+    def path_of(self, revision: str) -> str:
+        """The file of a revision."""
+        return str(self.script.get_revision(revision).path)
+
+    def checksum(self, revision: str) -> str:
+        """The checksum of a revision's file as it is now."""
+        return file_checksum(self.path_of(revision))
+
+    def steps(self, current: list[str], target: str, upgrade: bool) -> list[Step]:
+        """The revisions to run from the stamped ``current`` heads to ``target``, in order."""
+        heads = _heads_only()(current)
+        cur = tuple(current)
+        out = []
+        with self._errors():
+            if upgrade:
+                raw = self.script._upgrade_revs(target, cur)  # type: ignore[arg-type]  # heads tuple, as Alembic's runtime passes
+            else:
+                raw = self.script._downgrade_revs(target, cur)  # type: ignore[arg-type]
+            for step in raw:
+                heads.update_to_step(step)
+                module = step.revision.module
+                fn = module.upgrade if step.is_upgrade else module.downgrade
+                out.append(
+                    Step(
+                        step.revision.revision,
+                        step.is_upgrade,
+                        step.revision.doc or "",
+                        fn,
+                        str(step.revision.path),
+                        sorted(heads.heads),
+                    )
+                )
+        return out
+
+    def stamp_heads(self, current: list[str], target: str) -> list[str]:
+        """The heads after stamping ``target`` over ``current`` (Alembic's stamp rules)."""
+        heads = _heads_only()(current)
+        with self._errors():
+            for step in self.script._stamp_revs(target, tuple(current)):
+                heads.update_to_step(step)
+        return sorted(heads.heads)
+
+    def ancestry(self, heads: list[str]) -> list[str]:
+        """The revisions at or below ``heads``."""
+        if not heads:
+            return []
+        with self._errors():
+            return sorted(
+                {
+                    r.revision
+                    for r in self.script.revision_map.iterate_revisions(tuple(heads), "base")
+                }
+            )
+
+    def history(self) -> list[dict[str, Any]]:
+        """Every revision, newest first: id, down revisions, message, head/merge/branch point."""
+        rows = []
+        with self._errors():
+            for rev in self.script.walk_revisions():
+                down = rev.down_revision
+                rows.append(
+                    {
+                        "revision": rev.revision,
+                        "down_revision": list(down)
+                        if isinstance(down, tuple)
+                        else ([down] if down else []),
+                        "message": rev.doc or "",
+                        "is_head": rev.is_head,
+                        "is_merge": rev.is_merge_point,
+                        "is_branch_point": rev.is_branch_point,
+                        "path": str(rev.path),
+                    }
+                )
+        return rows
+
+    def new_revision(self, message: str, head: str = "head", rev_id: str | None = None) -> str:
+        """Write a new revision file from ``script.py.mako``; returns its path."""
+        from alembic import util
+
+        # Alembic reports "Generating … done" on stdout; the library prints nothing.
+        with self._errors(), contextlib.redirect_stdout(io.StringIO()):
+            script = self.script.generate_revision(rev_id or util.rev_id(), message, head=head)
+        if script is None:
+            raise SchemaError(f"{self.dir}: no revision was written")
+        return str(script.path)

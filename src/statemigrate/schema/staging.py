@@ -1,0 +1,456 @@
+"""The context ``op`` is bound to while a revision runs: copy-on-write tables.
+
+A revision never writes the store's own tables. Each operation that changes a table
+builds its new content in a private table (see :mod:`.journal`) and points the
+table's logical name at it; single-record ``put``/``delete`` collect in an overlay
+that is merged in one streaming pass when the table is next read, or at the end.
+:meth:`Staging.commit` then writes the new stamp and the switch journal in one
+atomic metadata write and runs the switch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from .. import _native
+from ..engines.base import META_REVISION, META_TABLE_PREFIX, Engine, Writer
+from ..errors import DestinationError, UsageError
+from ..model import TableInfo, TableKind, check_table_name
+from ..upgrade.sort import sorted_batches
+from .errors import RevisionFailedError
+from .journal import (
+    META_CHECKSUMS,
+    META_JOURNAL,
+    META_PENDING,
+    TMP_PREFIX,
+    crash_point,
+    finish_journal,
+    plan_switch,
+)
+
+
+class Staging:
+    """Runs one revision's operations against a writer, copy-on-write."""
+
+    def __init__(
+        self,
+        engine: type[Engine],
+        writer: Writer,
+        path: Path,
+        revision: str,
+        batch_records: int,
+        batch_bytes: int,
+        counter: list[int],
+        *,
+        to: list[str] | None = None,
+        direction: str = "upgrade",
+    ) -> None:
+        self.engine = engine
+        self.writer = writer
+        self.path = path
+        self.revision = revision
+        self.batch_records = batch_records
+        self.batch_bytes = batch_bytes
+        self.counter = counter  # shared across a run: private names never repeat
+        self.to = list(to or [])
+        self.direction = direction
+        self.private: list[str] = []  # every private name this revision took, in order
+        self.original = {t.name: t for t in writer.list_tables()}
+        self.view: dict[str, TableInfo] = dict(self.original)
+        self.overlay: dict[str, dict[bytes, tuple | None]] = {}
+        self.log: list[str] = []
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _fail(self, message: str) -> RevisionFailedError:
+        return RevisionFailedError(f"revision {self.revision}: {message}")
+
+    def _fresh_name(self) -> str:
+        """A private name no table of the store has (a user's table may use the prefix)."""
+        while True:
+            self.counter[0] += 1
+            name = f"{TMP_PREFIX}{self.counter[0]}"
+            if name not in self.original and name not in self.view:
+                self.private.append(name)
+                return name
+
+    def _pending_entry(self) -> bytes:
+        return json.dumps(
+            {
+                "revision": self.revision,
+                "to": self.to,
+                "direction": self.direction,
+                "tables": self.private,
+            }
+        ).encode()
+
+    def _new_private(self, kind: TableKind) -> TableInfo:
+        """Create a private table, its name committed (and durable) in the metadata first."""
+        table = TableInfo(self._fresh_name(), kind)
+        self.writer.put_metadata({META_PENDING: self._pending_entry()})
+        if not self.engine.capabilities.transactional_ddl:
+            self.writer.sync()  # the record is durable before the table can exist
+        self.writer.create_table(table)
+        return table
+
+    def _is_ours(self, table: TableInfo) -> bool:
+        return table.name in self.private
+
+    def _table(self, name: str) -> TableInfo:
+        if name not in self.view:
+            raise self._fail(
+                f"no table {name!r} (tables: {', '.join(sorted(self.view)) or 'none'})"
+            )
+        return self.view[name]
+
+    def _check_new_name(self, name: str) -> None:
+        try:
+            check_table_name(name)
+        except UsageError as exc:
+            raise self._fail(exc.message) from exc
+        if name.startswith(TMP_PREFIX):
+            raise self._fail(f"table names starting with {TMP_PREFIX!r} are reserved")
+        if name in self.view:
+            raise self._fail(f"table {name!r} already exists")
+
+    def _replace(self, name: str, new: TableInfo) -> None:
+        """Point ``name`` at ``new``; a private table it pointed at is no longer needed."""
+        old = self.view.get(name)
+        self.view[name] = new
+        if old is not None and self._is_ours(old) and old.name != new.name:
+            self.writer.drop_table(old.name)
+
+    def _batches(self, name: str) -> Iterator[list]:
+        self._materialize(name)
+        return self.writer.read_batches(
+            self._table(name), max_records=self.batch_records, max_bytes=self.batch_bytes
+        )
+
+    def _write(
+        self,
+        dst: TableInfo,
+        batches: Iterator[list],
+        what: str,
+        duplicates: str | None = None,
+        table: str | None = None,
+    ) -> None:
+        """Write batches into ``dst``, checking records and their order.
+
+        ``duplicates``: the message when the input is sorted but a key repeats;
+        ``table``: the logical name, for errors about keys the engine refuses.
+        """
+        last: bytes | None = None
+        for batch in batches:
+            if not batch:
+                continue
+            try:
+                unsorted = _native.batch_digest(batch, dst.versioned)[2]
+            except (TypeError, ValueError, OverflowError) as exc:
+                shape = "(key, value, version)" if dst.versioned else "(key, value)"
+                raise self._fail(
+                    f"{what} produced a record that is not {shape} of bytes ({exc})"
+                ) from exc
+            if unsorted >= 0 or (last is not None and batch[0][0] <= last):
+                key = batch[max(unsorted, 0)][0]
+                if duplicates is not None:
+                    raise self._fail(f"{duplicates} {key[:64].hex() or '(empty)'}")
+                raise self._fail(
+                    f"{what} produced key {key[:64].hex()} out of order or twice; "
+                    "op.rewrite must keep keys in order (use op.rekey to change it)"
+                )
+            caps = self.engine.capabilities
+            if caps.min_key_len or caps.max_key_len is not None:
+                named = TableInfo(table or dst.name, dst.kind)
+                for rec in batch:
+                    try:
+                        self.engine.check_key(named, rec[0])
+                    except DestinationError as exc:
+                        raise self._fail(exc.message) from exc
+            self.writer.write_batch(dst, batch)
+            last = batch[-1][0]
+            crash_point(f"{self.revision} {what}")
+
+    def _materialize(self, name: str) -> None:
+        """Merge pending single-record puts/deletes into a new private table."""
+        pending = self.overlay.pop(name, None)
+        if not pending:
+            return
+        src = self._table(name)
+        dst = self._new_private(src.kind)
+        changes = sorted(pending.items())
+
+        def merged() -> Iterator[list]:
+            i = 0
+            for batch in self.writer.read_batches(
+                src, max_records=self.batch_records, max_bytes=self.batch_bytes
+            ):
+                out = []
+                for rec in batch:
+                    while i < len(changes) and changes[i][0] < rec[0]:
+                        if changes[i][1] is not None:
+                            out.append(changes[i][1])
+                        i += 1
+                    if i < len(changes) and changes[i][0] == rec[0]:
+                        if changes[i][1] is not None:
+                            out.append(changes[i][1])
+                        i += 1
+                    else:
+                        out.append(rec)
+                yield out
+            yield [c[1] for c in changes[i:] if c[1] is not None]
+
+        self._write(dst, merged(), f"put/delete in {name!r}", table=name)
+        self._replace(name, dst)
+
+    # -- the operations (see statemigrate.upgrade.op) --------------------------
+
+    def create_table(self, name: str, versioned: bool = False) -> None:
+        self._check_new_name(name)
+        self.log.append(f"create_table {name!r}{' versioned' if versioned else ''}")
+        self.view[name] = self._new_private(TableKind.VERSIONED if versioned else TableKind.PLAIN)
+
+    def drop_table(self, name: str) -> None:
+        self._table(name)
+        self.log.append(f"drop_table {name!r}")
+        self.overlay.pop(name, None)
+        old = self.view.pop(name)
+        if self._is_ours(old):
+            self.writer.drop_table(old.name)
+
+    def rename_table(self, old: str, new: str) -> None:
+        self._table(old)
+        self._check_new_name(new)
+        self.log.append(f"rename_table {old!r} -> {new!r}")
+        self.view[new] = self.view.pop(old)
+        if old in self.overlay:
+            self.overlay[new] = self.overlay.pop(old)
+
+    def _mapped(self, table: str, fn: Callable[..., Any] | None, batch: bool) -> Iterator[list]:
+        for records in self._batches(table):
+            if fn is None:
+                yield records
+            elif batch:
+                yield [r for r in fn(records) if r is not None]
+            else:
+                yield [r for r in map(fn, records) if r is not None]
+
+    def copy_table(
+        self,
+        source: str,
+        destination: str,
+        fn: Callable[..., Any] | None = None,
+        batch: bool = False,
+    ) -> None:
+        src = self._table(source)
+        self._check_new_name(destination)
+        how = f" with {getattr(fn, '__name__', 'fn')}" if fn is not None else ""
+        self.log.append(f"copy_table {source!r} -> {destination!r}{how}")
+        dst = self._new_private(src.kind)
+        self._write(
+            dst, self._mapped(source, fn, batch), f"copy_table {source!r}", table=destination
+        )
+        self.view[destination] = dst
+
+    def rewrite(self, table: str, fn: Callable[..., Any], batch: bool = False) -> None:
+        src = self._table(table)
+        self.log.append(f"rewrite {table!r} with {getattr(fn, '__name__', 'fn')}")
+        dst = self._new_private(src.kind)
+        self._write(dst, self._mapped(table, fn, batch), f"rewrite of {table!r}", table=table)
+        self._replace(table, dst)
+
+    def rekey(self, table: str, fn: Callable[..., Any]) -> None:
+        src = self._table(table)
+        self.log.append(f"rekey {table!r} with {getattr(fn, '__name__', 'fn')}")
+        dst = self._new_private(src.kind)
+
+        def rekeyed() -> Iterator[list]:
+            for records in self._batches(table):
+                keys = list(map(fn, records))
+                out = [(k,) + tuple(r[1:]) for k, r in zip(keys, records) if k is not None]
+                if not all(isinstance(r[0], bytes) for r in out):
+                    bad = next(r[0] for r in out if not isinstance(r[0], bytes))
+                    raise self._fail(
+                        f"rekey of {table!r}: fn returned {type(bad).__name__}, not bytes"
+                    )
+                yield out
+
+        self._write(
+            dst,
+            sorted_batches(rekeyed(), self.path, batch_records=self.batch_records),
+            f"rekey of {table!r}",
+            duplicates=f"rekey of {table!r} gives two records the key",
+            table=table,
+        )
+        self._replace(table, dst)
+
+    def set_versioned(self, table: str, initial_version: int = 0) -> None:
+        src = self._table(table)
+        if src.versioned:
+            raise self._fail(f"table {table!r} is already versioned")
+        if not 0 <= initial_version < 2**64:
+            raise self._fail(f"initial_version {initial_version} is not an unsigned 64-bit integer")
+        self.log.append(f"set_versioned {table!r} initial_version={initial_version}")
+        dst = self._new_private(TableKind.VERSIONED)
+        self._write(
+            dst,
+            ([(r[0], r[1], initial_version) for r in b] for b in self._batches(table)),
+            f"set_versioned {table!r}",
+        )
+        self._replace(table, dst)
+
+    def set_plain(self, table: str) -> None:
+        src = self._table(table)
+        if not src.versioned:
+            raise self._fail(f"table {table!r} is already plain")
+        self.log.append(f"set_plain {table!r}")
+        dst = self._new_private(TableKind.PLAIN)
+        self._write(
+            dst, ([(r[0], r[1]) for r in b] for b in self._batches(table)), f"set_plain {table!r}"
+        )
+        self._replace(table, dst)
+
+    def put(self, table: str, key: bytes, value: bytes, version: int | None = None) -> None:
+        t = self._table(table)
+        if t.versioned != (version is not None):
+            need = "needs a version" if t.versioned else "is plain: give no version"
+            raise self._fail(f"put into {table!r}: the table {need}")
+        if not isinstance(key, bytes) or not isinstance(value, bytes):
+            raise self._fail(f"put into {table!r}: key and value must be bytes")
+        self.log.append(f"put {table!r} key {key[:32].hex()}")
+        rec = (key, value, version) if t.versioned else (key, value)
+        self.overlay.setdefault(table, {})[key] = rec
+
+    def delete(self, table: str, key: bytes) -> None:
+        self._table(table)
+        self.log.append(f"delete {table!r} key {key[:32].hex()}")
+        self.overlay.setdefault(table, {})[key] = None
+
+    def execute(self, sql: str) -> None:
+        caps = self.engine.capabilities
+        if not (caps.sql and caps.transactional_ddl):
+            raise self._fail(
+                f"op.execute needs a SQL engine; the {self.engine.name} engine is not one "
+                "(write the revision with the other op functions to run on every engine)"
+            )
+        self.log.append(f"execute {sql[:60]!r}")
+        # Inside the revision's one transaction: put the view in place, run the SQL
+        # on the real tables, then carry on from what the SQL left.
+        self._switch_now()
+        self.writer.execute_sql(sql)
+        self.original = {t.name: t for t in self.writer.list_tables()}
+        self.view = dict(self.original)
+
+    def records(self, table: str) -> Iterator[tuple]:
+        for batch in self._batches(table):
+            yield from batch
+
+    def has_table(self, name: str) -> bool:
+        return name in self.view
+
+    def tables(self) -> list[str]:
+        return sorted(self.view)
+
+    # -- the switch ------------------------------------------------------------
+
+    def _finish_ops(self) -> list[dict[str, Any]]:
+        for name in list(self.overlay):
+            self._materialize(name)
+        return plan_switch(self.view, self.original, self._fresh_name)
+
+    def _switch_now(self) -> None:
+        steps = self._finish_ops()
+        finish_journal(
+            self.writer,
+            {"revision": self.revision, "steps": steps, "private": list(self.private)},
+            True,
+            self.batch_records,
+            self.batch_bytes,
+        )
+
+    def commit(self, heads_after: list[str], checksums: dict[str, str]) -> None:
+        """The commit point (stamp + journal, one atomic write), then the switch."""
+        steps = self._finish_ops()
+        meta = self.writer.metadata()
+        updates: dict[str, bytes | None] = {}
+        # Per-table metadata (typed keys …) follows its table: dropped or rebuilt
+        # tables lose it (their keys may have changed), renamed ones keep it.
+        for name in self.original:
+            entry = meta.get(META_TABLE_PREFIX + name)
+            if entry is None:
+                continue
+            keeper = [n for n, t in self.view.items() if t.name == name]
+            if keeper != [name]:
+                updates[META_TABLE_PREFIX + name] = None
+            if keeper and keeper != [name]:
+                updates[META_TABLE_PREFIX + keeper[0]] = entry
+        journal = {
+            "revision": self.revision,
+            "to": self.to,
+            "direction": self.direction,
+            "steps": steps,
+            "done": 0,
+            "private": list(self.private),
+        }
+        self.writer.sync()  # every private table durable before the commit point
+        crash_point(f"{self.revision} before commit")
+        updates.update(
+            {
+                META_REVISION: json.dumps(heads_after).encode(),
+                META_CHECKSUMS: json.dumps(checksums, sort_keys=True).encode(),
+                META_JOURNAL: json.dumps(journal).encode(),
+                META_PENDING: None,  # the journal records the private tables from here on
+            }
+        )
+        self.writer.put_metadata(updates)
+        self.writer.sync()
+        crash_point(f"{self.revision} committed")
+        finish_journal(
+            self.writer,
+            journal,
+            self.engine.capabilities.rename_table,
+            self.batch_records,
+            self.batch_bytes,
+        )
+
+
+class Recorder:
+    """The context of ``--dry-run``: records the operations, changes nothing."""
+
+    def __init__(self, engine: type[Engine], revision: str, tables: list[TableInfo]) -> None:
+        self.engine = engine
+        self.revision = revision
+        self.names = {t.name for t in tables}
+        self.log: list[str] = []
+
+    def __getattr__(self, op: str) -> Callable[..., Any]:
+        def record(*args: Any, **kwargs: Any) -> None:
+            shown = [getattr(a, "__name__", None) or repr(a)[:60] for a in args]
+            shown += [f"{k}={v!r}" for k, v in kwargs.items()]
+            self.log.append(f"{op} {', '.join(shown)}")
+            if op in ("create_table", "copy_table"):
+                self.names.add(args[-1] if op == "copy_table" else args[0])
+            elif op == "drop_table":
+                self.names.discard(args[0])
+            elif op == "rename_table":
+                self.names.discard(args[0])
+                self.names.add(args[1])
+            elif op == "execute" and not self.engine.capabilities.sql:
+                raise RevisionFailedError(
+                    f"revision {self.revision}: op.execute needs a SQL engine; "
+                    f"the {self.engine.name} engine is not one"
+                )
+
+        return record
+
+    def records(self, table: str) -> Iterator[tuple]:
+        self.log.append(f"records {table!r}")
+        return iter(())
+
+    def has_table(self, name: str) -> bool:
+        return name in self.names
+
+    def tables(self) -> list[str]:
+        return sorted(self.names)
