@@ -11,37 +11,61 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from .digest import Digest
 
 
-def fingerprint(engine: str, path: Path, extra_paths: list[Path] | None = None) -> dict[str, Any]:
-    """Engine, absolute path, and size and mtime of every file of the store."""
+def fingerprint(
+    engine: str,
+    path: Path,
+    extra_paths: list[Path] | None = None,
+    volatile: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Engine, absolute path, and size and mtime of every file of the store.
+
+    Args:
+        engine: the store's engine name.
+        path: the store's file or directory.
+        extra_paths: its side files.
+        volatile: names (shell patterns) of files that hold no state (the engine's
+            ``volatile_files``): an app holding the store rewrites them, so they are left out.
+
+    Returns:
+        A JSON-friendly fingerprint; two are equal when no file of the store changed.
+    """
     files: dict[str, list[int]] = {}
-    roots = [path] + list(extra_paths or [])
-    for root in roots:
+    for root in [path, *(extra_paths or [])]:
         if root.is_dir():
-            for r, _d, fs in os.walk(root):
-                for name in fs:
-                    p = Path(r) / name
-                    if name in ("LOCK", "lock.mdb") or name.startswith("LOG"):
-                        # Lock files hold no state (RocksDB's LOCK, LMDB's reader table,
-                        # which an app holding the store rewrites); RocksDB rewrites its
-                        # info log on every open.
-                        continue
-                    try:
-                        st = p.stat()
-                    except FileNotFoundError:
-                        continue  # removed while walking (an app's obsolete file): not state
-                    files[str(p.relative_to(path))] = [st.st_size, st.st_mtime_ns]
-        elif root.name.endswith("-shm"):
-            continue  # SQLite's WAL index: every reader writes its read marks there
+            files.update(_directory_files(root, volatile))
+        elif _is_volatile(root.name, volatile):
+            continue
         elif root.exists():
             st = root.stat()
             files[root.name] = [st.st_size, st.st_mtime_ns]
     return {"engine": engine, "path": os.path.realpath(path), "files": files}
+
+
+def _directory_files(root: Path, volatile: tuple[str, ...]) -> dict[str, list[int]]:
+    """Size and mtime of every file below ``root`` but the volatile ones, by relative path."""
+    files: dict[str, list[int]] = {}
+    for r, _d, fs in os.walk(root):
+        for name in fs:
+            if _is_volatile(name, volatile):
+                continue
+            p = Path(r) / name
+            try:
+                st = p.stat()
+            except FileNotFoundError:
+                continue  # removed while walking (an app's obsolete file): not state
+            files[str(p.relative_to(root))] = [st.st_size, st.st_mtime_ns]
+    return files
+
+
+def _is_volatile(name: str, volatile: tuple[str, ...]) -> bool:
+    return any(fnmatchcase(name, pattern) for pattern in volatile)
 
 
 @dataclass

@@ -47,20 +47,7 @@ from .model import TableInfo, TableKind, check_source_tables
 from .perms import keep_owner, no_wider_than
 from .prefetch import prefetch
 from .progress import Progress
-from .registry import get_engine, parse_store, resolve_source
-
-SUFFIX_ENGINES = {
-    ".sqlite": "sqlite",
-    ".sqlite3": "sqlite",
-    ".db": "sqlite",
-    ".jsonl": "jsonl",
-    ".redb": "redb",
-    ".rocksdb": "rocksdb",
-    ".lmdb": "lmdb",
-    ".libsql": "libsql",
-    ".turso": "turso",
-    ".helixdb": "helixdb",
-}
+from .registry import engine_for_suffix, parse_store, resolve_source
 
 
 @dataclass
@@ -111,12 +98,11 @@ def resolve_destination(spec: str, engine: str | None) -> tuple[type[Engine], Pa
     if path.name in ("", ".", ".."):
         raise UsageError(f"{spec}: name the destination's file or directory, not {path}")
     if eng is None:
-        name = SUFFIX_ENGINES.get(path.suffix.lower())
-        if name is None:
+        eng = engine_for_suffix(path)
+        if eng is None:
             raise UsageError(
                 f"cannot tell the destination engine of {path}", hint="name it with --to ENGINE"
             )
-        eng = get_engine(name)
     return eng, path
 
 
@@ -417,7 +403,12 @@ def convert(
         if not finished_before:
             remove_path(done_mark)
         report = ConvertReport(str(src_path), src_engine.name, str(final), dst_engine.name)
-        src_fp = fingerprint(src_engine.name, src_path, src_engine.store_paths(src_path)[1:])
+        src_fp = fingerprint(
+            src_engine.name,
+            src_path,
+            src_engine.store_paths(src_path)[1:],
+            src_engine.volatile_files,
+        )
         resume_hint = f"run the same command with --resume to finish ({partial} holds it)"
         if checkpoint is not None and checkpoint.source != src_fp:
             raise SourceError(

@@ -11,32 +11,39 @@ import os
 from functools import cache, lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 from .engines.base import Engine
 from .errors import SourceError, UsageError
 from .fsutil import kind_of
 
 GROUP = "statemigrate.engines"
-
-# Fallback when the package runs from a source tree without installed metadata.
-_BUILTIN = {
-    "sqlite": "statemigrate.engines.sqlite:SqliteEngine",
-    "rocksdb": "statemigrate.engines.rocksdb:RocksdbEngine",
-    "jsonl": "statemigrate.engines.jsonl:JsonlEngine",
-    "lmdb": "statemigrate.engines.lmdb:LmdbEngine",
-    "libsql": "statemigrate.engines.libsql:LibsqlEngine",
-    "turso": "statemigrate.engines.turso:TursoEngine",
-    "helixdb": "statemigrate.engines.helixdb:HelixdbEngine",
-    "redb": "statemigrate.engines.redb:RedbEngine",
-}
+# Where the built-in engines live, for a source tree without installed metadata.
+_BUILTIN_PACKAGE = "statemigrate.engines"
 
 
 @lru_cache(maxsize=1)
 def _entry_points() -> dict[str, str]:
-    found = dict(_BUILTIN)
-    for ep in entry_points(group=GROUP):
-        found[ep.name] = ep.value
-    return found
+    found = {ep.name: ep.value for ep in entry_points(group=GROUP)}
+    return found or _builtin_engines()
+
+
+def _builtin_engines() -> dict[str, str]:
+    """The built-in engines when no metadata lists them (the package runs from a source tree).
+
+    By convention each public module of :mod:`statemigrate.engines` but ``base`` is an
+    engine of the module's name (the class is found when the engine is first used).
+    """
+    import importlib
+    import pkgutil
+
+    # Not ``from . import engines``: the package's ``engines`` attribute is the api verb.
+    package = importlib.import_module(_BUILTIN_PACKAGE)
+    return {
+        m.name: f"{_BUILTIN_PACKAGE}.{m.name}"
+        for m in pkgutil.iter_modules(package.__path__)
+        if not m.name.startswith("_") and m.name != "base"
+    }
 
 
 def engine_names() -> list[str]:
@@ -58,8 +65,49 @@ def get_engine(name: str) -> type[Engine]:
     import importlib
 
     module = importlib.import_module(module_name)
+    if not attr:  # a built-in found by convention: the module's engine of that name
+        return _engine_in(module, name)
     engine = getattr(module, attr)
     return engine  # type: ignore[no-any-return]
+
+
+def _engine_in(module: Any, name: str) -> type[Engine]:
+    for value in vars(module).values():
+        if (
+            isinstance(value, type)
+            and issubclass(value, Engine)
+            and vars(value).get("name") == name
+        ):
+            return value
+    raise UsageError(f"unknown engine {name!r}; known engines: {', '.join(engine_names())}")
+
+
+def engine_for_suffix(path: Path) -> type[Engine] | None:
+    """The engine a new store named ``path`` is for, told by its suffix (any case).
+
+    Every engine declares its ``suffixes``; of two claiming one, the higher
+    ``detect_priority`` wins, then the first by name. An engine that cannot be loaded
+    (a broken plugin, a platform its module does not import on) claims nothing.
+
+    Returns:
+        The engine, or None when no engine claims the suffix.
+    """
+    suffix = path.suffix.lower()
+    if not suffix:
+        return None
+    claims = [eng for eng in _loadable_engines() if suffix in eng.suffixes]
+    return max(claims, key=lambda eng: eng.detect_priority, default=None)
+
+
+def _loadable_engines() -> list[type[Engine]]:
+    """Every registered engine whose module imports, by name."""
+    found = []
+    for name in engine_names():
+        try:
+            found.append(get_engine(name))
+        except Exception:  # noqa: BLE001, S112 - one engine that cannot load must not hide the others
+            continue
+    return found
 
 
 def detect_engine(path: Path) -> type[Engine]:
@@ -81,9 +129,9 @@ def detect_engine(path: Path) -> type[Engine]:
             f"{path}: not a store of any known engine",
             hint="name the engine as ENGINE:PATH or with --from",
         )
-    # A SQLite file is also a libSQL file: prefer the most specific, then sqlite.
-    preferred = [n for n in matches if n == "sqlite"] or matches
-    return get_engine(preferred[0])
+    # A SQLite file is also a libSQL file: the engine declaring the higher priority wins.
+    engines = [get_engine(n) for n in matches]
+    return max(engines, key=lambda eng: eng.detect_priority)
 
 
 def parse_store(spec: str, engine: str | None = None) -> tuple[type[Engine] | None, Path]:

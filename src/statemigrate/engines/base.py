@@ -292,6 +292,16 @@ class Engine(ABC):
     reserved_table_prefixes: ClassVar[Mapping[str, str]] = {}
     max_table_name_bytes: ClassVar[int | None] = None
     table_name_folding: ClassVar[str] = ""
+    # Suffixes (lower case, with the dot) that name a new store of this engine, the
+    # usual one first: a destination path ending in one needs no --to.
+    suffixes: ClassVar[tuple[str, ...]] = ()
+    # Names (shell patterns) of the store's files and side files that hold no state:
+    # locks, info logs, shared-memory indexes. An app holding the store rewrites them
+    # without changing a record, so the source's fingerprint leaves them out.
+    volatile_files: ClassVar[tuple[str, ...]] = ()
+    # Of the engines whose detect() accepts one path, the highest wins; the more
+    # general engine declares more (a SQLite file is also a libSQL and a Turso file).
+    detect_priority: ClassVar[int] = 0
 
     @classmethod
     def driver_available(cls) -> bool:

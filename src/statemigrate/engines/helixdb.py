@@ -989,6 +989,7 @@ class HelixdbEngine(Engine):
     # About 10x the payload at 1M records (hex keys, base64 values, the index, the WAL);
     # 3-4x the source SQLite file at 20k records here.
     space_factor = 10.0
+    suffixes = (".helixdb",)
 
     @classmethod
     def require_driver(cls) -> Any:

@@ -616,6 +616,7 @@ class JsonlEngine(Engine):
     )
     sidecar_suffixes = (CHECKPOINT_SUFFIX,)
     suffixes = (".jsonl",)
+    suffixes = (".jsonl",)
     space_factor = 1.5
 
     @classmethod

@@ -520,6 +520,7 @@ class DbapiSqlEngine(Engine):
     writer_pragmas: ClassVar[tuple[str, ...]] = ()
     finish_pragmas: ClassVar[tuple[str, ...]] = ()
     sidecar_suffixes: ClassVar[tuple[str, ...]] = ("-wal", "-shm", "-journal")
+    volatile_files: ClassVar[tuple[str, ...]] = ("*-shm",)  # the WAL index (read marks)
 
     @classmethod
     def detect(cls, path: Path) -> bool:
@@ -573,6 +574,7 @@ class LibsqlEngine(DbapiSqlEngine):
         transactional_ddl=True,
         rename_table=True,
     )
+    suffixes = (".libsql",)
     space_factor = 1.6
     # WAL keeps each committed batch whole across a kill of this process; finish()
     # checkpoints and leaves a self-contained file in rollback-journal mode.

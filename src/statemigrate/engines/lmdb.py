@@ -580,6 +580,9 @@ class LmdbEngine(Engine):
     # A table's name is a key of LMDB's main database (1-511 bytes; a NUL would end it,
     # which the model's rules already refuse).
     max_table_name_bytes = 511
+    suffixes = (".lmdb",)
+    # The reader table, which an app holding the environment rewrites.
+    volatile_files = ("lock.mdb",)
 
     @classmethod
     def detect(cls, path: Path) -> bool:

@@ -552,6 +552,7 @@ class RedbEngine(Engine):
         transactional_ddl=False,
     )
     space_factor: ClassVar[float] = 2.0
+    suffixes: ClassVar[tuple[str, ...]] = (".redb",)
 
     @classmethod
     def detect(cls, path: Path) -> bool:

@@ -555,6 +555,9 @@ class RocksdbEngine(Engine):
         in_place=True,
     )
     space_factor = 1.3
+    suffixes = (".rocksdb",)
+    # The lock file, and the info log that RocksDB rewrites on every open.
+    volatile_files = ("LOCK", "LOG*")
 
     @classmethod
     def detect(cls, path: Path) -> bool:

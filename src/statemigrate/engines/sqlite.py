@@ -514,6 +514,9 @@ class SqliteEngine(Engine):
         rename_table=True,
     )
     sidecar_suffixes = ("-wal", "-shm", "-journal")
+    suffixes = (".sqlite", ".sqlite3", ".db")
+    volatile_files = ("*-shm",)  # the WAL index: every reader writes its read marks there
+    detect_priority = 1  # a SQLite file is also a libSQL and a Turso file: sqlite reads any
     space_factor = 1.6
     reserved_table_names: ClassVar[Mapping[str, str]] = {
         ALEMBIC_TABLE: "reserved for the revision stamp that Alembic reads"

@@ -161,6 +161,7 @@ class TursoEngine(DbapiSqlEngine):
     table_name_folding: ClassVar[str] = "in Turso, which ignores the case of letters"
     space_factor = 2.0
     sidecar_suffixes = ("-wal", "-shm")
+    suffixes = (".turso",)
     writer_pragmas = ("PRAGMA synchronous=OFF",)
     finish_pragmas = ("PRAGMA wal_checkpoint(TRUNCATE)",)
 

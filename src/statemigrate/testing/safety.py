@@ -53,23 +53,14 @@ LONG = os.environ.get("STATEMIGRATE_LONG") == "1"
 # tests that only need "long enough to interrupt" give them fewer records in CI.
 SLOW_ENGINES = {"helixdb"}
 
-SUFFIX = {
-    "sqlite": ".sqlite",
-    "rocksdb": ".rocksdb",
-    "jsonl": ".jsonl",
-    "redb": ".redb",
-    "lmdb": ".lmdb",
-    "libsql": ".libsql",
-    "turso": ".turso",
-}
-
 
 # --- stores ---------------------------------------------------------------------------
 
 
 def store_file(engine: str, directory: Path, name: str = "store") -> Path:
     """A fresh path for a store of ``engine`` (with the suffix the CLI recognises)."""
-    return directory / f"{name}{SUFFIX.get(engine, '.' + engine)}"
+    suffixes = get_engine(engine).suffixes
+    return directory / f"{name}{suffixes[0] if suffixes else '.' + engine}"
 
 
 def spec(engine: str, path: Path) -> str:

@@ -1,0 +1,183 @@
+"""Engine facts are declared on the engine class, and the core modules read them.
+
+Suffixes (a destination named by its suffix), volatile files (left out of the source's
+fingerprint), detection priority (a SQLite file is also a libSQL and a Turso file),
+the registry without installed metadata, and key limits refused before anything exists.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from statemigrate import registry
+from statemigrate.checkpoint import fingerprint
+from statemigrate.engines.base import Engine
+from statemigrate.errors import DestinationError, UsageError
+from statemigrate.model import TableInfo
+from statemigrate.pipeline import convert, resolve_destination
+from statemigrate.registry import detect_engine, engine_for_suffix, engine_names, get_engine
+from statemigrate.testing.stores import write_store
+
+CONTENT = {TableInfo("t"): [(b"a", b"1"), (b"b", b"2")], TableInfo("u"): [(b"c", b"3")]}
+
+
+def _store(engine: type[Engine], tmp_path: Path) -> Path:
+    suffix = engine.suffixes[0] if engine.suffixes else ".store"
+    return write_store(engine, tmp_path / f"store{suffix}", CONTENT)
+
+
+def _fingerprint(engine: type[Engine], path: Path) -> dict:
+    return fingerprint(engine.name, path, engine.store_paths(path)[1:], engine.volatile_files)
+
+
+def _bump_mtime(path: Path) -> None:
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+
+
+# --- suffixes ----------------------------------------------------------------------------
+
+
+def test_every_engine_declares_the_suffixes_that_name_its_stores(engine: type[Engine]) -> None:
+    assert engine.suffixes, f"{engine.name} declares no suffix"
+    for suffix in engine.suffixes:
+        assert suffix.startswith(".") and suffix == suffix.lower(), suffix
+        assert engine_for_suffix(Path(f"x{suffix.upper()}")) is engine
+
+
+def test_a_destination_named_by_its_suffix_needs_no_engine(
+    engine: type[Engine], tmp_path: Path
+) -> None:
+    for suffix in engine.suffixes:
+        path = tmp_path / f"new{suffix}"
+        assert resolve_destination(str(path), None) == (engine, path)
+
+
+def test_no_suffix_is_claimed_by_two_engines() -> None:
+    claimed: dict[str, str] = {}
+    for name in engine_names():
+        for suffix in get_engine(name).suffixes:
+            assert claimed.setdefault(suffix, name) == name, f"{suffix}: {claimed[suffix]}, {name}"
+
+
+def test_a_destination_of_unknown_suffix_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="cannot tell the destination engine"):
+        resolve_destination(str(tmp_path / "new.txt"), None)
+    assert engine_for_suffix(tmp_path / "new") is None
+
+
+# --- volatile files ----------------------------------------------------------------------
+
+
+def _volatile_example(engine: type[Engine], path: Path, pattern: str) -> Path:
+    """A file of the store named by ``pattern`` (inside a directory store, else beside it)."""
+    if pattern.startswith("*"):
+        return path.with_name(path.name + pattern[1:].replace("*", "x"))
+    return path / pattern.replace("*", ".old.1")
+
+
+def test_the_fingerprint_leaves_out_the_declared_volatile_files_only(
+    engine: type[Engine], tmp_path: Path
+) -> None:
+    path = _store(engine, tmp_path)
+    before = _fingerprint(engine, path)
+    for pattern in engine.volatile_files:
+        example = _volatile_example(engine, path, pattern)
+        if example.exists():
+            _bump_mtime(example)
+        else:
+            example.write_bytes(b"no state here")
+        assert _fingerprint(engine, path) == before, f"{example.name} changed the fingerprint"
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    data = [p for p in files if p.name not in {"LOCK", "lock.mdb"} and "LOG" not in p.name]
+    assert data, f"no data file in {path}"
+    _bump_mtime(data[0])
+    assert _fingerprint(engine, path) != before, f"{data[0]} did not change the fingerprint"
+
+
+# --- detection -------------------------------------------------------------------------------
+
+
+def test_detection_picks_the_highest_declared_priority(
+    engine: type[Engine], tmp_path: Path
+) -> None:
+    path = _store(engine, tmp_path)
+    matches = [get_engine(n) for n in engine_names() if get_engine(n).detect(path)]
+    assert engine in matches
+    winner = detect_engine(path)
+    others = [m for m in matches if m is not winner]
+    # Never decided by the order of names: the winner declares more than every other.
+    assert all(winner.detect_priority > m.detect_priority for m in others), matches
+
+
+def test_a_libsql_file_is_detected_as_sqlite(tmp_path: Path) -> None:
+    libsql = get_engine("libsql")
+    libsql.require_driver()
+    path = write_store(libsql, tmp_path / "store.libsql", CONTENT)
+    assert libsql.detect(path) and get_engine("turso").detect(path)
+    assert detect_engine(path) is get_engine("sqlite")
+
+
+# --- the registry without installed metadata ---------------------------------------------
+
+
+def test_without_metadata_the_builtin_engines_are_found_by_their_module(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    installed = {name: get_engine(name) for name in engine_names()}
+    monkeypatch.setattr(registry, "entry_points", lambda group: [])
+    registry._entry_points.cache_clear()
+    registry.get_engine.cache_clear()
+    try:
+        assert engine_names() == sorted(installed)
+        assert {name: get_engine(name) for name in engine_names()} == installed
+        with pytest.raises(UsageError, match="unknown engine 'base'"):
+            get_engine("base")
+    finally:
+        monkeypatch.undo()
+        registry._entry_points.cache_clear()
+        registry.get_engine.cache_clear()
+    assert engine_names() == sorted(installed)
+
+
+# --- key limits --------------------------------------------------------------------------
+
+LIMITED = [n for n in engine_names() if get_engine(n).capabilities.min_key_len > 0]
+LONG = [n for n in engine_names() if get_engine(n).capabilities.max_key_len is not None]
+
+
+def _source(tmp_path: Path, extra: list[tuple[bytes, bytes]]) -> Path:
+    """A SQLite store of 10,001 records (more than one default batch) plus ``extra``."""
+    records = [(b"k%06d" % i, b"v") for i in range(10_001)] + extra
+    return write_store(get_engine("sqlite"), tmp_path / "src.sqlite", {TableInfo("t"): records})
+
+
+def _refused(tmp_path: Path, src: Path, dst_engine: str) -> DestinationError:
+    with pytest.raises(DestinationError) as info:
+        convert(str(src), str(tmp_path / "dst"), to_engine=dst_engine)
+    assert info.value.exit_code == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src.sqlite"]  # nothing created
+    return info.value
+
+
+@pytest.mark.parametrize("dst_engine", LIMITED)
+def test_an_empty_key_is_refused_before_anything_exists(tmp_path: Path, dst_engine: str) -> None:
+    src = _source(tmp_path, [(b"", b"empty key")])
+    err = _refused(tmp_path, src, dst_engine)
+    assert "key (empty) of table 't': length 0 is outside" in err.message
+
+
+@pytest.mark.parametrize("dst_engine", LONG)
+def test_a_key_too_long_in_a_later_batch_is_refused_before_anything_exists(
+    tmp_path: Path, dst_engine: str
+) -> None:
+    limit = get_engine(dst_engine).capabilities.max_key_len
+    assert limit is not None
+    too_long, longer = b"z" * (limit + 1), b"z" * (limit + 2)
+    src = _source(tmp_path, [(too_long, b"x"), (longer, b"y")])
+    err = _refused(tmp_path, src, dst_engine)
+    # The first offender in key order is named.
+    assert f"key {too_long[:64].hex()} of table 't': length {limit + 1} is outside" in err.message
