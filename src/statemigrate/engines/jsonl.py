@@ -616,7 +616,6 @@ class JsonlEngine(Engine):
     )
     sidecar_suffixes = (CHECKPOINT_SUFFIX,)
     suffixes = (".jsonl",)
-    suffixes = (".jsonl",)
     space_factor = 1.5
 
     @classmethod
