@@ -11,7 +11,7 @@ import os
 from functools import cache, lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from .engines.base import Engine
 from .errors import SourceError, UsageError
@@ -31,19 +31,27 @@ def _entry_points() -> dict[str, str]:
 def _builtin_engines() -> dict[str, str]:
     """The built-in engines when no metadata lists them (the package runs from a source tree).
 
-    By convention each public module of :mod:`statemigrate.engines` but ``base`` is an
-    engine of the module's name (the class is found when the engine is first used).
+    By convention an engine lives in the module of :mod:`statemigrate.engines` named
+    as the engine; modules that hold none (``base``, shared helpers) are left out.
+    Only this fallback imports the modules to tell.
     """
     import importlib
     import pkgutil
 
     # Not ``from . import engines``: the package's ``engines`` attribute is the api verb.
     package = importlib.import_module(_BUILTIN_PACKAGE)
-    return {
-        m.name: f"{_BUILTIN_PACKAGE}.{m.name}"
-        for m in pkgutil.iter_modules(package.__path__)
-        if not m.name.startswith("_") and m.name != "base"
-    }
+    found = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("_"):
+            continue
+        try:
+            module = importlib.import_module(f"{_BUILTIN_PACKAGE}.{info.name}")
+        except ImportError:
+            continue  # not importable here (a platform without fcntl): not listed
+        engine = _engine_in(module, info.name)
+        if engine is not None:
+            found[info.name] = f"{module.__name__}:{engine.__name__}"
+    return found
 
 
 def engine_names() -> list[str]:
@@ -65,21 +73,21 @@ def get_engine(name: str) -> type[Engine]:
     import importlib
 
     module = importlib.import_module(module_name)
-    if not attr:  # a built-in found by convention: the module's engine of that name
-        return _engine_in(module, name)
     engine = getattr(module, attr)
     return engine  # type: ignore[no-any-return]
 
 
-def _engine_in(module: Any, name: str) -> type[Engine]:
+def _engine_in(module: ModuleType, name: str) -> type[Engine] | None:
+    """The engine class named ``name`` that ``module`` defines, or None."""
     for value in vars(module).values():
         if (
             isinstance(value, type)
             and issubclass(value, Engine)
+            and value.__module__ == module.__name__
             and vars(value).get("name") == name
         ):
             return value
-    raise UsageError(f"unknown engine {name!r}; known engines: {', '.join(engine_names())}")
+    return None
 
 
 def engine_for_suffix(path: Path) -> type[Engine] | None:
