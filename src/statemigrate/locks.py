@@ -9,13 +9,53 @@ from __future__ import annotations
 import os
 import stat
 import struct
+import sys
 from pathlib import Path
 from types import ModuleType
 
 from .errors import UsageError
 
-# struct flock on Linux: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid
-_FLOCK = "hhqqi"
+# struct flock in each platform's C layout (native sizes and alignment), field by field.
+# Linux: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid.
+# macOS and the BSDs: off_t l_start, off_t l_len, pid_t l_pid, short l_type, short l_whence
+# (FreeBSD's trailing int l_sysid falls in the zeroed room the buffer leaves).
+_FLOCK_LAYOUTS = {
+    "linux": ("hhqqi", ("type", "whence", "start", "len", "pid")),
+    "bsd": ("qqihh", ("start", "len", "pid", "type", "whence")),
+}
+_LINUX_PLATFORMS = ("linux", "android")
+_BSD_PLATFORMS = ("darwin", "freebsd", "openbsd", "netbsd", "dragonfly")
+# The buffer F_GETLK reads and fills: room for any platform's struct flock.
+_FLOCK_BUFFER = 64
+
+
+def _flock_layout(platform: str = sys.platform) -> tuple[str, tuple[str, ...]]:
+    """The ``struct`` format and field names of ``struct flock`` on ``platform``.
+
+    Raises:
+        UsageError: a platform whose layout is not known here (a probe would misread
+            the kernel's answer without an error).
+    """
+    if platform.startswith(_LINUX_PLATFORMS):
+        return _FLOCK_LAYOUTS["linux"]
+    if platform.startswith(_BSD_PLATFORMS):
+        return _FLOCK_LAYOUTS["bsd"]
+    raise UsageError(
+        f"statemigrate does not know struct flock on {platform}: it cannot tell whether "
+        "another process holds a store, so it does not write one here"
+    )
+
+
+def _pack_flock(layout: tuple[str, tuple[str, ...]], **fields: int) -> bytes:
+    """A ``struct flock`` of ``layout`` holding ``fields``, zero-padded to the buffer."""
+    fmt, names = layout
+    return struct.pack(fmt, *(fields[name] for name in names)).ljust(_FLOCK_BUFFER, b"\0")
+
+
+def _unpack_flock(layout: tuple[str, tuple[str, ...]], data: bytes) -> dict[str, int]:
+    """The fields of the ``struct flock`` of ``layout`` at the start of ``data``."""
+    fmt, names = layout
+    return dict(zip(names, struct.unpack_from(fmt, data), strict=True))
 
 
 def require_fcntl() -> ModuleType:
@@ -69,25 +109,24 @@ def fcntl_holder(path: Path, *, readers: bool = False) -> int | None:
             which is what a reader that may run beside other readers needs.
 
     Raises:
-        UsageError: the platform has no POSIX locks.
+        UsageError: the platform has no POSIX locks, or a ``struct flock`` not known here.
     """
     fcntl = require_fcntl()
+    layout = _flock_layout()
     fd = _open_regular(path)
     if fd is None:
         return None
     try:
         wanted = fcntl.F_WRLCK if readers else fcntl.F_RDLCK
-        query = struct.pack(_FLOCK, wanted, os.SEEK_SET, 0, 0, 0)
+        query = _pack_flock(layout, type=wanted, whence=os.SEEK_SET, start=0, len=0, pid=0)
         try:
-            answer = fcntl.fcntl(fd, fcntl.F_GETLK, query + b"\0" * 4)
+            answer = fcntl.fcntl(fd, fcntl.F_GETLK, query)
         except OSError:
             return None
-        l_type, _whence, _start, _len, pid = struct.unpack(
-            _FLOCK, answer[: struct.calcsize(_FLOCK)]
-        )
-        if l_type == fcntl.F_UNLCK:
+        lock = _unpack_flock(layout, answer)
+        if lock["type"] == fcntl.F_UNLCK:
             return None
-        return int(pid) or -1
+        return int(lock["pid"]) or -1
     finally:
         os.close(fd)
 
