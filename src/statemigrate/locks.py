@@ -10,10 +10,12 @@ import os
 import stat
 import struct
 import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from .errors import UsageError
+from .errors import StoreBusyError, UsageError
 
 # struct flock in each platform's C layout (native sizes and alignment), field by field.
 # Linux: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid.
@@ -212,3 +214,121 @@ def store_holder(paths: list[Path], *, readers: bool = False) -> int | None:
                 return pid
             unknown = True
     return -1 if unknown else None
+
+
+# LMDB's lock file (lock.mdb) on Linux: its magic, and the writer mutex (a robust pthread
+# mutex at offset 64) whose first word glibc sets to the owner's thread id.
+_LMDB_LOCK_MAGIC = 0xBEEFC0DE
+_LMDB_MUTEX_OFFSET = 64
+_FUTEX_TID_MASK = 0x3FFFFFFF
+_FUTEX_OWNER_DIED = 0x40000000
+
+
+@dataclass(frozen=True)
+class LockProbe:
+    """Where another process holding a store shows, and how to look: declared by its engine.
+
+    Attributes:
+        file: the file looked at: ``""`` for the store's own file, a suffix starting with
+            ``-`` for a file beside a one-file store (``"-shm"``), or a name inside a
+            directory store (``"LOCK"``, ``"lock.mdb"``).
+        how: ``"write"``: a POSIX write lock (a writer); ``"any"``: any POSIX lock,
+            shared ones included (an open LMDB environment); ``"flock"``: a BSD flock,
+            its pid from ``/proc/locks`` (redb); ``"lmdb_writer"``: the owner of LMDB's
+            writer mutex, read from ``lock.mdb`` without taking it.
+    """
+
+    file: str = ""
+    how: str = "write"
+
+    def target(self, path: Path) -> Path:
+        """The file this probe looks at for the store at ``path``."""
+        if not self.file:
+            return path
+        if self.file.startswith("-"):
+            return Path(str(path) + self.file)
+        return path / self.file
+
+
+def lmdb_writer_pid(lock_file: Path) -> int | None:
+    """The pid holding LMDB's writer mutex, read from ``lock.mdb`` without taking it.
+
+    A second LMDB writer would wait forever for the mutex. Returns None when it is free,
+    its owner died (the next writer recovers it), the platform is not Linux (glibc's
+    robust mutex layout) or the file is not in the layout known here.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        with open(lock_file, "rb") as f:
+            head = f.read(128)
+    except OSError:
+        return None
+    if len(head) < 76 or struct.unpack_from("<I", head, 0)[0] != _LMDB_LOCK_MAGIC:
+        return None
+    word = struct.unpack_from("<I", head, _LMDB_MUTEX_OFFSET)[0]
+    tid = word & _FUTEX_TID_MASK
+    if tid == 0 or word & _FUTEX_OWNER_DIED:
+        return None
+    try:
+        status = Path(f"/proc/{tid}/status").read_text()
+    except OSError:
+        return None  # the owner is gone: LMDB recovers the mutex
+    for line in status.splitlines():
+        if line.startswith("Tgid:"):
+            pid = int(line.split()[1])
+            return None if pid == os.getpid() else pid
+    return tid
+
+
+def _probe(target: Path, how: str) -> int | None:
+    if how == "write":
+        return fcntl_holder(target)
+    if how == "any":
+        return fcntl_holder(target, readers=True)
+    if how == "flock":
+        if flock_held(target):
+            return flock_holder_pid(target) or -1
+        return None
+    if how == "lmdb_writer":
+        return lmdb_writer_pid(target)
+    raise ValueError(f"unknown lock probe {how!r}")
+
+
+def lock_holder(path: Path, probes: Iterable[LockProbe]) -> int | None:
+    """The pid of another process holding the store at ``path``, as its engine's probes see it.
+
+    Args:
+        path: the store's file or directory.
+        probes: the engine's declared probes, tried in order.
+
+    Returns:
+        The first pid a probe names; -1 when held by a lock that names none; None when free.
+
+    Raises:
+        UsageError: the platform has no POSIX locks.
+    """
+    unknown = False
+    for probe in probes:
+        pid = _probe(probe.target(path), probe.how)
+        if pid is not None and pid > 0:
+            return pid
+        unknown = unknown or pid is not None
+    return -1 if unknown else None
+
+
+def refuse_if_held(path: Path, probes: Iterable[LockProbe], *, hint: str | None = None) -> None:
+    """Refuse (exit 3, naming the pid) a store another process holds: "refuse if held", once.
+
+    Args:
+        path: the store's file or directory.
+        probes: the engine's declared probes.
+        hint: the hint of the error.
+
+    Raises:
+        StoreBusyError: a probe found a holder.
+        UsageError: the platform has no POSIX locks.
+    """
+    pid = lock_holder(path, probes)
+    if pid is not None:
+        raise StoreBusyError(busy_message(path, pid), hint=hint)

@@ -25,6 +25,15 @@ TMP_TABLE_PREFIX = "__sm_tmp__"
 # Metadata entries an unfinished upgrade leaves: its journal once the revision
 # committed, the private tables it created before that (statemigrate.upgrade.journal).
 UPGRADE_ENTRIES = ("upgrade_journal", "upgrade_pending")
+# How large a batch grows: records, and payload bytes (keys plus values; the record
+# that reaches the limit is the batch's last). One definition for every reader.
+BATCH_RECORDS = 10_000
+BATCH_BYTES = 8 << 20
+# Key-value engines store a versioned record as one value: the version as 8 bytes,
+# big-endian, then the value (DESIGN.md, "Layouts"). ``take_batch`` decodes it natively
+# with this mode.
+VERSION_BYTES = 8
+VERSION_PREFIX_DECODE = "be_version_prefix"
 
 
 class TableKind(str, enum.Enum):
@@ -147,3 +156,35 @@ def check_source_tables(tables: Iterable[TableInfo], meta: Mapping[str, bytes], 
 def batch_nbytes(batch: Batch) -> int:
     """Payload bytes of a batch (keys plus values)."""
     return sum(len(r[0]) + len(r[1]) for r in batch)
+
+
+def encode_versioned(batch: Batch) -> list[tuple[bytes, bytes]]:
+    """``(key, value, version)`` records as a key-value engine stores them.
+
+    Args:
+        batch: versioned records.
+
+    Returns:
+        ``(key, u64be(version) + value)`` pairs, in the batch's order.
+    """
+    return [(k, ver.to_bytes(VERSION_BYTES, "big") + v) for k, v, ver in batch]
+
+
+def decode_versioned(
+    pairs: list[tuple[bytes, bytes]], where: str
+) -> list[tuple[bytes, bytes, int]]:
+    """Inverse of :func:`encode_versioned`.
+
+    Args:
+        pairs: ``(key, stored value)`` pairs.
+        where: the store and table, for the message.
+
+    Returns:
+        ``(key, value, version)`` records.
+
+    Raises:
+        SourceError: a stored value is shorter than its version.
+    """
+    if any(len(v) < VERSION_BYTES for _k, v in pairs):
+        raise SourceError(f"{where}: a versioned record is shorter than its 8-byte version")
+    return [(k, v[VERSION_BYTES:], int.from_bytes(v[:VERSION_BYTES], "big")) for k, v in pairs]

@@ -17,12 +17,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from typing_extensions import Self
 
 from ..errors import MissingDriverError, UsageError
+from ..locks import LockProbe, lock_holder
 from ..model import (
+    BATCH_BYTES,
+    BATCH_RECORDS,
     METADATA_TABLE,
     TMP_TABLE_PREFIX,
     Batch,
@@ -31,15 +34,115 @@ from ..model import (
     shown_name,
     table_name_problem,
 )
+from .errors import DriverErrors
 
-DEFAULT_BATCH_RECORDS = 10_000
-DEFAULT_BATCH_BYTES = 8 * 1024 * 1024
+# The model's batch bounds, under the names the plumbing imports.
+DEFAULT_BATCH_RECORDS = BATCH_RECORDS
+DEFAULT_BATCH_BYTES = BATCH_BYTES
 
 # Keys of the store metadata (the ``__statemigrate__`` table of each engine).
 META_SCHEMA = "schema"
 META_REVISION = "revision"  # JSON list of revision ids
 META_CHECKPOINT = "checkpoint"  # JSON, only while a conversion runs
 META_TABLE_PREFIX = "table:"  # + table name: JSON of TableInfo.meta
+
+
+def public_metadata(meta: Mapping[str, bytes], private: tuple[str, ...]) -> dict[str, bytes]:
+    """The metadata entries but the engine's private ones (keys starting with ``private``).
+
+    Engines keep facts of their own layout in the metadata table (``kind:<table>``,
+    ``sql.name:<table>`` …); a reader or writer hides them from :meth:`Reader.metadata`
+    by declaring their prefixes (``private_metadata``).
+
+    Args:
+        meta: every entry of the store's metadata.
+        private: the engine's private key prefixes.
+    """
+    if not private:
+        return dict(meta)
+    return {k: v for k, v in meta.items() if not k.startswith(private)}
+
+
+def take_batches(
+    rows: Iterable[Any], max_records: int, max_bytes: int, decode: str = "as_is"
+) -> Iterator[Batch]:
+    """Bounded batches of a driver's rows, taken natively: one extension call per batch.
+
+    Args:
+        rows: the driver's iterator of ``(key, value[, version])`` tuples, in key order.
+        max_records: records per batch at most.
+        max_bytes: payload bytes per batch at most (the record that reaches it is the last).
+        decode: how rows carry versions (see ``_native.take_batch``).
+
+    Raises:
+        ValueError: a row outside the model (a key or value that is not bytes …).
+    """
+    from .. import _native
+
+    it = iter(rows)
+    while True:
+        batch, _nbytes = _native.take_batch(it, max_records, max_bytes, decode)
+        if not batch:
+            return
+        yield batch
+
+
+class _Scanning(Protocol):
+    """What :func:`_scanned` needs of a reader or writer."""
+
+    path: Path
+    driver_errors: ClassVar[DriverErrors]
+
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]: ...
+
+    def confirm_end(self, table: TableInfo, after: bytes | None, last: bytes | None) -> None: ...
+
+    def errors(self, doing: str = "", **how: Any) -> AbstractContextManager[None]: ...
+
+
+def _scanned(
+    owner: _Scanning, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+) -> Iterator[Batch]:
+    """The batches of ``owner.scan``, its driver errors mapped and its end confirmed.
+
+    The scan is started here (an engine that cannot scan refuses at once); its batches
+    are taken as the caller iterates.
+    """
+    how: dict[str, Any] = {"where": f"{owner.path} table {table.name!r}", "table": table.name}
+    if owner.driver_errors.scan_failed:
+        how["failed"] = owner.driver_errors.scan_failed
+    doing = f"reading table {table.name!r}"
+    with owner.errors(doing, **how):
+        scan = owner.scan(table, after, max_records, max_bytes)
+    return _mapped_batches(owner, scan, table, after, doing, how)
+
+
+def _mapped_batches(
+    owner: _Scanning,
+    scan: Iterator[Batch],
+    table: TableInfo,
+    after: bytes | None,
+    doing: str,
+    how: dict[str, Any],
+) -> Iterator[Batch]:
+    last = None
+    try:
+        while True:
+            with owner.errors(doing, **how):
+                batch = next(scan, None)
+            if batch is None:
+                break
+            if batch:
+                last = batch[-1][0]
+                yield batch
+        with owner.errors(doing, **how):
+            owner.confirm_end(table, after, last)
+    finally:
+        close = getattr(scan, "close", None)
+        if close is not None:
+            close()
 
 
 @dataclass(frozen=True)
@@ -81,11 +184,28 @@ class Capabilities:
 
 
 class Reader(ABC):
-    """A read-only view of one consistent snapshot of a store."""
+    """A read-only view of one consistent snapshot of a store.
+
+    An engine implements :meth:`list_tables`, :meth:`raw_metadata` and :meth:`scan`
+    (bounded batches of a table after a key, taken natively: :func:`take_batches`) and
+    declares its facts; the base derives the rest once for every engine: batch bounds,
+    record iteration, hiding the engine's private metadata, mapping driver errors to
+    the contract's (``driver_errors``), naming the process holding the store
+    (``lock_probes``) and confirming that a scan reached the table's real end
+    (:meth:`confirm_end`).
+    """
 
     # True when read_batches may run on another thread than the one that opened the
     # reader; the pipeline then reads ahead on a second thread (see prefetch.py).
     threadsafe_reads: ClassVar[bool] = False
+    # What the driver's errors mean (none mapped by default).
+    driver_errors: ClassVar[DriverErrors] = DriverErrors(driver=())
+    # Prefixes of metadata keys the engine keeps for itself, hidden from metadata().
+    private_metadata: ClassVar[tuple[str, ...]] = ()
+    # Where another process holding the store shows (for a busy store's message).
+    lock_probes: ClassVar[tuple[LockProbe, ...]] = ()
+    busy_hint: ClassVar[str | None] = None
+    path: Path  # the store being read
 
     def __enter__(self) -> Self:
         return self
@@ -97,13 +217,67 @@ class Reader(ABC):
     def list_tables(self) -> list[TableInfo]:
         """The store's tables (not the metadata table), in any order."""
 
-    @abstractmethod
     def metadata(self) -> dict[str, bytes]:
-        """The store's metadata entries (empty when it has none)."""
+        """The store's metadata entries (empty when it has none), the engine's own hidden."""
+        return public_metadata(self.raw_metadata(), self.private_metadata)
 
-    @abstractmethod
-    def iter_records(self, table: TableInfo, after: bytes | None = None) -> Iterator[Record]:
-        """Records of ``table`` in key order, strictly after ``after`` when given."""
+    def raw_metadata(self) -> dict[str, bytes]:
+        """Every entry of the store's metadata, the engine's private ones included.
+
+        Every engine implements it (or, until it moves to :meth:`scan`, :meth:`metadata`).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not read metadata")
+
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
+        """The engine's one read: batches of ``table`` in key order, strictly after ``after``.
+
+        Each batch holds at most ``max_records`` records and stops at the record that
+        brings its payload to ``max_bytes``; an empty table yields nothing. Driver
+        errors raised here are mapped by the base (``driver_errors``). Every engine
+        implements it (or, until it moves to it, overrides :meth:`read_batches`).
+
+        Args:
+            table: the table to read.
+            after: read strictly after this key (None: from the start).
+            max_records: records per batch at most.
+            max_bytes: payload bytes per batch at most.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not scan tables")
+
+    def confirm_end(self, table: TableInfo, after: bytes | None, last: bytes | None) -> None:
+        """Confirm that a scan whose last record was ``last`` reached the table's real end.
+
+        Called once a scan is exhausted. A driver whose iterator ends the same way at
+        the end of the data and at damage it cannot read (RocksDB) checks here; the
+        default trusts the driver.
+
+        Args:
+            table: the table read.
+            after: where the scan started (exclusive), or None.
+            last: the last key the scan yielded, or None when it yielded nothing.
+
+        Raises:
+            SourceError: the scan stopped early.
+        """
+
+    def holder(self) -> int | None:
+        """The pid of another process holding the store (-1: unknown), or None."""
+        return lock_holder(self.path, self.lock_probes) if self.lock_probes else None
+
+    def errors(self, doing: str = "", **how: Any) -> AbstractContextManager[None]:
+        """Driver errors raised inside the ``with`` block as the contract's (source side).
+
+        Args:
+            doing: what the block does, for the message.
+            **how: as for :meth:`DriverErrors.error` (``source`` defaults to True).
+        """
+        how.setdefault("source", True)
+        how.setdefault("writing", False)
+        return self.driver_errors.mapped(
+            self.path, doing, holder=self.holder, busy_hint=self.busy_hint, **how
+        )
 
     def close(self) -> None:
         """Release the snapshot and the store."""
@@ -124,28 +298,39 @@ class Reader(ABC):
         table: TableInfo,
         after: bytes | None = None,
         *,
-        max_records: int = DEFAULT_BATCH_RECORDS,
-        max_bytes: int = DEFAULT_BATCH_BYTES,
+        max_records: int = BATCH_RECORDS,
+        max_bytes: int = BATCH_BYTES,
     ) -> Iterator[Batch]:
         """Batches of ``table`` in key order, each bounded by records and bytes.
 
-        Engines whose driver returns many records per call override this.
+        The engine's :meth:`scan`, its driver errors mapped and its end confirmed.
+
+        Args:
+            table: the table to read.
+            after: read strictly after this key.
+            max_records: records per batch at most.
+            max_bytes: payload bytes per batch at most (one record may exceed it).
         """
-        batch: list[Record] = []
-        size = 0
-        for rec in self.iter_records(table, after):
-            batch.append(rec)
-            size += len(rec[0]) + len(rec[1])
-            if len(batch) >= max_records or size >= max_bytes:
-                yield batch
-                batch, size = [], 0
-        if batch:
-            yield batch
+        return _scanned(self, table, after, max_records, max_bytes)
+
+    def iter_records(self, table: TableInfo, after: bytes | None = None) -> Iterator[Record]:
+        """Records of ``table`` in key order, strictly after ``after`` when given."""
+        for batch in self.read_batches(table, after):
+            yield from batch
 
 
 class Writer(ABC):
-    """Writes a store: tables, batches of records in key order, metadata."""
+    """Writes a store: tables, batches of records in key order, metadata.
 
+    As for :class:`Reader`, the engine declares its facts (``driver_errors``,
+    ``private_metadata``, ``lock_probes``) and, for in-place upgrades, implements
+    :meth:`scan`; the base maps errors, hides private metadata and bounds batches.
+    """
+
+    driver_errors: ClassVar[DriverErrors] = DriverErrors(driver=())
+    private_metadata: ClassVar[tuple[str, ...]] = ()
+    lock_probes: ClassVar[tuple[LockProbe, ...]] = ()
+    busy_hint: ClassVar[str | None] = None
     path: Path  # the store being written
 
     def __enter__(self) -> Self:
@@ -158,9 +343,33 @@ class Writer(ABC):
     def list_tables(self) -> list[TableInfo]:
         """Tables that exist in the store being written."""
 
-    @abstractmethod
     def metadata(self) -> dict[str, bytes]:
-        """The metadata entries as committed so far."""
+        """The metadata entries as committed so far, the engine's own hidden."""
+        return public_metadata(self.raw_metadata(), self.private_metadata)
+
+    def raw_metadata(self) -> dict[str, bytes]:
+        """Every metadata entry committed so far, the engine's private ones included.
+
+        Every engine implements it (or, until it moves to it, :meth:`metadata`).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not read metadata")
+
+    def holder(self) -> int | None:
+        """The pid of another process holding the store (-1: unknown), or None."""
+        return lock_holder(self.path, self.lock_probes) if self.lock_probes else None
+
+    def errors(self, doing: str = "", **how: Any) -> AbstractContextManager[None]:
+        """Driver errors raised inside the ``with`` block as the contract's (destination side).
+
+        Args:
+            doing: what the block does, for the message.
+            **how: as for :meth:`DriverErrors.error` (``source`` defaults to False).
+        """
+        how.setdefault("source", False)
+        how.setdefault("writing", True)
+        return self.driver_errors.mapped(
+            self.path, doing, holder=self.holder, busy_hint=self.busy_hint, **how
+        )
 
     @abstractmethod
     def create_table(self, table: TableInfo) -> None:
@@ -188,17 +397,32 @@ class Writer(ABC):
         """Release the store (after :meth:`finish`, or to abandon the work)."""
 
     # In-place methods, used by schema upgrades (statemigrate.upgrade). An engine that
-    # implements read_batches and drop_table declares ``Capabilities.in_place``; the
-    # others have working defaults. Everything else an upgrade does is built from
+    # implements scan and drop_table declares ``Capabilities.in_place``; the others
+    # have working defaults. Everything else an upgrade does is built from
     # create_table / write_batch / put_metadata above.
+
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
+        """Batches of ``table`` as this writer sees it (:meth:`Reader.scan`), for upgrades.
+
+        Raises:
+            UsageError: the engine does not support in-place upgrades.
+        """
+        raise UsageError(
+            f"the {type(self).__name__} writer cannot read tables in place (no upgrades)"
+        )
+
+    def confirm_end(self, table: TableInfo, after: bytes | None, last: bytes | None) -> None:
+        """As :meth:`Reader.confirm_end`, for the writer's own reads."""
 
     def read_batches(
         self,
         table: TableInfo,
         after: bytes | None = None,
         *,
-        max_records: int = DEFAULT_BATCH_RECORDS,
-        max_bytes: int = DEFAULT_BATCH_BYTES,
+        max_records: int = BATCH_RECORDS,
+        max_bytes: int = BATCH_BYTES,
     ) -> Iterator[Batch]:
         """Batches of ``table`` in key order as this writer sees it (its own writes included).
 
@@ -211,9 +435,7 @@ class Writer(ABC):
         Raises:
             UsageError: the engine does not support in-place upgrades.
         """
-        raise UsageError(
-            f"the {type(self).__name__} writer cannot read tables in place (no upgrades)"
-        )
+        return _scanned(self, table, after, max_records, max_bytes)
 
     def drop_table(self, name: str) -> None:
         """Drop a table and its records (and its kind or other per-table metadata).

@@ -1,6 +1,7 @@
 """LMDB through py-lmdb: one named database per table, in a directory holding data.mdb.
 
-Versioned records store an 8-byte big-endian version before the value (as RocksDB).
+Versioned records store an 8-byte big-endian version before the value (the model's
+versioned codec, as RocksDB).
 Metadata lives in the named database ``__statemigrate__``, which also records which
 tables are versioned (``kind:<name>``, hidden from :meth:`metadata`).
 
@@ -21,103 +22,56 @@ mutex layout on Linux) and refuse with exit 3 naming the pid.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import shutil
 import struct
-import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import DestinationError, SourceError, StoreBusyError
-from ..locks import busy_message
-from ..model import METADATA_TABLE, Batch, Record, TableInfo, TableKind
-from .base import Capabilities, Engine, Reader, Writer, check_options
-from .rocksdb import decode_versioned, encode_versioned
+from ..locks import LockProbe, busy_message, lock_holder, refuse_if_held
+from ..model import (
+    METADATA_TABLE,
+    VERSION_PREFIX_DECODE,
+    Batch,
+    TableInfo,
+    TableKind,
+    encode_versioned,
+)
+from .base import Capabilities, Engine, Reader, Writer, check_options, take_batches
+from .errors import DriverErrors, Meaning, Rule
 
 KIND_PREFIX = "kind:"
 META_DB = METADATA_TABLE.encode()
 MIN_MAP_SIZE = 64 << 20
-FULL_MARGIN = 16 << 20  # free bytes under which a failed write is taken for a full disk
 LOCK_MAGIC = 0xBEEFC0DE
-FUTEX_TID_MASK = 0x3FFFFFFF
-FUTEX_OWNER_DIED = 0x40000000
-
-
-def _msg(exc: BaseException) -> str:
-    return str(exc).split("\n")[0]
-
-
-def env_holder(lock_file: Path) -> int | None:
-    """The pid of another process that has the environment open, or None.
-
-    Every process with an LMDB environment open holds a POSIX read lock on
-    ``lock.mdb``; asking ``F_GETLK`` for a write lock reports it without taking it.
-    """
-    try:
-        fd = os.open(lock_file, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        query = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0) + b"\0" * 4
-        try:
-            answer = fcntl.fcntl(fd, fcntl.F_GETLK, query)
-        except OSError:
-            return None
-        l_type, _w, _s, _l, pid = struct.unpack("hhqqi", answer[: struct.calcsize("hhqqi")])
-        return None if l_type == fcntl.F_UNLCK else (pid or -1)
-    finally:
-        os.close(fd)
-
-
-def writer_holder(lock_file: Path) -> int | None:
-    """The pid holding LMDB's writer mutex, read from ``lock.mdb`` without taking it.
-
-    LMDB on Linux keeps a robust pthread mutex at offset 64 of ``lock.mdb``; glibc
-    stores the owner's thread id in its first word (with ``FUTEX_OWNER_DIED`` set when
-    the owner died, in which case the next writer recovers it). Returns None when the
-    mutex is free or the file is not in the layout we know (then a writer may wait).
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        with open(lock_file, "rb") as f:
-            head = f.read(128)
-    except OSError:
-        return None
-    if len(head) < 76 or struct.unpack_from("<I", head, 0)[0] != LOCK_MAGIC:
-        return None
-    word = struct.unpack_from("<I", head, 64)[0]
-    tid = word & FUTEX_TID_MASK
-    if tid == 0 or word & FUTEX_OWNER_DIED:
-        return None
-    try:
-        status = Path(f"/proc/{tid}/status").read_text()
-    except OSError:
-        return None  # the owner is gone: LMDB recovers the mutex
-    for line in status.splitlines():
-        if line.startswith("Tgid:"):
-            pid = int(line.split()[1])
-            return None if pid == os.getpid() else pid
-    return tid
-
-
-def _refuse_if_open(path: Path) -> None:
-    """Exit 3 when another process has the environment open, even idle (not only writing).
-
-    An app that keeps the environment open holds database handles (DBIs) of the tables
-    it knows: written under it, those tables change or vanish behind its handles (its
-    next write can bring back a table an upgrade dropped, or fail with MDB_BAD_DBI).
-    """
-    lock = path / "lock.mdb"
-    pid = writer_holder(lock)
-    if pid is None:
-        pid = env_holder(lock)
-    if pid is not None:
-        raise StoreBusyError(
-            busy_message(path, pid), hint="stop the app, then run the same command"
-        )
+LOCK_FILE = "lock.mdb"
+# Every process with the environment open holds a POSIX read lock on lock.mdb; a writer
+# also owns the writer mutex inside it (a second writer would wait for it forever).
+OPEN_PROBES = (LockProbe(LOCK_FILE, "any"),)
+LOCK_PROBES = (LockProbe(LOCK_FILE, "lmdb_writer"), *OPEN_PROBES)
+_FULL = "{path}: disk full: not enough free space ({text})"
+_FULL_HINT = "free some space, then run the same command with --resume"
+LMDB_ERRORS = DriverErrors(
+    rules=(
+        Rule(Meaning.OUTSIDE_MODEL, types=("builtins.ValueError",), message="{where}: {text}"),
+        Rule(
+            Meaning.TOO_BIG,
+            types=("lmdb.BadValsizeError",),
+            message="{path}: LMDB refused a key: empty or over 511 bytes",
+        ),
+        Rule(
+            Meaning.TOO_BIG,
+            types=("lmdb.MapFullError",),
+            message="{path}: the map filled inside one upgrade transaction ({map_size} bytes)",
+        ),
+        # LMDB reports a short write on a full disk as EIO, so the free space is looked at.
+        Rule(Meaning.FULL, words=("no space", "enospc"), message=_FULL, hint=_FULL_HINT),
+        Rule(Meaning.FULL, nearly_full=True, message=_FULL, hint=_FULL_HINT),
+    ),
+    driver=("lmdb.Error", "builtins.ValueError"),
+    scan_failed="{where}: read failed ({text})",
+)
 
 
 def check_data_file(data: Path) -> None:
@@ -180,41 +134,80 @@ def _count_dbs(path: Path, lmdb: Any, lock: bool) -> int:
         env.close()
 
 
+def _kinds(meta: Mapping[str, bytes], names: Iterator[str] | list[str]) -> list[TableInfo]:
+    """The tables among named databases ``names``, with the kinds the metadata records."""
+    return [
+        TableInfo(
+            n,
+            TableKind.VERSIONED if meta.get(KIND_PREFIX + n) == b"versioned" else TableKind.PLAIN,
+        )
+        for n in names
+        if n != METADATA_TABLE
+    ]
+
+
+def cursor_batches(
+    cur: Any,
+    table: TableInfo,
+    after: bytes | None,
+    max_records: int,
+    max_bytes: int,
+    check: Callable[[], None] | None = None,
+) -> Iterator[Batch]:
+    """Bounded batches from a cursor in key order, strictly after ``after``, taken natively.
+
+    Args:
+        cur: a cursor of the table's database.
+        table: the table (its kind says how values carry versions).
+        after: read strictly after this key.
+        max_records: records per batch at most.
+        max_bytes: payload bytes per batch at most.
+        check: called after each batch is taken, before it is yielded.
+    """
+    more = cur.first() if after is None else cur.set_range(after)
+    if more and after is not None and cur.key() == after:
+        more = cur.next()
+    if not more:
+        return
+    decode = VERSION_PREFIX_DECODE if table.versioned else "as_is"
+    for batch in take_batches(cur.iternext(), max_records, max_bytes, decode):
+        if check is not None:
+            check()
+        yield batch
+
+
 class LmdbReader(Reader):
     """One read transaction over the whole read; see the module notes on locking."""
+
+    driver_errors = LMDB_ERRORS
+    lock_probes = LOCK_PROBES
+    private_metadata = (KIND_PREFIX,)
 
     def __init__(self, engine: type[LmdbEngine], path: Path):
         lmdb = engine.require_driver()
         self.lmdb = lmdb
         self.path = path
-        lock_file = path / "lock.mdb"
-        self.locked = lock_file.exists() and env_holder(lock_file) is not None
+        self.locked = lock_holder(path, OPEN_PROBES) is not None
         check_data_file(path / "data.mdb")
         try:
-            n = _count_dbs(path, lmdb, self.locked)
-            self.env = lmdb.open(
-                str(path), subdir=True, readonly=True, lock=self.locked, max_dbs=n + 1, create=False
-            )
-            self.txn = self.env.begin(buffers=False)
-            self.txnid = self._last_txnid()
-            self.dbs = _table_dbs(self.env, self.txn, lmdb, path)
-            self._meta = self._read_meta()
-        except lmdb.Error as exc:
-            self.close()
-            raise SourceError(f"{path}: not a readable LMDB store ({_msg(exc)})") from exc
-        except SourceError:
+            with self.errors(failed="{path}: not a readable LMDB store ({text})"):
+                n = _count_dbs(path, lmdb, self.locked)
+                self.env = lmdb.open(
+                    str(path),
+                    subdir=True,
+                    readonly=True,
+                    lock=self.locked,
+                    max_dbs=n + 1,
+                    create=False,
+                )
+                self.txn = self.env.begin(buffers=False)
+                self.txnid = self._last_txnid()
+                self.dbs = _table_dbs(self.env, self.txn, lmdb, path)
+                self._meta = self._read_meta()
+        except BaseException:
             self.close()
             raise
-        versioned = {
-            k[len(KIND_PREFIX) :]
-            for k, v in self._meta.items()
-            if k.startswith(KIND_PREFIX) and v == b"versioned"
-        }
-        self._tables = [
-            TableInfo(n, TableKind.VERSIONED if n in versioned else TableKind.PLAIN)
-            for n in self.dbs
-            if n != METADATA_TABLE
-        ]
+        self._tables = _kinds(self._meta, list(self.dbs))
 
     def _last_txnid(self) -> int:
         return int(self.env.info()["last_txnid"])
@@ -226,8 +219,13 @@ class LmdbReader(Reader):
         return {k.decode("utf-8"): v for k, v in self.txn.cursor(db)}
 
     def _check_unchanged(self) -> None:
+        """Without LMDB's lock, refuse a read a writer may have changed under us.
+
+        Pages our snapshot reads can only be reused after a commit, which moves the
+        last transaction id: checked after each batch is taken, before it is used.
+        """
         if not self.locked and self._last_txnid() != self.txnid:
-            pid = env_holder(self.path / "lock.mdb")
+            pid = lock_holder(self.path, OPEN_PROBES)
             raise StoreBusyError(
                 busy_message(self.path, pid) + ": it wrote to the store while it was being read",
                 hint="stop the app (or let it finish) and run again",
@@ -236,35 +234,14 @@ class LmdbReader(Reader):
     def list_tables(self) -> list[TableInfo]:
         return list(self._tables)
 
-    def metadata(self) -> dict[str, bytes]:
-        return {k: v for k, v in self._meta.items() if not k.startswith(KIND_PREFIX)}
+    def raw_metadata(self) -> dict[str, bytes]:
+        return dict(self._meta)
 
-    def iter_records(self, table: TableInfo, after: bytes | None = None) -> Iterator[Record]:
-        for batch in self.read_batches(table, after):
-            yield from batch
-
-    def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
-        where = f"{self.path} table {table.name!r}"
-        try:
-            cur = self.txn.cursor(self.dbs[table.name])
-            if after is None:
-                more = cur.first()
-            else:
-                more = cur.set_range(after)
-                if more and cur.key() == after:
-                    more = cur.next()
-            while more:
-                pairs = []
-                size = 0
-                while more and len(pairs) < max_records and size < max_bytes:
-                    k, v = cur.item()
-                    pairs.append((k, v))
-                    size += len(k) + len(v)
-                    more = cur.next()
-                self._check_unchanged()
-                yield decode_versioned(pairs, where) if table.versioned else pairs
-        except self.lmdb.Error as exc:
-            raise SourceError(f"{where}: read failed ({_msg(exc)})") from exc
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
+        cur = self.txn.cursor(self.dbs[table.name])
+        return cursor_batches(cur, table, after, max_records, max_bytes, self._check_unchanged)
 
     def close(self) -> None:
         txn = getattr(self, "txn", None)
@@ -279,6 +256,11 @@ class LmdbReader(Reader):
 
 class LmdbWriter(Writer):
     """One write transaction per batch; the map grows when it fills."""
+
+    driver_errors = LMDB_ERRORS
+    lock_probes = LOCK_PROBES
+    private_metadata = (KIND_PREFIX,)
+    busy_hint = "stop the app, then run the same command"
 
     def __init__(self, engine: type[LmdbEngine], path: Path, create: bool):
         lmdb = engine.require_driver()
@@ -297,11 +279,9 @@ class LmdbWriter(Writer):
                 check_data_file(path / "data.mdb")
             except SourceError as exc:
                 raise DestinationError(exc.message) from exc
-            _refuse_if_open(path)
-            try:
+            self._refuse_if_open()
+            with self.errors(failed="{path}: not a writable LMDB store ({text})"):
                 self.max_dbs = _count_dbs(path, lmdb, True) + 16
-            except lmdb.Error as exc:
-                raise DestinationError(f"{path}: not a writable LMDB store ({_msg(exc)})") from exc
             # Room for an upgrade's single transaction (address space only, not disk).
             self.map_size = max(1 << 30, 4 * (path / "data.mdb").stat().st_size)
         self.env: Any = None
@@ -309,31 +289,37 @@ class LmdbWriter(Writer):
         self.private = create
         self._open()
 
+    def _refuse_if_open(self) -> None:
+        """Exit 3 when another process has the environment open, even idle (not only writing).
+
+        An app that keeps the environment open holds database handles (DBIs) of the tables
+        it knows: written under it, those tables change or vanish behind its handles (its
+        next write can bring back a table an upgrade dropped, or fail with MDB_BAD_DBI).
+        """
+        refuse_if_held(self.path, LOCK_PROBES, hint=self.busy_hint)
+
     def _open(self) -> None:
         try:
-            # sync off while the store is a private .partial: a killed process loses
-            # nothing the OS already has, and finish() syncs before it is renamed into
-            # place. An existing store (resume, upgrade) commits durably.
-            self.env = self.lmdb.open(
-                str(self.path),
-                subdir=True,
-                max_dbs=self.max_dbs,
-                map_size=self.map_size,
-                sync=not self.private,
-                metasync=not self.private,
-                readahead=False,
-                create=False,
-            )
-            with self.env.begin(write=True) as txn:
-                self.dbs = _table_dbs(self.env, txn, self.lmdb, self.path)
-                if METADATA_TABLE not in self.dbs:
-                    self.dbs[METADATA_TABLE] = self.env.open_db(META_DB, txn=txn)
+            with self.errors(failed="{path}: cannot open LMDB for writing ({text})"):
+                # sync off while the store is a private .partial: a killed process loses
+                # nothing the OS already has, and finish() syncs before it is renamed
+                # into place. An existing store (resume, upgrade) commits durably.
+                self.env = self.lmdb.open(
+                    str(self.path),
+                    subdir=True,
+                    max_dbs=self.max_dbs,
+                    map_size=self.map_size,
+                    sync=not self.private,
+                    metasync=not self.private,
+                    readahead=False,
+                    create=False,
+                )
+                with self.env.begin(write=True) as txn:
+                    self.dbs = _table_dbs(self.env, txn, self.lmdb, self.path)
+                    if METADATA_TABLE not in self.dbs:
+                        self.dbs[METADATA_TABLE] = self.env.open_db(META_DB, txn=txn)
         except SourceError as exc:
             raise DestinationError(exc.message) from exc
-        except self.lmdb.Error as exc:
-            raise DestinationError(
-                f"{self.path}: cannot open LMDB for writing ({_msg(exc)})"
-            ) from exc
 
     def _reopen(self, *, max_dbs: int | None = None) -> None:
         self.env.close()
@@ -345,85 +331,35 @@ class LmdbWriter(Writer):
 
         Inside :meth:`transaction` the work joins the open transaction instead.
         """
+        failed = "{path}: write failed ({text})"
         if self._outer is not None:
-            try:
+            with self.errors(failed=failed, map_size=f"{self.map_size:,}"):
                 work(self._outer)
-            except self.lmdb.MapFullError as exc:
-                raise DestinationError(
-                    f"{self.path}: the map filled inside one upgrade transaction "
-                    f"({self.map_size:,} bytes)"
-                ) from exc
-            except self.lmdb.BadValsizeError as exc:
-                raise DestinationError(
-                    f"{self.path}: LMDB refused a key: empty or over 511 bytes"
-                ) from exc
-            except self.lmdb.Error as exc:
-                raise self._write_error(exc) from exc
             return
         while True:
             txn = self.env.begin(write=True)
-            try:
-                work(txn)
-                txn.commit()
-                return
-            except self.lmdb.MapFullError:
-                txn.abort()
-                self.map_size *= 2
+            with self.errors(failed=failed):
                 try:
-                    self.env.set_mapsize(self.map_size)
-                except self.lmdb.Error as exc:
-                    raise DestinationError(
-                        f"{self.path}: cannot grow the map ({_msg(exc)})"
-                    ) from exc
-            except self.lmdb.BadValsizeError as exc:
-                txn.abort()
-                raise DestinationError(
-                    f"{self.path}: LMDB refused a key: empty or over 511 bytes"
-                ) from exc
-            except self.lmdb.Error as exc:
-                txn.abort()
-                raise self._write_error(exc) from exc
-            except BaseException:
-                txn.abort()
-                raise
-
-    def _write_error(self, exc: BaseException) -> DestinationError:
-        """A failed commit; LMDB reports a short write on a full disk as EIO, so look."""
-        text = _msg(exc)
-        if "No space" in text or "ENOSPC" in text or self._disk_nearly_full():
-            return DestinationError(
-                f"{self.path}: disk full: not enough free space ({text})",
-                hint="free some space, then run the same command with --resume",
-            )
-        return DestinationError(f"{self.path}: write failed ({text})")
-
-    def _disk_nearly_full(self) -> bool:
-        try:
-            return shutil.disk_usage(self.path).free < FULL_MARGIN
-        except OSError:
-            return False
+                    work(txn)
+                    txn.commit()
+                    return
+                except self.lmdb.MapFullError:
+                    txn.abort()
+                except BaseException:
+                    txn.abort()
+                    raise
+            self.map_size *= 2
+            with self.errors(failed="{path}: cannot grow the map ({text})"):
+                self.env.set_mapsize(self.map_size)
 
     def list_tables(self) -> list[TableInfo]:
-        meta = self._all_meta()
-        return [
-            TableInfo(
-                n,
-                TableKind.VERSIONED
-                if meta.get(KIND_PREFIX + n) == b"versioned"
-                else TableKind.PLAIN,
-            )
-            for n in self.dbs
-            if n != METADATA_TABLE
-        ]
+        return _kinds(self.raw_metadata(), list(self.dbs))
 
-    def _all_meta(self) -> dict[str, bytes]:
+    def raw_metadata(self) -> dict[str, bytes]:
         if self._outer is not None:
             return {k.decode("utf-8"): v for k, v in self._outer.cursor(self.dbs[METADATA_TABLE])}
         with self.env.begin(db=self.dbs[METADATA_TABLE], buffers=False) as txn:
             return {k.decode("utf-8"): v for k, v in txn.cursor()}
-
-    def metadata(self) -> dict[str, bytes]:
-        return {k: v for k, v in self._all_meta().items() if not k.startswith(KIND_PREFIX)}
 
     def create_table(self, table: TableInfo) -> None:
         if len(self.dbs) >= self.max_dbs and self._outer is None:
@@ -447,7 +383,9 @@ class LmdbWriter(Writer):
             else:
                 txn.put(key.encode("utf-8"), value, db=db)
 
-    def write_batch(self, table: TableInfo, batch: Batch, metadata=None) -> None:  # type: ignore[override]
+    def write_batch(
+        self, table: TableInfo, batch: Batch, metadata: Mapping[str, bytes | None] | None = None
+    ) -> None:
         pairs = encode_versioned(batch) if table.versioned else batch
 
         def work(txn: Any) -> None:
@@ -472,29 +410,16 @@ class LmdbWriter(Writer):
 
     # In-place methods (schema upgrades).
 
-    def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
         """Batches as this writer sees them: inside :meth:`transaction`, its own writes too."""
-        where = f"{self.path} table {table.name!r}"
         own = self._outer is None
         txn = self.env.begin(buffers=False) if own else self._outer
         try:
             db = self.dbs.get(table.name)
-            if db is None:
-                return
-            cur = txn.cursor(db)
-            more = cur.first() if after is None else cur.set_range(after)
-            if more and after is not None and cur.key() == after:
-                more = cur.next()
-            while more:
-                pairs, size = [], 0
-                while more and len(pairs) < max_records and size < max_bytes:
-                    k, v = cur.item()
-                    pairs.append((bytes(k), bytes(v)))
-                    size += len(k) + len(v)
-                    more = cur.next()
-                yield decode_versioned(pairs, where) if table.versioned else pairs
-        except self.lmdb.Error as exc:
-            raise DestinationError(f"{where}: read failed ({_msg(exc)})") from exc
+            if db is not None:
+                yield from cursor_batches(txn.cursor(db), table, after, max_records, max_bytes)
         finally:
             if own:
                 txn.abort()
@@ -514,7 +439,7 @@ class LmdbWriter(Writer):
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """One LMDB write transaction around the block: tables, records and metadata."""
-        _refuse_if_open(self.path)
+        self._refuse_if_open()
         if len(self.dbs) + 64 > self.max_dbs:  # no reopening inside the transaction
             self._reopen(max_dbs=len(self.dbs) + 128)
         dbs = dict(self.dbs)
@@ -527,10 +452,11 @@ class LmdbWriter(Writer):
             raise
         else:
             try:
-                self._outer.commit()
-            except self.lmdb.Error as exc:
+                with self.errors(failed="{path}: commit failed ({text})"):
+                    self._outer.commit()
+            except BaseException:
                 self.dbs = dbs
-                raise DestinationError(f"{self.path}: commit failed ({_msg(exc)})") from exc
+                raise
         finally:
             self._outer = None
 
@@ -541,17 +467,14 @@ class LmdbWriter(Writer):
         """LMDB's own consistent copy (``mdb_env_copy``) into a new directory."""
         try:
             path.mkdir()
-            self.env.copy(str(path))
         except OSError as exc:
             raise DestinationError(f"{path}: cannot write the backup ({exc.strerror})") from exc
-        except self.lmdb.Error as exc:
-            raise DestinationError(f"{path}: backup failed ({_msg(exc)})") from exc
+        with self.errors(where=path, failed="{where}: backup failed ({text})"):
+            self.env.copy(str(path))
 
     def finish(self) -> None:
-        try:
+        with self.errors(failed="{path}: sync failed ({text})"):
             self.env.sync(True)
-        except self.lmdb.Error as exc:
-            raise DestinationError(f"{self.path}: sync failed ({_msg(exc)})") from exc
 
     def close(self) -> None:
         if self.env is not None:
@@ -607,9 +530,8 @@ class LmdbEngine(Engine):
 
     @classmethod
     def format_info(cls, path: Path) -> dict[str, Any]:
-        lock = path / "lock.mdb"
         return {
             "data_bytes": (path / "data.mdb").stat().st_size,
-            "open_by_pid": env_holder(lock) if lock.exists() else None,
-            "writer_pid": writer_holder(lock) if lock.exists() else None,
+            "open_by_pid": lock_holder(path, OPEN_PROBES),
+            "writer_pid": lock_holder(path, LOCK_PROBES[:1]),
         }

@@ -1,44 +1,58 @@
 """RocksDB through rocksdict in raw mode: one column family per table.
 
-Versioned records store an 8-byte big-endian version before the value. The writer
-uses WriteBatches with the WAL off and ``atomic_flush`` on, so that whatever
-survives a crash of the private ``.partial`` directory is a consistent prefix: the
-records of a batch and its checkpoint are flushed together or not at all.
-Tables are written in table format 5 by default (readable since RocksDB 6.6).
+Versioned records store an 8-byte big-endian version before the value (the model's
+versioned codec). The writer uses WriteBatches with the WAL off and ``atomic_flush``
+on, so that whatever survives a crash of the private ``.partial`` directory is a
+consistent prefix: the records of a batch and its checkpoint are flushed together or
+not at all. Tables are written in table format 5 by default (readable since RocksDB 6.6).
 """
 
 from __future__ import annotations
 
 import gc
 import os
-import re
 import shutil
-import tempfile
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import DestinationError, SourceError, StateMigrateError, StoreBusyError, UsageError
-from ..locks import busy_message, fcntl_holder
-from ..model import METADATA_TABLE, Batch, Record, TableInfo, TableKind
-from .base import Capabilities, Engine, Reader, Writer, check_options
+from ..errors import SourceError, UsageError
+from ..locks import LockProbe, lock_holder, refuse_if_held
+from ..model import (
+    METADATA_TABLE,
+    VERSION_PREFIX_DECODE,
+    Batch,
+    TableInfo,
+    TableKind,
+    encode_versioned,
+)
+from . import _snapshot
+from .base import Capabilities, Engine, Reader, Writer, check_options, take_batches
+from .errors import DriverErrors, Meaning, Rule
 
 DEFAULT_CF = "default"
 KIND_PREFIX = "kind:"
+CONFIG = "rocksdict-config.json"
 DEFAULT_FORMAT_VERSION = 5
 # Block-based table formats the bundled RocksDB writes (it refuses 7 and up; 0 and 1
 # are legacy formats that newer RocksDB releases no longer write).
 FORMAT_VERSIONS = range(2, 7)
-SHADOW_PREFIX = "statemigrate-rocksdb-ro-"
-
-
-def _msg(exc: BaseException) -> str:
-    return str(exc).split("\n")[0]
-
-
-def _is_busy(exc: BaseException) -> bool:
-    text = str(exc)
-    return "lock" in text.lower() and ("LOCK" in text or "Resource temporarily unavailable" in text)
+LOCK_PROBES = (LockProbe("LOCK"),)
+# rocksdict raises plain Exception; RocksDB's status is in the message.
+ROCKSDB_ERRORS = DriverErrors(
+    rules=(
+        Rule(
+            Meaning.OUTSIDE_MODEL,
+            types=("builtins.ValueError", "builtins.OverflowError"),
+            message="{where}: {text}",
+        ),
+        Rule(Meaning.DAMAGED, words=("corruption", "checksum mismatch")),
+        Rule(Meaning.BUSY, words=("while lock file", "resource temporarily unavailable")),
+        Rule(Meaning.FULL, words=("no space", "enospc")),
+    ),
+    scan_failed="{where}: read failed ({text})",
+)
 
 
 def _options(rd: Any, format_version: int = DEFAULT_FORMAT_VERSION, create: bool = False) -> Any:
@@ -52,52 +66,26 @@ def _options(rd: Any, format_version: int = DEFAULT_FORMAT_VERSION, create: bool
     return opts
 
 
-def encode_versioned(batch: Batch) -> list[tuple[bytes, bytes]]:
-    """``(key, value, version)`` records as stored: version big-endian, then value."""
-    return [(k, ver.to_bytes(8, "big") + v) for k, v, ver in batch]
-
-
-def decode_versioned(
-    pairs: list[tuple[bytes, bytes]], where: str
-) -> list[tuple[bytes, bytes, int]]:
-    """Inverse of :func:`encode_versioned`."""
-    out = [(k, v[8:], int.from_bytes(v[:8], "big")) for k, v in pairs]
-    if any(len(v) < 8 for _k, v in pairs):
-        raise SourceError(f"{where}: a versioned record is shorter than its 8-byte version")
-    return out
-
-
 def _shadow(path: Path) -> Path:
-    """A private directory of symlinks to the store's files, opened instead of the store.
+    """A private image of the store (:mod:`._snapshot`), opened instead of the store.
 
     rocksdict (re)writes ``rocksdict-config.json`` in the directory it opens, even
     read-only, and RocksDB may write its info ``LOG`` there: the source must not change
     at all (and a changed mtime would refuse every ``--resume``). Data files are read
-    through the links; what the driver writes lands in the private directory.
+    through hard links (symbolic links across file systems: RocksDB never rewrites a
+    file); the config is copied, and what the driver writes lands in the private directory.
     """
-    # Named with the reader's pid: the directories of a reader killed mid-read (kill -9
-    # leaves them) are swept by the next reader once that pid is gone. Only links and
-    # the driver's own files are inside; rmtree removes links, never their targets.
-    for old in Path(tempfile.gettempdir()).glob(SHADOW_PREFIX + "*"):
-        pid, sep, _ = old.name[len(SHADOW_PREFIX) :].partition("-")
-        if not (sep and pid.isdigit()) or int(pid) == os.getpid():
-            continue  # not named with a pid (an older version's), or this process's
-        try:
-            os.kill(int(pid), 0)
-            continue  # still running (or the pid was reused): leave it
-        except ProcessLookupError:
-            pass
-        except OSError:
-            continue  # alive under another account
-        if old.is_dir() and not old.is_symlink():
-            shutil.rmtree(old, ignore_errors=True)
-    shadow = Path(tempfile.mkdtemp(prefix=f"{SHADOW_PREFIX}{os.getpid()}-"))
-    for entry in os.scandir(path):
-        if entry.name in ("LOCK", "rocksdict-config.json") or entry.name.startswith("LOG"):
-            continue
-        os.symlink(os.path.abspath(entry.path), shadow / entry.name)
-    if (path / "rocksdict-config.json").is_file():
-        shutil.copyfile(path / "rocksdict-config.json", shadow / "rocksdict-config.json")
+    shadow = _snapshot.private_dir("rocksdb")
+    try:
+        for entry in os.scandir(path):
+            if entry.name in ("LOCK", CONFIG) or entry.name.startswith("LOG"):
+                continue
+            _snapshot.link(Path(entry.path), shadow / entry.name, fallback="symlink")
+        if (path / CONFIG).is_file():
+            shutil.copyfile(path / CONFIG, shadow / CONFIG)
+    except BaseException:
+        _snapshot.remove(shadow)
+        raise
     return shadow
 
 
@@ -110,53 +98,40 @@ def _read_options() -> Any:
     return ro
 
 
-def damaged(exc: BaseException, where: str) -> SourceError | None:
-    """The SourceError for an error in which RocksDB reports damaged data, else None."""
-    # The reader opens a private link directory: name the file, not that directory.
-    text = re.sub(r"\S*" + SHADOW_PREFIX + r"[^/\s]*/", "", _msg(exc))
-    if text.startswith("Corruption") or "checksum mismatch" in text:
-        return SourceError(f"{where}: the store is damaged ({text})")
-    return None
-
-
 def confirm_scan_end(view: Any, last: bytes | None, after: bytes | None, where: str) -> None:
-    """Raise SourceError unless a scan that ended after ``last`` reached the real end.
+    """Raise unless a scan that ended after ``last`` reached the real end.
 
     rocksdict's ``items()`` stops at the first position its iterator cannot read (a
     block that fails its checksum) exactly as at the end of the data, and hides the
-    iterator's status. A second iterator over the same snapshot is positioned on the
+    iterator's status. A second iterator over the same data is positioned on the
     last key the scan returned and stepped once: at the real end it is invalid with
     an OK status; after a damaged block its status raises the engine's error.
 
     Args:
-        view: the snapshot (or column family) the scan read.
+        view: the column family (or snapshot) the scan read.
         last: the last key the scan returned, or None when it returned nothing.
         after: where the scan started (exclusive), or None for the start.
         where: the store and table, for the message.
+
+    Raises:
+        SourceError: the scan stopped early; or the driver's error reading.
     """
     it = view.iter(_read_options())
     try:
-        try:
-            if last is not None:
-                it.seek(last)
-                if not (it.valid() and it.key() == last):
-                    it.status()
-                    raise SourceError(f"{where}: the last key read is gone (damaged store)")
+        if last is not None:
+            it.seek(last)
+            if not (it.valid() and it.key() == last):
+                it.status()
+                raise SourceError(f"{where}: the last key read is gone (damaged store)")
+            it.next()
+        elif after is not None:
+            it.seek(after)
+            if it.valid() and it.key() == after:
                 it.next()
-            elif after is not None:
-                it.seek(after)
-                if it.valid() and it.key() == after:
-                    it.next()
-            else:
-                it.seek_to_first()
-            stopped_early = it.valid()
-            it.status()
-        except StateMigrateError:
-            raise
-        except Exception as exc:  # rocksdict raises plain Exception
-            raise damaged(exc, where) or SourceError(
-                f"{where}: the scan stopped early ({_msg(exc)})"
-            ) from exc
+        else:
+            it.seek_to_first()
+        stopped_early = it.valid()
+        it.status()
         if stopped_early:
             raise SourceError(f"{where}: the scan stopped before the last record")
     finally:
@@ -173,46 +148,62 @@ def checked_items(view: Any, where: str) -> Iterator[tuple[bytes, bytes]]:
 
 
 def scan_batches(
-    cf: Any,
-    table: TableInfo,
-    after: bytes | None,
-    max_records: int,
-    max_bytes: int,
-    where: str = "",
+    view: Any, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
 ) -> Iterator[Batch]:
     """Bounded batches of a column family in key order, strictly after ``after``.
 
-    Rows are taken and versions decoded in the native extension, one call per batch.
-    Everything is read from one snapshot, and the end of the scan is confirmed
-    (:func:`confirm_scan_end`): a damaged block raises SourceError, never a short table.
+    Rows are taken and versions decoded in the native extension, one call per batch,
+    from one snapshot; the caller confirms the end (:func:`confirm_scan_end`).
     """
-    from .. import _native
-
-    view = cf.snapshot()
+    snapshot = view.snapshot()
     try:
-        items = view.items(from_key=after, read_opt=_read_options())
-        decode = "be_version_prefix" if table.versioned else "as_is"
-        skip = after
-        last = None
-        while True:
-            batch, _nbytes = _native.take_batch(items, max_records, max_bytes, decode)
-            if not batch:
-                break
-            last = batch[-1][0]
+        items = snapshot.items(from_key=after, read_opt=_read_options())
+        decode = VERSION_PREFIX_DECODE if table.versioned else "as_is"
+        skip = after  # from_key starts at the key itself
+        for batch in take_batches(items, max_records, max_bytes, decode):
             if skip is not None:
                 if batch[0][0] == skip:
                     batch = batch[1:]
                 skip = None
-                if not batch:
-                    continue
-            yield batch
+            if batch:
+                yield batch
         del items
-        confirm_scan_end(view, last, after, where or repr(table.name))
     finally:
-        del view
+        del snapshot
 
 
-class RocksdbReader(Reader):
+def _kind(meta: Mapping[str, bytes], name: str) -> TableKind:
+    if meta.get(KIND_PREFIX + name) == b"versioned":
+        return TableKind.VERSIONED
+    return TableKind.PLAIN
+
+
+class _Scans:
+    """The in-place read both sides share: scan a column family, confirm its end."""
+
+    driver_errors: ClassVar[DriverErrors] = ROCKSDB_ERRORS
+    lock_probes: ClassVar[tuple[LockProbe, ...]] = LOCK_PROBES
+    private_metadata: ClassVar[tuple[str, ...]] = (KIND_PREFIX,)
+    path: Path
+
+    if TYPE_CHECKING:  # given by Reader and Writer, and by each side
+
+        def errors(self, doing: str = "", **how: Any) -> AbstractContextManager[None]: ...
+
+        def _cf(self, name: str) -> Any: ...
+
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
+        return scan_batches(self._cf(table.name), table, after, max_records, max_bytes)
+
+    def confirm_end(self, table: TableInfo, after: bytes | None, last: bytes | None) -> None:
+        where = f"{self.path} table {table.name!r}"
+        with self.errors(where=where, failed="{where}: the scan stopped early ({text})"):
+            confirm_scan_end(self._cf(table.name), last, after, where)
+
+
+class RocksdbReader(_Scans, Reader):
     """A read-only instance: it sees the store as it was when opened (one snapshot)."""
 
     threadsafe_reads = True
@@ -220,27 +211,23 @@ class RocksdbReader(Reader):
     def __init__(self, engine: type[RocksdbEngine], path: Path):
         rd = engine.require_driver()
         self.path = path
-        holder = fcntl_holder(path / "LOCK")
-        if holder is not None:
-            raise StoreBusyError(busy_message(path, holder))
+        self.db: Any = None
+        self._cfs: dict[str, Any] = {}
+        refuse_if_held(path, LOCK_PROBES)
         opts = _options(rd)
         try:
             self.shadow: Path | None = _shadow(path)
         except OSError as exc:
             raise SourceError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
         try:
-            names = rd.Rdict.list_cf(str(self.shadow), opts)
-            self.db = rd.Rdict(
-                str(self.shadow),
-                opts,
-                column_families={n: opts for n in names if n != DEFAULT_CF},
-                access_type=rd.AccessType.read_only(),
-            )
-        except Exception as exc:  # rocksdict raises plain Exception
-            shutil.rmtree(self.shadow, ignore_errors=True)
-            raise SourceError(f"{path}: not a readable RocksDB store ({_msg(exc)})") from exc
-        self._cfs: dict[str, Any] = {}
-        try:
+            with self.errors(failed="{path}: not a readable RocksDB store ({text})"):
+                names = rd.Rdict.list_cf(str(self.shadow), opts)
+                self.db = rd.Rdict(
+                    str(self.shadow),
+                    opts,
+                    column_families={n: opts for n in names if n != DEFAULT_CF},
+                    access_type=rd.AccessType.read_only(),
+                )
             self._meta = self._read_meta(names)
             self._tables = self._list(names)
         except BaseException:
@@ -254,12 +241,7 @@ class RocksdbReader(Reader):
                 continue
             if name == DEFAULT_CF and KIND_PREFIX + name not in self._meta and self._is_empty(name):
                 continue  # the default family always exists: a table when it has data or a kind
-            kind = (
-                TableKind.VERSIONED
-                if self._meta.get(KIND_PREFIX + name) == b"versioned"
-                else TableKind.PLAIN
-            )
-            tables.append(TableInfo(name, kind))
+            tables.append(TableInfo(name, _kind(self._meta, name)))
         return tables
 
     def _cf(self, name: str) -> Any:
@@ -269,52 +251,33 @@ class RocksdbReader(Reader):
 
     def _is_empty(self, name: str) -> bool:
         where = f"{self.path} table {name!r}"
-        it = self._cf(name).iter(_read_options())
-        try:
-            it.seek_to_first()
-            if it.valid():
-                return False
-            it.status()  # an unreadable first block is damage, not an empty table
-            return True
-        except Exception as exc:
-            raise damaged(exc, where) or SourceError(f"{where}: read failed ({_msg(exc)})") from exc
-        finally:
-            del it
+        with self.errors(where=where, failed="{where}: read failed ({text})"):
+            it = self._cf(name).iter(_read_options())
+            try:
+                it.seek_to_first()
+                if it.valid():
+                    return False
+                it.status()  # an unreadable first block is damage, not an empty table
+                return True
+            finally:
+                del it
 
     def _read_meta(self, names: list[str]) -> dict[str, bytes]:
         if METADATA_TABLE not in names:
             return {}
         where = f"{self.path} metadata"
+        with self.errors(where=where, failed="{where}: read failed ({text})"):
+            pairs = list(checked_items(self._cf(METADATA_TABLE), where))
         try:
-            return {k.decode("utf-8"): v for k, v in checked_items(self._cf(METADATA_TABLE), where)}
-        except StateMigrateError:
-            raise
+            return {k.decode("utf-8"): v for k, v in pairs}
         except UnicodeDecodeError as exc:
             raise SourceError(f"{where}: a key is not UTF-8 ({exc})") from exc
-        except Exception as exc:
-            raise damaged(exc, where) or SourceError(f"{where}: read failed ({_msg(exc)})") from exc
 
     def list_tables(self) -> list[TableInfo]:
         return list(self._tables)
 
-    def metadata(self) -> dict[str, bytes]:
-        return {k: v for k, v in self._meta.items() if not k.startswith(KIND_PREFIX)}
-
-    def iter_records(self, table: TableInfo, after: bytes | None = None) -> Iterator[Record]:
-        for batch in self.read_batches(table, after):
-            yield from batch
-
-    def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
-        cf = self._cf(table.name)
-        where = f"{self.path} table {table.name!r}"
-        try:
-            yield from scan_batches(cf, table, after, max_records, max_bytes, where)
-        except StateMigrateError:
-            raise
-        except ValueError as exc:
-            raise SourceError(f"{where}: {exc}") from exc
-        except Exception as exc:
-            raise damaged(exc, where) or SourceError(f"{where}: read failed ({_msg(exc)})") from exc
+    def raw_metadata(self) -> dict[str, bytes]:
+        return dict(self._meta)
 
     def close(self) -> None:
         db = getattr(self, "db", None)
@@ -324,13 +287,11 @@ class RocksdbReader(Reader):
             gc.collect()
             db.close()
             self.db = None
-        shadow = getattr(self, "shadow", None)
-        if shadow is not None:
-            shutil.rmtree(shadow, ignore_errors=True)
-            self.shadow = None
+        _snapshot.remove(getattr(self, "shadow", None))
+        self.shadow = None
 
 
-class RocksdbWriter(Writer):
+class RocksdbWriter(_Scans, Writer):
     """Large WriteBatches, WAL off, atomic flushes; flushed and closed in finish()."""
 
     def __init__(self, engine: type[RocksdbEngine], path: Path, create: bool, format_version: int):
@@ -338,7 +299,7 @@ class RocksdbWriter(Writer):
         self.rd = rd
         self.path = path
         self.opts = _options(rd, format_version, create=create)
-        try:
+        with self.errors(failed="{path}: cannot open RocksDB for writing ({text})"):
             names = [] if create else rd.Rdict.list_cf(str(path), self.opts)
             self.db = rd.Rdict(
                 str(path),
@@ -347,12 +308,6 @@ class RocksdbWriter(Writer):
             )
             if METADATA_TABLE not in names:
                 self.db.create_column_family(METADATA_TABLE, self.opts)
-        except Exception as exc:
-            if _is_busy(exc):
-                raise StoreBusyError(busy_message(path, fcntl_holder(path / "LOCK"))) from exc
-            raise DestinationError(
-                f"{path}: cannot open RocksDB for writing ({_msg(exc)})"
-            ) from exc
         self.write_opts = rd.WriteOptions()
         self.write_opts.disable_wal = True
         self.wal_opts = rd.WriteOptions()
@@ -363,41 +318,26 @@ class RocksdbWriter(Writer):
             self._handles[name] = self.db.get_column_family_handle(name)
         return self._handles[name]
 
-    def _meta_cf(self) -> Any:
-        return self.db.get_column_family(METADATA_TABLE)
+    def _cf(self, name: str) -> Any:
+        return self.db if name == DEFAULT_CF else self.db.get_column_family(name)
+
+    def _names(self) -> list[str]:
+        return list(self.rd.Rdict.list_cf(str(self.path), self.opts))
 
     def _meta_items(self) -> list[tuple[bytes, bytes]]:
         """The metadata column family, read whole and checked (damage is SourceError)."""
         where = f"{self.path} metadata"
-        cf = self._meta_cf()
-        try:
-            return list(checked_items(cf, where))
-        except StateMigrateError:
-            raise
-        except Exception as exc:
-            raise damaged(exc, where) or DestinationError(
-                f"{where}: read failed ({_msg(exc)})"
-            ) from exc
-        finally:
-            del cf
+        with self.errors(where=where, failed="{where}: read failed ({text})"):
+            return list(checked_items(self._cf(METADATA_TABLE), where))
 
-    def metadata(self) -> dict[str, bytes]:
-        return {
-            k.decode("utf-8"): v
-            for k, v in self._meta_items()
-            if not k.startswith(KIND_PREFIX.encode())
-        }
+    def raw_metadata(self) -> dict[str, bytes]:
+        return {k.decode("utf-8"): v for k, v in self._meta_items()}
 
     def list_tables(self) -> list[TableInfo]:
-        versioned = {
-            k[len(KIND_PREFIX) :].decode()
-            for k, _v in self._meta_items()
-            if k.startswith(KIND_PREFIX.encode())
-        }
-        names = self.rd.Rdict.list_cf(str(self.path), self.opts)
+        meta = self.raw_metadata()
         return [
-            TableInfo(n, TableKind.VERSIONED if n in versioned else TableKind.PLAIN)
-            for n in names
+            TableInfo(n, _kind(meta, n))
+            for n in self._names()
             if n not in (METADATA_TABLE, DEFAULT_CF)
         ]
 
@@ -410,13 +350,9 @@ class RocksdbWriter(Writer):
         # that an empty table ``default`` still reads back as a table.
         kind = b"versioned" if table.versioned else b"plain" if table.name == DEFAULT_CF else None
         self._write(None, [], {KIND_PREFIX + table.name: kind}, wal=True)
-        try:
-            if table.name != DEFAULT_CF:
+        if table.name != DEFAULT_CF:
+            with self.errors(failed=f"{{path}}: cannot create table {table.name!r} ({{text}})"):
                 self.db.create_column_family(table.name, self.opts)
-        except Exception as exc:
-            raise DestinationError(
-                f"{self.path}: cannot create table {table.name!r} ({_msg(exc)})"
-            ) from exc
 
     def _write(
         self,
@@ -442,29 +378,23 @@ class RocksdbWriter(Writer):
                     wb.delete(key.encode("utf-8"), meta)
                 else:
                     wb.put(key.encode("utf-8"), value, meta)
-        try:
+        with self.errors(failed="{path}: write failed ({text})"):
             self.db.write(wb, self.wal_opts if wal else self.write_opts)
-        except Exception as exc:
-            text = _msg(exc)
-            if "No space" in text or "ENOSPC" in text:
-                raise DestinationError(f"{self.path}: disk full ({text})") from exc
-            raise DestinationError(f"{self.path}: write failed ({text})") from exc
 
-    def write_batch(self, table: TableInfo, batch: Batch, metadata=None) -> None:  # type: ignore[override]
+    def write_batch(
+        self, table: TableInfo, batch: Batch, metadata: Mapping[str, bytes | None] | None = None
+    ) -> None:
         self._write(table, batch, metadata)
 
     def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
         self._write(None, [], metadata)
 
     def finish(self) -> None:
-        try:
-            names = self.rd.Rdict.list_cf(str(self.path), self.opts)
-            for name in names:
-                cf = self.db if name == DEFAULT_CF else self.db.get_column_family(name)
+        with self.errors(failed="{path}: flush failed ({text})"):
+            for name in self._names():
+                cf = self._cf(name)
                 cf.flush(True)
                 del cf
-        except Exception as exc:
-            raise DestinationError(f"{self.path}: flush failed ({_msg(exc)})") from exc
 
     def close(self) -> None:
         db = getattr(self, "db", None)
@@ -473,71 +403,48 @@ class RocksdbWriter(Writer):
             gc.collect()
             self.db = None
             try:
-                db.close()  # flushes what is left: a full disk can meet it here
-            except Exception as exc:
-                raise DestinationError(f"{self.path}: closing failed ({_msg(exc)})") from exc
+                with self.errors(failed="{path}: closing failed ({text})"):
+                    db.close()  # flushes what is left: a full disk can meet it here
             finally:
                 gc.collect()
 
-    # In-place methods (schema upgrades). RocksDB creates and drops column families
-    # outside its WriteBatches and cannot rename them, so it declares neither
-    # transactional_ddl nor rename_table: an upgrade builds new tables aside and
-    # switches through a journal in the metadata, with sync() before each destructive
-    # step (writes go without the WAL, so only flushed data survives a kill).
-
-    def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
-        where = f"{self.path} table {table.name!r}"
-        cf = self.db if table.name == DEFAULT_CF else self.db.get_column_family(table.name)
-        try:
-            yield from scan_batches(cf, table, after, max_records, max_bytes, where)
-        except StateMigrateError:
-            raise
-        except (ValueError, OverflowError) as exc:
-            raise SourceError(f"{where}: a record outside the model ({exc})") from exc
-        except Exception as exc:
-            raise damaged(exc, where) or DestinationError(
-                f"{where}: read failed ({_msg(exc)})"
-            ) from exc
-        finally:
-            del cf
+    # In-place methods (schema upgrades; scan and confirm_end come from _Scans).
+    # RocksDB creates and drops column families outside its WriteBatches and cannot
+    # rename them, so it declares neither transactional_ddl nor rename_table: an
+    # upgrade builds new tables aside and switches through a journal in the metadata,
+    # with sync() before each destructive step (writes go without the WAL, so only
+    # flushed data survives a kill).
 
     def drop_table(self, name: str) -> None:
         # The kind goes first: a kill between the two steps leaves a table that the
         # upgrade journal drops again, never a stale kind for a later table.
         self.put_metadata({KIND_PREFIX + name: None})
-        if name not in self.rd.Rdict.list_cf(str(self.path), self.opts):
+        if name not in self._names():
             return
         self._handles.pop(name, None)
         gc.collect()
-        try:
+        with self.errors(failed=f"{{path}}: cannot drop table {name!r} ({{text}})"):
             self.db.drop_column_family(name)
-        except Exception as exc:
-            raise DestinationError(
-                f"{self.path}: cannot drop table {name!r} ({_msg(exc)})"
-            ) from exc
 
     def sync(self) -> None:
         """Flush the column families whose memtables hold writes (the others have none to lose)."""
-        try:
-            for name in self.rd.Rdict.list_cf(str(self.path), self.opts):
-                cf = self.db if name == DEFAULT_CF else self.db.get_column_family(name)
+        with self.errors(failed="{path}: flush failed ({text})"):
+            for name in self._names():
+                cf = self._cf(name)
                 pending = cf.property_int_value("rocksdb.num-entries-active-mem-table") or 0
                 pending += cf.property_int_value("rocksdb.num-entries-imm-mem-tables") or 0
                 if pending:
                     cf.flush(True)
                 del cf
-        except Exception as exc:
-            raise DestinationError(f"{self.path}: flush failed ({_msg(exc)})") from exc
 
     def backup(self, path: Path) -> None:
         """A RocksDB checkpoint (hard links where possible)."""
-        try:
-            self.finish()
+        self.finish()
+        checkpoint = "{where}: RocksDB checkpoint failed ({text})"
+        with self.errors(where=path, failed=checkpoint):
             cp = self.rd.Checkpoint(self.db)
             cp.create_checkpoint(str(path))
             del cp
-        except Exception as exc:
-            raise DestinationError(f"{path}: RocksDB checkpoint failed ({_msg(exc)})") from exc
 
 
 class RocksdbEngine(Engine):
@@ -605,4 +512,4 @@ class RocksdbEngine(Engine):
     @classmethod
     def format_info(cls, path: Path) -> dict[str, Any]:
         current = (path / "CURRENT").read_text(errors="replace").strip()
-        return {"manifest": current, "lock_holder_pid": fcntl_holder(path / "LOCK")}
+        return {"manifest": current, "lock_holder_pid": lock_holder(path, LOCK_PROBES)}

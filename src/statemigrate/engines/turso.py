@@ -11,8 +11,9 @@ silently creates a new file named literally ``…?mode=ro``), it creates a ``-wa
 beside any database it opens, and it may checkpoint a WAL into the main file when it
 closes. So the reader checks that no process holds the store (Turso takes an exclusive
 POSIX lock on the whole file while any connection is open: exit 3 with its pid),
-copies the file and its WAL into a private temporary directory (``TMPDIR``; it needs
-the store's size in free space there), checks the source did not change during the
+copies the file and its WAL into a private directory (:mod:`._snapshot`, under
+``TMPDIR``; it needs the store's size in free space there; copies, never links, as
+the driver may write the file it opens), checks the source did not change during the
 copy, and reads the copy. The source is never opened by the driver. The copy is first
 checked with SQLite's ``integrity_check`` (the standard library's sqlite3): pyturso aborts
 the whole interpreter on some damaged files.
@@ -30,23 +31,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
-from urllib.parse import quote as urlquote
 
 from ..errors import DestinationError, SourceError, StoreBusyError
-from ..locks import busy_message, fcntl_holder
-from .base import Capabilities, Reader, Writer, check_options
-from .libsql import (
-    DbapiLayout,
-    DbapiSqlEngine,
-    DbapiSqlReader,
-    DbapiSqlWriter,
-    map_error,
-    reraise_control,
-)
+from ..locks import lock_holder, refuse_if_held
+from . import _snapshot
+from ._dbapi import DbapiLayout, DbapiSqlEngine, DbapiSqlReader
+from ._sql import LOCK_PROBES, uri_path
+from .base import Capabilities, Reader, check_options
 
 
 class TursoLayout(DbapiLayout):
@@ -67,6 +61,20 @@ def _state(paths: list[Path]) -> list[tuple[int, int]]:
     return out
 
 
+def _copy(path: Path, copy: Path) -> None:
+    """Copy the file and its WAL, refusing a held store and retrying one that changed meanwhile."""
+    sources = [path, Path(str(path) + "-wal")]
+    for _attempt in range(3):
+        refuse_if_held(path, LOCK_PROBES)
+        before = _state(sources)
+        shutil.copyfile(path, copy)
+        if sources[1].exists():
+            shutil.copyfile(sources[1], Path(str(copy) + "-wal"))
+        if lock_holder(path, LOCK_PROBES) is None and _state(sources) == before:
+            return
+    raise StoreBusyError(f"{path}: the store kept changing while it was copied to be read")
+
+
 def _check_copy(path: Path, copy: Path) -> None:
     """Refuse a damaged file before pyturso opens it: on some damaged files it panics and
     aborts the interpreter (SIGABRT), which no ``except`` catches. SQLite's own
@@ -74,7 +82,7 @@ def _check_copy(path: Path, copy: Path) -> None:
     import sqlite3
 
     try:
-        con = sqlite3.connect(f"file:{urlquote(str(copy))}", uri=True)
+        con = sqlite3.connect(f"file:{uri_path(copy)}", uri=True)
         try:
             rows = con.execute("PRAGMA integrity_check").fetchall()
         finally:
@@ -91,44 +99,32 @@ class TursoReader(DbapiSqlReader):
 
     def __init__(self, engine: type[TursoEngine], path: Path, options: Mapping[str, Any]):
         driver = engine.require_driver()
-        self.tmpdir: str | None = tempfile.mkdtemp(prefix="statemigrate-turso-")
-        copy = Path(self.tmpdir) / "store.db"
+        self.path = path
+        self.tmpdir: Path | None = None
         try:
-            self._copy(path, copy)
-            _check_copy(path, copy)
-            conn = driver.connect(str(copy), isolation_level=None)
-        except BaseException as exc:  # a driver panic is a BaseException
-            reraise_control(exc)
+            conn = self._open_copy(driver, path)
+        except BaseException:
             self._drop_copy()
-            if isinstance(exc, (SourceError, StoreBusyError)):
-                raise
-            if isinstance(exc, OSError):
-                raise SourceError(
-                    f"{path}: cannot make a private copy to read ({exc})",
-                    hint="pyturso cannot open a file read-only; point TMPDIR at a disk with room for a copy",
-                ) from exc
-            raise map_error(exc, path, "opening", source=True) from exc
+            raise
         super().__init__(engine, path, conn, options)
 
-    @staticmethod
-    def _copy(path: Path, copy: Path) -> None:
-        sources = [path, Path(str(path) + "-wal")]
-        for attempt in range(3):
-            pid = fcntl_holder(path)
-            if pid is not None:
-                raise StoreBusyError(busy_message(path, pid))
-            before = _state(sources)
-            shutil.copyfile(path, copy)
-            if sources[1].exists():
-                shutil.copyfile(sources[1], Path(str(copy) + "-wal"))
-            if fcntl_holder(path) is None and _state(sources) == before:
-                return
-        raise StoreBusyError(f"{path}: the store kept changing while it was copied to be read")
+    def _open_copy(self, driver: Any, path: Path) -> Any:
+        try:
+            self.tmpdir = _snapshot.private_dir("turso")
+            copy = self.tmpdir / "store.db"
+            _copy(path, copy)
+        except OSError as exc:
+            raise SourceError(
+                f"{path}: cannot make a private copy to read ({exc})",
+                hint="pyturso cannot open a file read-only; point TMPDIR at a disk with room for a copy",
+            ) from exc
+        _check_copy(path, copy)
+        with self.errors("opening"):
+            return driver.connect(str(copy), isolation_level=None)
 
     def _drop_copy(self) -> None:
-        if self.tmpdir is not None:
-            shutil.rmtree(self.tmpdir, ignore_errors=True)
-            self.tmpdir = None
+        _snapshot.remove(self.tmpdir)
+        self.tmpdir = None
 
     def close(self) -> None:
         super().close()
@@ -180,31 +176,6 @@ class TursoEngine(DbapiSqlEngine):
         return TursoReader(cls, path, opts)
 
     @classmethod
-    def _writer(cls, path: Path, create: bool) -> Writer:
-        if create and (path.exists() or path.is_symlink()):
-            raise DestinationError(f"{path}: already exists")
-        if not create and not path.is_file():
-            raise DestinationError(f"{path}: no such file")  # pyturso would create one
-        if not create:
-            pid = fcntl_holder(path)
-            if pid is not None:
-                raise StoreBusyError(busy_message(path, pid))
+    def _check_writable(cls, path: Path) -> None:
         if not os.access(path.parent, os.W_OK):
             raise DestinationError(f"{path.parent}: not writable")
-        driver = cls.require_driver()
-        try:
-            conn = driver.connect(str(path), isolation_level=None)
-        except BaseException as exc:  # a driver panic is a BaseException
-            reraise_control(exc)
-            raise map_error(exc, path, "opening for writing", source=False) from exc
-        return DbapiSqlWriter(cls, path, conn)
-
-    @classmethod
-    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, set())
-        return cls._writer(path, create=True)
-
-    @classmethod
-    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, set())
-        return cls._writer(path, create=False)

@@ -1,0 +1,321 @@
+"""The SQL layout shared by the sqlite, libsql and turso engines (DESIGN.md, "Layouts").
+
+One table per table (``key BLOB PRIMARY KEY, value BLOB`` and, when versioned,
+``version INTEGER``), metadata in ``__statemigrate__``, the schema revision mirrored
+into Alembic's ``alembic_version`` table. Everything here works on an apsw connection
+and on a DB-API one alike (``conn.execute(sql, params)`` returning rows).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..errors import SourceError
+from ..locks import LockProbe, lock_holder
+from ..model import METADATA_TABLE, Batch, TableInfo, TableKind
+from .base import META_REVISION
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+ALEMBIC_TABLE = "alembic_version"
+U64 = 2**64
+I64_MAX = 2**63 - 1
+INTERNAL_TABLES = {METADATA_TABLE, ALEMBIC_TABLE}
+SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal")
+# A writer of a SQLite file holds a POSIX write lock on it or on a file beside it.
+LOCK_PROBES = (LockProbe(""), LockProbe("-shm"), LockProbe("-wal"), LockProbe("-journal"))
+RESERVED_NAMES: Mapping[str, str] = {
+    ALEMBIC_TABLE: "reserved for the revision stamp that Alembic reads"
+}
+RESERVED_PREFIXES: Mapping[str, str] = {"sqlite_": "reserved by SQLite"}
+FOLDING = "in SQL, which ignores case"
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_CREATE_NAME = re.compile(
+    r'\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?"((?:[^"]|"")*)"', re.IGNORECASE
+)
+
+
+def fold_sql_name(name: str) -> str:
+    """A table name as SQLite compares it: ASCII letters ignore case, other letters do not."""
+    return name.translate(_ASCII_LOWER)
+
+
+def quote(name: str) -> str:
+    """A correctly quoted SQL identifier (names are never pasted unquoted)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def to_signed(version: int) -> int:
+    """A u64 version as the signed 64-bit integer with the same bits."""
+    return version - U64 if version > I64_MAX else version
+
+
+class SqlLayout:
+    """The SQL of the layout; ``without_rowid`` is False for Turso."""
+
+    without_rowid: ClassVar[bool] = True
+
+    @classmethod
+    def create_table_sql(cls, table: TableInfo) -> str:
+        """``CREATE TABLE`` of a table."""
+        cols = "key BLOB PRIMARY KEY NOT NULL, value BLOB NOT NULL"
+        if table.versioned:
+            cols += ", version INTEGER NOT NULL"
+        tail = " WITHOUT ROWID" if cls.without_rowid else ""
+        return f"CREATE TABLE {quote(table.name)} ({cols}){tail}"
+
+    @staticmethod
+    def insert_sql(table: TableInfo) -> str:
+        """``INSERT`` of one record."""
+        if table.versioned:
+            return f"INSERT INTO {quote(table.name)} (key, value, version) VALUES (?, ?, ?)"
+        return f"INSERT INTO {quote(table.name)} (key, value) VALUES (?, ?)"
+
+    @staticmethod
+    def select_sql(table: TableInfo, after: bool, limit: bool = False) -> str:
+        """``SELECT`` of a table's records in key order (after a key, a page at most)."""
+        cols = "key, value, version" if table.versioned else "key, value"
+        where = " WHERE key > ?" if after else ""
+        tail = " LIMIT ?" if limit else ""
+        return f"SELECT {cols} FROM {quote(table.name)}{where} ORDER BY key{tail}"
+
+    META_CREATE = (
+        f"CREATE TABLE IF NOT EXISTS {quote(METADATA_TABLE)} (key TEXT PRIMARY KEY, value BLOB)"
+    )
+    META_PUT = f"INSERT OR REPLACE INTO {quote(METADATA_TABLE)} (key, value) VALUES (?, ?)"
+    META_DELETE = f"DELETE FROM {quote(METADATA_TABLE)} WHERE key = ?"
+    META_SELECT = f"SELECT key, value FROM {quote(METADATA_TABLE)}"
+    ALEMBIC_CREATE = (
+        f"CREATE TABLE IF NOT EXISTS {ALEMBIC_TABLE} "
+        "(version_num VARCHAR(32) NOT NULL, CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num))"
+    )
+
+
+def versioned_rows(table: TableInfo, batch: Batch) -> Any:
+    """Rows to bind for a batch (versions as signed 64-bit)."""
+    if table.versioned:
+        return [(k, v, to_signed(ver)) for k, v, ver in batch]
+    return batch
+
+
+def classify_columns(columns: list[tuple[str, str, int, int]]) -> TableKind | None:
+    """The table kind from ``(name, type, notnull, pk)`` columns, or None if foreign."""
+    shape = [(n.lower(), t.upper(), pk) for n, t, _nn, pk in columns]
+    plain = [("key", "BLOB", 1), ("value", "BLOB", 0)]
+    if shape == plain:
+        return TableKind.PLAIN
+    if shape == plain + [("version", "INTEGER", 0)]:
+        return TableKind.VERSIONED
+    return None
+
+
+def check_internal_table(
+    where: object, name: str, columns: list[tuple[str, str, int, int]]
+) -> None:
+    """Refuse a user's table named like statemigrate's metadata or Alembic's stamp.
+
+    Both live beside the tables in a SQL store; they are told from a user's table of
+    the same name by their columns (ours: ``key TEXT, value``; Alembic's: ``version_num``).
+
+    Args:
+        where: the store, for the message.
+        name: ``__statemigrate__`` or ``alembic_version``.
+        columns: the table's ``(name, type, notnull, pk)`` columns.
+
+    Raises:
+        SourceError: the table is not statemigrate's or Alembic's (exit 4).
+    """
+    cols = [(n.lower(), t.upper()) for n, t, _nn, _pk in columns]
+    if name == METADATA_TABLE:
+        ours = [c for c, _t in cols] == ["key", "value"] and cols[0][1] == "TEXT"
+        what = "statemigrate's metadata"
+    else:
+        ours = "version_num" in [c for c, _t in cols]
+        what = "Alembic's revision stamp"
+    if not ours:
+        raise SourceError(
+            f"{where}: table {name!r} uses the name of {what}; rename it in the app first"
+        )
+
+
+def table_names(conn: Any) -> list[str]:
+    """Table names as created; Turso lower-cases ``name`` but keeps the ``sql`` text."""
+    out = []
+    for name, sql in conn.execute(
+        "SELECT name, sql FROM sqlite_schema WHERE type = 'table'"
+    ).fetchall():
+        m = _CREATE_NAME.match(sql or "")
+        if m and m.group(1).replace('""', '"').lower() == name.lower():
+            name = m.group(1).replace('""', '"')
+        out.append(name)
+    return out
+
+
+def layout_tables(
+    conn: Any, names: list[str], where: object | None = None
+) -> tuple[list[TableInfo], list[str]]:
+    """The tables in the layout, and the names of foreign ones (other columns).
+
+    Args:
+        conn: the connection.
+        names: the store's table names (:func:`table_names`).
+        where: the store, to refuse a user's table named like an internal one; None
+            skips internal tables unchecked (a writer's own store).
+
+    Raises:
+        SourceError: an internal table's name on a user's table.
+    """
+    tables, foreign = [], []
+    for name in names:
+        if name.lower().startswith("sqlite_"):
+            continue
+        if name in INTERNAL_TABLES and where is None:
+            continue
+        cols = [
+            (r[1], r[2], r[3], r[5])
+            for r in conn.execute(f"PRAGMA table_info({quote(name)})").fetchall()
+        ]
+        if name in INTERNAL_TABLES:
+            check_internal_table(where, name, cols)
+            continue
+        kind = classify_columns(cols)
+        if kind is None:
+            foreign.append(name)
+        else:
+            tables.append(TableInfo(name, kind))
+    return tables, foreign
+
+
+def refuse_foreign(where: object, foreign: list[str]) -> None:
+    """Refuse tables not in the layout (unless the reader was told to skip them).
+
+    Raises:
+        SourceError: naming each of them, with the way out.
+    """
+    listed = ", ".join(repr(n) for n in foreign)
+    raise SourceError(
+        f"{where}: tables not in statemigrate's layout: {listed}",
+        hint="convert them yourself, or pass --skip-foreign-tables to leave them out",
+    )
+
+
+def stored_metadata(conn: Any) -> dict[str, bytes]:
+    """The metadata table, whole."""
+    return {k: bytes(v) for k, v in conn.execute(SqlLayout.META_SELECT).fetchall()}
+
+
+def read_metadata(conn: Any, names: list[str]) -> dict[str, bytes]:
+    """The metadata of a store with tables ``names``; the revision from Alembic's stamp
+    when statemigrate's is missing (a store Alembic's own tools stamped)."""
+    meta = stored_metadata(conn) if METADATA_TABLE in names else {}
+    if META_REVISION not in meta and ALEMBIC_TABLE in names:
+        rows = conn.execute(f"SELECT version_num FROM {ALEMBIC_TABLE}").fetchall()
+        if rows:
+            meta[META_REVISION] = json.dumps(sorted(r[0] for r in rows)).encode()
+    return meta
+
+
+def write_metadata(conn: Any, metadata: Mapping[str, bytes | None]) -> None:
+    """Apply metadata updates (None deletes); the revision is mirrored for Alembic."""
+    for key, value in metadata.items():
+        if value is None:
+            conn.execute(SqlLayout.META_DELETE, (key,))
+        else:
+            conn.execute(SqlLayout.META_PUT, (key, value))
+        if key == META_REVISION:
+            conn.execute(SqlLayout.ALEMBIC_CREATE)
+            conn.execute(f"DELETE FROM {ALEMBIC_TABLE}")
+            for rev in json.loads(value) if value is not None else []:
+                conn.execute(f"INSERT INTO {ALEMBIC_TABLE} (version_num) VALUES (?)", (rev,))
+
+
+def is_sqlite_file(path: Path) -> bool:
+    """Whether ``path`` is a file starting with SQLite's header (changes nothing)."""
+    if not path.is_file():
+        return False
+    with open(path, "rb") as f:
+        return f.read(16) == SQLITE_MAGIC
+
+
+def sqlite_file_info(path: Path) -> dict[str, Any]:
+    """Facts of a SQLite file's header for ``inspect``: page size, journal mode, writer."""
+    with open(path, "rb") as f:
+        head = f.read(100)
+    if len(head) < 100:
+        return {}
+    modes = {1: "rollback journal", 2: "WAL"}
+    wal = head[18] == 2
+    probes = LOCK_PROBES[:2] if wal else LOCK_PROBES[:1]  # the file, and its -shm in WAL mode
+    return {
+        "page_size": int.from_bytes(head[16:18], "big") or 65536,
+        "journal": modes.get(head[18], f"unknown ({head[18]})"),
+        # In WAL mode a reader sees one consistent snapshot while the app writes.
+        "wal_readable_while_written": wal,
+        "writer_pid": lock_holder(path, probes),
+    }
+
+
+def check_source_file(path: Path) -> None:
+    """Refuse, before a driver opens it, a source that is not a whole SQLite file.
+
+    Raises:
+        SourceError: missing, a directory, no SQLite header, or cut short.
+    """
+    if not path.exists():
+        raise SourceError(f"{path}: no such file")
+    if path.is_dir():
+        raise SourceError(f"{path}: is a directory, not a SQLite file")
+    with open(path, "rb") as f:  # a clear error before the driver's generic one
+        if f.read(16) != SQLITE_MAGIC:
+            raise SourceError(f"{path}: not a SQLite database (no SQLite header)")
+    check_file_size(path)
+
+
+def check_file_size(path: Path) -> None:
+    """Refuse a SQLite file cut short, which SQLite itself would read without an error.
+
+    SQLite counts a partial last page as a whole one and reads its missing bytes as
+    zeros, so a file one byte short converts with a changed record. It is refused when
+    its size is not a whole number of pages (SQLite always writes whole pages), or when
+    the header's page count (valid when the change counters at offsets 24 and 92
+    match) needs more pages than the file has and no ``-wal`` beside it holds frames
+    that could supply them.
+
+    Args:
+        path: the SQLite file (its header already checked).
+
+    Raises:
+        SourceError: the file is truncated.
+    """
+    with open(path, "rb") as f:
+        head = f.read(100)
+    size = path.stat().st_size
+    if len(head) < 100:
+        raise SourceError(f"{path}: truncated SQLite file ({size} bytes, the header alone is 100)")
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    if page < 512 or page & (page - 1):
+        return  # not a valid page size: SQLite refuses the file itself
+    if size % page:
+        raise SourceError(
+            f"{path}: truncated or damaged SQLite file ({size:,} bytes is not"
+            f" a whole number of its {page:,}-byte pages)"
+        )
+    count = int.from_bytes(head[28:32], "big")
+    if count and head[24:28] == head[92:96] and count * page > size:
+        wal = Path(str(path) + "-wal")
+        if not (wal.is_file() and wal.stat().st_size >= 32 + 24 + page):
+            raise SourceError(
+                f"{path}: truncated SQLite file (its header counts {count:,} pages"
+                f" of {page:,} bytes; the file holds {size // page:,})"
+            )
+
+
+def uri_path(path: Path) -> str:
+    """``path`` quoted for a ``file:`` URI."""
+    from urllib.parse import quote as urlquote
+
+    return urlquote(str(path.absolute()))
