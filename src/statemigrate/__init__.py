@@ -1,47 +1,156 @@
 """statemigrate: move an embedded state store between engines, upgrade it, prove nothing was lost.
 
-The public API: :func:`convert`, :func:`verify`, :func:`verify_manifest`,
-:func:`checksum`, :func:`inspect`, :func:`open_store`, :func:`engines`, and for
-schema upgrades :func:`upgrade` and the ``op`` object revisions use. Importing the
-package loads no engine driver and not the native extension.
+The verbs (:mod:`statemigrate.api`): :func:`convert`, :func:`verify`,
+:func:`verify_manifest`, :func:`checksum`, :func:`inspect`, :func:`open_store`,
+:func:`engines`, and for schema upgrades :func:`upgrade`, :func:`downgrade`,
+:func:`stamp`, :func:`current`, :func:`check`, :func:`history`, :func:`revision`,
+:func:`finish_interrupted`; ``op``, the operations a revision calls; the errors
+(:class:`StateMigrateError` and its subclasses, each with its exit code).
+
+Everything is imported on first use: importing the package, or one of its engines,
+loads no verb, no engine driver, not click, tqdm or the native extension.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from .api import checksum, convert, engines, inspect, open_store, verify, verify_manifest
+if TYPE_CHECKING:
+    __version__: str
+    from .api import (
+        check,
+        checksum,
+        convert,
+        current,
+        downgrade,
+        engines,
+        finish_interrupted,
+        history,
+        inspect,
+        open_store,
+        revision,
+        stamp,
+        upgrade,
+        verify,
+        verify_manifest,
+    )
+    from .errors import (
+        DestinationError,
+        InterruptedByUser,
+        MissingDriverError,
+        SourceError,
+        StateMigrateError,
+        StoreBusyError,
+        UsageError,
+    )
+    from .schema import op
+    from .schema.errors import (
+        OffRevisionError,
+        RevisionFailedError,
+        RevisionUnknownError,
+        SchemaError,
+        StoreMissingError,
+        UpgradeInterruptedError,
+    )
 
-try:  # one source: rust/Cargo.toml, through the installed package's metadata
-    from importlib.metadata import version as _version
+_VERBS = (
+    "check",
+    "checksum",
+    "convert",
+    "current",
+    "downgrade",
+    "engines",
+    "finish_interrupted",
+    "history",
+    "inspect",
+    "open_store",
+    "revision",
+    "stamp",
+    "upgrade",
+    "verify",
+    "verify_manifest",
+)
+_ERRORS = (
+    "DestinationError",
+    "InterruptedByUser",
+    "MissingDriverError",
+    "SourceError",
+    "StateMigrateError",
+    "StoreBusyError",
+    "UsageError",
+)
+_SCHEMA_ERRORS = (
+    "OffRevisionError",
+    "RevisionFailedError",
+    "RevisionUnknownError",
+    "SchemaError",
+    "StoreMissingError",
+    "UpgradeInterruptedError",
+)
+# Where each public name lives; resolved on first access (PEP 562).
+_LAZY = {
+    **dict.fromkeys(_VERBS, ".api"),
+    **dict.fromkeys(_ERRORS, ".errors"),
+    **dict.fromkeys(_SCHEMA_ERRORS, ".schema.errors"),
+}
 
-    __version__ = _version("statemigrate")
-except Exception:  # noqa: BLE001 - running from a source tree without metadata
-    __version__ = "0+unknown"
+
+def _version() -> str:
+    """One source, rust/Cargo.toml, through the installed package's metadata."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("statemigrate")
+    except PackageNotFoundError:  # running from a source tree without metadata
+        return "0+unknown"
 
 
 def __getattr__(name: str) -> Any:
-    # Upgrades import Alembic; load them only when asked for.
-    if name == "op":
-        from .upgrade import op as _op
+    if name == "op":  # the module revisions import: ``from statemigrate import op``
+        value: Any = importlib.import_module(".schema.op", __name__)
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    elif name == "__version__":
+        value = _version()
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # looked up once
+    return value
 
-        return _op
-    if name == "upgrade":
-        # The package is callable (it is also the upgrade() function).
-        import importlib
 
-        return importlib.import_module(".upgrade", __name__)
-    raise AttributeError(f"module 'statemigrate' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 __all__ = [
+    "DestinationError",
+    "InterruptedByUser",
+    "MissingDriverError",
+    "OffRevisionError",
+    "RevisionFailedError",
+    "RevisionUnknownError",
+    "SchemaError",
+    "SourceError",
+    "StateMigrateError",
+    "StoreBusyError",
+    "StoreMissingError",
+    "UpgradeInterruptedError",
+    "UsageError",
     "__version__",
+    "check",
     "checksum",
     "convert",
+    "current",
+    "downgrade",
     "engines",
+    "finish_interrupted",
+    "history",
     "inspect",
     "op",
     "open_store",
+    "revision",
+    "stamp",
     "upgrade",
     "verify",
     "verify_manifest",
