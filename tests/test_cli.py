@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import io
 import json
+import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +23,7 @@ from statemigrate.model import TableInfo, TableKind
 from statemigrate.testing.stores import tree_sha256, write_store
 
 ROOT = Path(__file__).resolve().parents[1]
+HANG_GUARD = 120  # seconds: a generous guard against a hung child, never a measurement
 
 
 def run(*args: str):
@@ -237,3 +245,131 @@ def test_help_imports_no_driver():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip().splitlines()[-1] == "LOADED:"
+
+
+# --- what a person sees (issue 15) -----------------------------------------------------
+
+
+class _ClosedAfterFirstLine(io.TextIOWrapper):
+    """stdout of ``| head -1``: the reader goes away after the first line."""
+
+    def write(self, text: str) -> int:
+        if getattr(self, "_line_done", False):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+        self._line_done = "\n" in text
+        return super().write(text)
+
+
+class _ReaderGoesAway(CliRunner):
+    @contextlib.contextmanager
+    def isolation(self, *args, **kwargs):
+        with super().isolation(*args, **kwargs) as streams:
+            real = sys.stdout
+            sys.stdout = _ClosedAfterFirstLine(real.buffer, encoding="utf-8")
+            try:
+                yield streams
+            finally:
+                sys.stdout.detach()
+                sys.stdout = real
+
+
+@pytest.mark.parametrize("args", [["inspect", "{src}"], ["checksum", "{src}"], ["engines"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly(src: Path, args: list[str]) -> None:
+    args = [a.format(src=src) for a in args]
+    res = _ReaderGoesAway().invoke(main, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert res.stderr == "" and len(res.stdout.splitlines()) == 1
+
+
+def test_a_closed_pipe_is_exit_0_with_nothing_on_stderr(src: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `| head -1` that has already gone: every write is EPIPE
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "statemigrate", "inspect", str(src)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            check=False,
+            text=True,
+            timeout=HANG_GUARD,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0 and proc.stderr == ""
+
+
+def test_traceback_is_accepted_after_the_subcommand_too(src: Path, monkeypatch) -> None:
+    monkeypatch.setattr("statemigrate.api.checksum", _boom)
+    for args in (["checksum", str(src), "--traceback"], ["--traceback", "checksum", str(src)]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 70 and "Traceback" in res.output and "kaboom" in res.output
+    res = CliRunner().invoke(main, ["checksum", str(src)])
+    assert res.exit_code == 70 and "Traceback" not in res.output
+    assert "--traceback" not in run("checksum", "--help").output  # hidden: the group's option
+
+
+def _boom(*_args, **_kwargs):
+    raise RuntimeError("kaboom")
+
+
+def test_hints_name_only_options_the_command_has(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"hello world" * 10)
+    for verb in (["inspect"], ["checksum"], ["verify", junk]):
+        res = run(*verb, junk)
+        assert res.exit_code == 4 and "not a store of any known engine" in res.output
+        assert "ENGINE:PATH" in res.output and "--from" not in res.output, res.output
+    res = run("convert", junk, tmp_path / "o.sqlite")
+    assert res.exit_code == 4 and "--from" in res.output and "ENGINE:PATH" in res.output
+
+
+def test_hint_filter_keeps_what_the_command_can_do() -> None:
+    from statemigrate.cli.output import hint_for
+
+    both = "name the engine as ENGINE:PATH or with --from"
+    assert hint_for(both, {"--from"}) == both
+    assert hint_for(both, set()) == "name the engine as ENGINE:PATH"
+    steps = "free some space, then run the same command with --resume"
+    assert hint_for(steps, {"--json"}) == "free some space"
+    assert hint_for("pass --overwrite to replace it", set()) is None
+    assert hint_for(None, set()) is None
+
+
+def test_resume_of_a_complete_destination_says_there_is_nothing_to_do(
+    src: Path, tmp_path: Path
+) -> None:
+    dst = tmp_path / "b.jsonl"
+    killed = subprocess.run(  # killed after the rename: DST is complete, its marks are left
+        [sys.executable, "-m", "statemigrate", "convert", "--quiet", str(src), str(dst)],
+        env={**os.environ, "STATEMIGRATE_CRASH_AT": "placed"},
+        capture_output=True,
+        timeout=HANG_GUARD,
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL and dst.exists()
+    res = run("convert", "--resume", src, dst)
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[0] == f"nothing to do: {dst} is already complete"
+    assert "converted" not in res.stdout
+    assert run("verify", src, dst).exit_code == 0
+
+
+def test_inspect_text_reports_an_interrupted_upgrade(tmp_path: Path) -> None:
+    pending = {"revision": "0002", "to": ["0002"], "direction": "upgrade", "tables": []}
+    store = write_store(  # what a kill during a revision leaves: its pending entry
+        SqliteEngine,
+        tmp_path / "s.sqlite",
+        {TableInfo("events"): [(b"k", b"v")]},
+        metadata={"upgrade_pending": json.dumps(pending).encode()},
+    )
+    res = run("inspect", store)
+    assert res.exit_code == 0, res.output
+    line = next(x for x in res.stdout.splitlines() if x.startswith("upgrade "))
+    assert "an upgrade to 0002 was interrupted" in line and "statemigrate upgrade" in line
+    assert json.loads(run("inspect", store, "--json").stdout)["upgrade_interrupted"]
+    clean = run("inspect", _clean_store(tmp_path))
+    assert clean.exit_code == 0 and "interrupted" not in clean.stdout
+
+
+def _clean_store(tmp_path: Path) -> Path:
+    return write_store(SqliteEngine, tmp_path / "c.sqlite", {TableInfo("events"): [(b"k", b"v")]})

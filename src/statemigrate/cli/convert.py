@@ -1,0 +1,313 @@
+"""The commands that move and compare state: convert, verify, checksum, inspect, engines."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+import click
+
+from .. import api
+from ..errors import EXIT_INTERRUPTED, UsageError
+from .output import echo, emit_json, print_convert, print_engines, print_inspect, print_verify
+
+
+class _Stopper:
+    """SIGINT/SIGTERM: finish the batch in flight and checkpoint; a second one stops at once.
+
+    Until the library first asks (:meth:`poll`), nothing is in flight that a checkpoint
+    could keep (stores are being opened and checked): a signal then stops at once, so
+    that an open or a read that cannot finish never outlives it.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.polled = False
+
+    def poll(self) -> bool:
+        """Whether a stop was asked for; from the first call on, signals wait for a batch."""
+        self.polled = True
+        return self.requested
+
+    def __call__(self, signum: int, _frame: Any) -> None:
+        if self.requested:
+            os.write(
+                2, b"statemigrate: stopped at once; the destination's .partial stays resumable\n"
+            )
+            os._exit(EXIT_INTERRUPTED)
+        self.requested = True
+        if not self.polled:
+            os.write(2, b"statemigrate: stopping now (nothing in flight to finish)\n")
+            raise KeyboardInterrupt  # ends a blocked system call too (PEP 475)
+        os.write(2, b"statemigrate: stopping after the batch in flight (again to stop at once)\n")
+
+    def install(self) -> None:
+        """Handle SIGINT and SIGTERM from now on."""
+        signal.signal(signal.SIGINT, self)
+        signal.signal(signal.SIGTERM, self)
+
+
+def _progress(quiet: bool) -> Any:
+    if quiet or not sys.stderr.isatty():
+        return None
+    from ..tqdm_progress import TqdmProgress
+
+    return TqdmProgress()
+
+
+def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}")
+        out[key.replace("-", "_")] = int(value) if value.isdigit() else value
+    return out
+
+
+def _engine_options(
+    source_opts: tuple[str, ...],
+    dest_opts: tuple[str, ...],
+    skip_foreign_tables: bool,
+    rocksdb_format_version: int | None,
+    redb_format: int | None,
+    bytewise_keys: tuple[str, ...],
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The reader's and the writer's options: KEY=VALUE pairs and the engines' flags."""
+    src = _parse_options(source_opts)
+    if skip_foreign_tables:
+        src["skip_foreign_tables"] = True
+    dst = _parse_options(dest_opts)
+    if rocksdb_format_version is not None:
+        dst["rocksdb_format_version"] = rocksdb_format_version
+    if redb_format is not None:
+        dst["redb_format"] = redb_format
+    if bytewise_keys:
+        dst["bytewise_key_types"] = list(bytewise_keys)
+    return src or None, dst or None
+
+
+@click.command()
+@click.argument("source")
+@click.argument("destination")
+@click.option(
+    "--from", "from_engine", metavar="ENGINE", help="Source engine (detected when omitted)."
+)
+@click.option(
+    "--to",
+    "to_engine",
+    metavar="ENGINE",
+    help="Destination engine (from ENGINE:PATH or the suffix).",
+)
+@click.option("--tables", metavar="NAMES", help="Only these tables, comma-separated.")
+@click.option(
+    "--batch-records",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Records per batch at most.",
+)
+@click.option(
+    "--batch-bytes",
+    type=click.IntRange(min=1),
+    default=8 << 20,
+    show_default=True,
+    help="Payload bytes per batch at most.",
+)
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace an existing destination (kept until the new one verified).",
+)
+@click.option(
+    "--resume", is_flag=True, help="Continue DST.partial left by an interrupted run (or start)."
+)
+@click.option(
+    "--no-verify", is_flag=True, help="Skip reading the destination back (not recommended)."
+)
+@click.option("--force", is_flag=True, help="Skip the free-space check.")
+@click.option(
+    "--skip-foreign-tables",
+    is_flag=True,
+    help="SQLite sources: leave out tables not in statemigrate's layout instead of refusing.",
+)
+@click.option(
+    "--rocksdb-format-version",
+    type=click.IntRange(2, 6),
+    default=None,
+    help="RocksDB destinations: block-based table format (default 5, readable since RocksDB 6.6).",
+)
+@click.option(
+    "--redb-format",
+    type=click.IntRange(1, 3),
+    default=None,
+    help="redb destinations: file format (3 = redb 2.6+/3.x/4.x, default; 2 = redb 2.x).",
+)
+@click.option(
+    "--bytewise-key",
+    "bytewise_keys",
+    multiple=True,
+    metavar="TYPE",
+    help="redb destinations: assert that this custom key type sorts bytewise (repeatable).",
+)
+@click.option(
+    "--source-option",
+    "source_opts",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Engine option for the reader.",
+)
+@click.option(
+    "--dest-option",
+    "dest_opts",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Engine option for the writer.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON report on stdout at the end.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
+def convert(
+    source: str,
+    destination: str,
+    from_engine: str | None,
+    to_engine: str | None,
+    tables: str | None,
+    batch_records: int,
+    batch_bytes: int,
+    overwrite: bool,
+    resume: bool,
+    no_verify: bool,
+    force: bool,
+    skip_foreign_tables: bool,
+    rocksdb_format_version: int | None,
+    redb_format: int | None,
+    bytewise_keys: tuple[str, ...],
+    source_opts: tuple[str, ...],
+    dest_opts: tuple[str, ...],
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Convert SOURCE to DESTINATION on another engine, verified, never in place.
+
+    The destination is built at DESTINATION.partial, read back and compared with
+    the source's digests, synced, and only then renamed into place. The source is
+    opened read-only and never modified. Ctrl-C stops after the batch in flight;
+    `--resume` continues.
+
+    \b
+    Example:
+      statemigrate convert --from redb --to sqlite state.redb state.sqlite
+    """
+    src_options, dst_options = _engine_options(
+        source_opts, dest_opts, skip_foreign_tables, rocksdb_format_version, redb_format,
+        bytewise_keys,
+    )  # fmt: skip
+    stopper = _Stopper()
+    stopper.install()
+    report = api.convert(
+        source,
+        destination,
+        from_engine=from_engine,
+        to_engine=to_engine,
+        tables=[t for t in tables.split(",") if t] if tables else None,
+        batch_records=batch_records,
+        batch_bytes=batch_bytes,
+        overwrite=overwrite,
+        verify=not no_verify,
+        resume=resume,
+        force=force,
+        source_options=src_options,
+        destination_options=dst_options,
+        progress=_progress(quiet or as_json),
+        should_stop=stopper.poll,
+    )
+    if as_json:
+        emit_json(report.to_json())
+    elif not quiet:
+        print_convert(report)
+
+
+@click.command()
+@click.argument("a")
+@click.argument("b", required=False)
+@click.option(
+    "--manifest",
+    type=click.Path(dir_okay=False),
+    help="Compare A with a manifest from `checksum --json`.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="Differences to list.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def verify(a: str, b: str | None, manifest: str | None, limit: int, as_json: bool) -> None:
+    """Check that stores A and B (any engines) hold the same state.
+
+    Lists the first differences (key in hex, which side misses it, value or version
+    differs) and the per-table digests. Exit 0 when equal, 1 when different.
+    """
+    if manifest is not None and b is None:
+        report = api.verify_manifest(a, manifest)
+    elif manifest is None and b is not None:
+        report = api.verify(a, b, limit=limit)
+    else:
+        raise UsageError("give either a second store B or --manifest M")
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        print_verify(report)
+    sys.exit(0 if report.equal else 1)
+
+
+@click.command()
+@click.argument("store")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a manifest (JSON) that `verify --manifest` reads.",
+)
+def checksum(store: str, as_json: bool) -> None:
+    """Print each table's record count and digest, and the store digest.
+
+    The digest is engine-independent (XXH3-128 per record, summed; see the README):
+    the same state gives the same digest on every engine.
+    """
+    report = api.checksum(store)
+    if as_json:
+        emit_json(report.to_json())
+        return
+    for t in report.tables:
+        echo(f"{t['table']}\t{t['kind']}\t{t['count']}\t{t['sum']}")
+    echo(f"store digest {report.digest}")
+
+
+@click.command()
+@click.argument("store")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def inspect(store: str, as_json: bool) -> None:
+    """Describe STORE: engine, format, tables (kind, records, bytes), schema revision."""
+    report = api.inspect(store)
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        print_inspect(report)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def engines(as_json: bool) -> None:
+    """List the engines, whether each driver is installed, and their capabilities."""
+    rows = api.engines()
+    if as_json:
+        emit_json(rows)
+    else:
+        print_engines(rows)
+
+
+COMMANDS = (convert, verify, checksum, inspect, engines)

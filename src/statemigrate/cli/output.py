@@ -1,0 +1,223 @@
+"""What the command line prints: one-line errors, JSON reports and text for people.
+
+Everything written to stdout goes through :func:`echo`, so a reader that goes away
+(``statemigrate inspect STORE | head -1``) ends the command quietly, not as an error.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import click
+
+from ..errors import (
+    EXIT_DESTINATION,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_SOURCE,
+    StateMigrateError,
+)
+
+
+class StdoutClosed(Exception):
+    """The reader of stdout went away (a closed pipe): there is nobody left to tell."""
+
+
+def echo(text: str = "") -> None:
+    """Print one line on stdout.
+
+    Raises:
+        StdoutClosed: stdout is a pipe whose reader has gone.
+    """
+    try:
+        click.echo(text)
+    except BrokenPipeError as exc:
+        raise StdoutClosed from exc
+
+
+def emit_json(data: Any) -> None:
+    """Print ``data`` as one indented JSON document on stdout."""
+    echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush meets no closed pipe."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test runner's buffer)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+# --- failures ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failure as the command line shows it: one line, an optional hint, an exit code."""
+
+    message: str
+    hint: str | None
+    exit_code: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields every ``--json`` error object carries."""
+        return {"error": self.message, "hint": self.hint, "exit_code": self.exit_code}
+
+
+def os_error_code(exc: OSError) -> tuple[int, str | None]:
+    """Exit code and hint of an OSError that no engine turned into its own error.
+
+    A full or read-only disk is the destination's (only writing meets it); anything
+    else (permission, symlink loop, missing file) is met opening a store to read, the
+    destination's directory being checked before.
+    """
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG):
+        return EXIT_DESTINATION, "free some space; the destination's .partial is kept for --resume"
+    return EXIT_SOURCE, None
+
+
+RESUME_HINT = "run the same command with --resume to finish"
+AGAIN_HINT = "run the same command again"
+
+
+def describe(exc: BaseException, options: set[str]) -> Failure:
+    """The message, hint and exit code the contract gives ``exc``.
+
+    Args:
+        exc: what the command raised.
+        options: the long options of the command that failed; a hint names no other.
+    """
+    if isinstance(exc, StateMigrateError):
+        return Failure(exc.message, hint_for(exc.hint, options), exc.exit_code)
+    if isinstance(exc, KeyboardInterrupt):
+        return Failure(
+            "interrupted", hint_for(RESUME_HINT, options) or AGAIN_HINT, EXIT_INTERRUPTED
+        )
+    if isinstance(exc, OSError):
+        code, hint = os_error_code(exc)
+        path = f"{exc.filename}: " if exc.filename else ""
+        return Failure(f"{path}{exc.strerror or exc}", hint_for(hint, options), code)
+    where = traceback.extract_tb(exc.__traceback__)[-1]
+    return Failure(
+        f"internal error: {type(exc).__name__}: {exc} "
+        f"(at {os.path.basename(where.filename)}:{where.lineno})",
+        "a bug in statemigrate: please report it with the output of the same command run "
+        "with --traceback",
+        EXIT_INTERNAL,
+    )
+
+
+def options_of(*commands: click.Command) -> set[str]:
+    """The long options (``--from`` …) of these commands, hidden ones included."""
+    return {
+        opt
+        for command in commands
+        for param in command.params
+        for opt in (*param.opts, *param.secondary_opts)
+        if opt.startswith("--")
+    }
+
+
+# A hint's alternatives and steps: "A, or B", "A or B", "A, then B".
+_CLAUSES = re.compile(r"(, or |, then | or )")
+_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def hint_for(hint: str | None, options: set[str]) -> str | None:
+    """``hint`` without the alternatives that name an option the command lacks.
+
+    The library's hints speak of the command line's options (``--from``, ``--resume``,
+    ``--skip-foreign-tables``), but not every command has each of them: ``inspect``
+    has no ``--from``. A hint naming only options the command has is unchanged.
+
+    Args:
+        hint: the library's hint, or None.
+        options: the long options of the command that failed (``--from`` …).
+
+    Returns:
+        The hint, its alternatives naming a missing option left out, or None when
+        nothing is left.
+    """
+    if hint is None or set(_OPTION.findall(hint)) <= options:
+        return hint
+    parts = _CLAUSES.split(hint)  # clause, separator, clause, ...
+    kept = ""
+    for sep, clause in zip(["", *parts[1::2]], parts[::2]):
+        if set(_OPTION.findall(clause)) <= options:
+            kept += (sep if kept else "") + clause
+    return kept or None
+
+
+def fail(failure: Failure) -> NoReturn:
+    """Print the failure as one line (and its hint) on stderr and exit with its code."""
+    click.echo(f"statemigrate: error: {failure.message}", err=True)
+    if failure.hint:
+        click.echo(f"hint: {failure.hint}", err=True)
+    sys.exit(failure.exit_code)
+
+
+# --- text for people -----------------------------------------------------------------
+
+
+def print_inspect(report: Any) -> None:
+    """The text form of an :class:`~statemigrate.api.InspectReport`."""
+    echo(f"store    {report.store}")
+    echo(f"engine   {report.engine}")
+    for key, value in report.format.items():
+        echo(f"{key:<8} {value}")
+    echo(f"schema   {report.schema or '-'}  revision {', '.join(report.revision or []) or '-'}")
+    if report.upgrade_interrupted:
+        echo(f"upgrade  interrupted: {report.upgrade_interrupted['message']}")
+    for t in report.tables:
+        extra = f"  {t['meta']}" if t.get("meta") else ""
+        echo(f"  {t['table']}\t{t['kind']}\t{t['records']} records\t{t['bytes']} bytes{extra}")
+
+
+def print_engines(rows: list[dict[str, Any]]) -> None:
+    """The text form of :func:`statemigrate.api.engines`: one engine a line."""
+    for row in rows:
+        if "error" in row:
+            echo(f"{row['name']:<8} broken plugin: {row['error']}")
+            continue
+        installed = (
+            "installed"
+            if row["driver_installed"]
+            else f"missing: pip install 'statemigrate[{row['extra']}]'"
+        )
+        caps = ", ".join(k for k, v in row["capabilities"].items() if v is True)
+        echo(f"{row['name']:<8} {row['description']}  [{installed}]  {caps}")
+
+
+def print_verify(report: Any) -> None:
+    """The text form of a :class:`~statemigrate.verification.VerifyReport`."""
+    for diff in report.differences:
+        echo(diff.line())
+    if report.difference_count > len(report.differences):
+        echo(f"... and {report.difference_count - len(report.differences)} more differences")
+    echo(f"A {report.a}: {report.digest_a}")
+    echo(f"B {report.b}: {report.digest_b}")
+    echo("equal" if report.equal else f"DIFFERENT ({report.difference_count} differences)")
+
+
+def print_convert(report: Any) -> None:
+    """The text form of a :class:`~statemigrate.pipeline.ConvertReport`."""
+    if report.already_complete:
+        echo(f"nothing to do: {report.destination} is already complete")
+    else:
+        state = "verified" if report.verified else "NOT verified (--no-verify)"
+        echo(
+            f"converted {report.records:,} records in {len(report.tables)} tables "
+            f"{report.source_engine} -> {report.destination_engine} in {report.seconds:.1f}s, "
+            f"{state}"
+        )
+    echo(f"store digest {report.store_digest}")

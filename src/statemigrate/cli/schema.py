@@ -1,0 +1,366 @@
+"""The schema commands: upgrade, downgrade, stamp, current, check, history, revision.
+
+With ``--json`` each prints one JSON object on stdout on every path, its failures
+included (``status``, ``error``, ``hint``, ``exit_code``): an installer reads the
+outcome from stdout and the exit code, never from the wording on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from .. import api
+from ..errors import (
+    EXIT_DESTINATION,
+    InterruptedByUser,
+    SourceError,
+    StateMigrateError,
+    StoreBusyError,
+    UsageError,
+)
+from ..schema.errors import RevisionUnknownError, StoreMissingError
+from .output import describe, echo, emit_json, options_of
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+UPGRADE_EXIT_HELP = """\b
+Installer contract (exit codes):
+  0  upgraded, or already at the target (--json: "status": "upgraded" | "up_to_date")
+  1  the store is at a revision this schema does not know (a newer app wrote it);
+     nothing changed ("too_new")
+  3  the store is held by another process (the app is running) ("busy")
+  4  no store at the path ("missing"; nothing created: --create makes one),
+     or it cannot be read ("unreadable")
+  5  a revision failed, or the disk is full; the store stays at the last
+     revision that completed ("failed")
+  6  interrupted by a signal; run it again ("interrupted")
+  2  usage error ("usage_error"); 70 internal error ("error")
+"""
+INTERRUPTED_HINT = "run the same command again: each revision is applied whole or not at all"
+SCHEMA_HELP = "The schema directory (an Alembic script directory)."
+
+
+def schema_option(required: bool = True, help: str = SCHEMA_HELP) -> Callable[[F], F]:
+    """``--schema DIR``, the one declaration every schema command uses."""
+    return click.option(
+        "--schema", "schema", required=required, type=click.Path(file_okay=False), help=help
+    )
+
+
+def json_option(help: str = "Print the report as JSON.") -> Callable[[F], F]:
+    """``--json``: the report (or the failure) as one JSON object on stdout."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def _status(exc: BaseException, exit_code: int) -> str:
+    """The installer's word for a failure (``--json``'s ``status``)."""
+    for kind, status in (
+        (StoreBusyError, "busy"),
+        (RevisionUnknownError, "too_new"),
+        (StoreMissingError, "missing"),
+        (SourceError, "unreadable"),
+        (UsageError, "usage_error"),
+        (InterruptedByUser, "interrupted"),
+        (StateMigrateError, "failed"),
+    ):
+        if isinstance(exc, kind):
+            return status
+    if isinstance(exc, OSError):
+        return "failed" if exit_code == EXIT_DESTINATION else "unreadable"
+    return "error"
+
+
+def _call(as_json: bool, store: str | None, fn: Callable[[], Any]) -> Any:
+    """Run ``fn``; with ``--json`` every failure is also one JSON object on stdout.
+
+    The group then prints the one line on stderr and exits with the same code.
+    """
+    try:
+        try:
+            return fn()
+        except KeyboardInterrupt as exc:
+            # Each revision is whole or not done: again, not --resume, finishes the work.
+            raise InterruptedByUser("interrupted", hint=INTERRUPTED_HINT) from exc
+    except (click.exceptions.Exit, click.ClickException):
+        raise
+    except Exception as exc:
+        if as_json:
+            failure = describe(exc, options_of(click.get_current_context().command))
+            emit_json(
+                {"store": store, "status": _status(exc, failure.exit_code), **failure.to_json()}
+            )
+        raise
+
+
+def _print_migration(report: Any) -> None:
+    if report.created:
+        echo(f"created {report.store}: a new, empty {report.engine} store")
+    if report.recovered:
+        echo(f"recovered: {report.recovered}")
+    for rev in report.revisions:
+        took = "" if report.dry_run else f"  ({rev['seconds']:.2f}s)"
+        first = rev["message"].splitlines()[0] if rev["message"] else ""
+        echo(f"{rev['direction']:<9} {rev['revision']}  {first}{took}")
+        if report.dry_run:
+            for line in rev["operations"]:
+                echo(f"    op.{line}")
+    was = ", ".join(report.from_revisions) or "base"
+    now = ", ".join(report.to_revisions) or "base"
+    if report.status == "up_to_date":
+        echo(f"{report.store}: already at {now}; nothing to do")
+    elif report.status == "dry_run":
+        echo(f"dry run: {report.store} would go from {was} to {now}; nothing was changed")
+    else:
+        echo(f"{report.store}: {report.status} from {was} to {now}")
+    if report.backup:
+        echo(f"backup written to {report.backup}")
+    if report.digest_before and report.status != "dry_run":
+        echo(f"store digest before {report.digest_before}, after {report.digest_after}")
+
+
+def _migration_options(fn: F) -> F:
+    for option in reversed(
+        [
+            schema_option(),
+            click.option(
+                "--backup",
+                type=click.Path(),
+                help="First write an engine-native backup of the store here.",
+            ),
+            click.option(
+                "--dry-run",
+                is_flag=True,
+                help="Print the revisions and operations that would run; change nothing.",
+            ),
+            click.option(
+                "--no-digest", is_flag=True, help="Skip the store digest before and after (faster)."
+            ),
+            json_option("Print one JSON report on stdout (errors too)."),
+        ]
+    ):
+        fn = option(fn)
+    return fn
+
+
+def _read_only_dry_run(command: str) -> Callable[[F], F]:
+    """``--dry-run`` on a command that never changes anything: accepted, hidden."""
+    return click.option(
+        "--dry-run",
+        is_flag=True,
+        hidden=True,
+        help=f"Accepted for compatibility: {command} never changes the store.",
+    )
+
+
+@click.command(epilog=UPGRADE_EXIT_HELP)
+@click.argument("store")
+@click.option(
+    "--to",
+    "target",
+    default="head",
+    show_default=True,
+    metavar="REV|head|heads|+N",
+    help="The revision to upgrade to.",
+)
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Make the store first when nothing is at STORE (a first install); its engine is "
+    "ENGINE:STORE or told by the suffix.",
+)
+@_migration_options
+def upgrade(
+    store: str,
+    target: str,
+    create: bool,
+    schema: str,
+    backup: str | None,
+    dry_run: bool,
+    no_digest: bool,
+    as_json: bool,
+) -> None:
+    """Bring STORE to the schema's head (or --to REV) in place, one atomic revision at a time.
+
+    An installer step: no prompts; each revision is applied together with its stamp
+    or not at all (a crash leaves the old revision with the old data, and the next
+    run finishes cleanly). At the target already: does nothing, exit 0.
+
+    \b
+    Example:
+      statemigrate upgrade state.sqlite --schema schemas/example --json
+    """
+    report = _call(
+        as_json,
+        store,
+        lambda: api.upgrade(
+            store,
+            schema,
+            to=target,
+            dry_run=dry_run,
+            backup=backup,
+            digests=not no_digest,
+            create=create,
+        ),
+    )
+    emit_json(report.to_json()) if as_json else _print_migration(report)
+
+
+@click.command(epilog=UPGRADE_EXIT_HELP)
+@click.argument("store")
+@click.option(
+    "--to", "target", required=True, metavar="REV|base|-N", help="The revision to go back to."
+)
+@_migration_options
+def downgrade(
+    store: str,
+    target: str,
+    schema: str,
+    backup: str | None,
+    dry_run: bool,
+    no_digest: bool,
+    as_json: bool,
+) -> None:
+    """Take STORE back to an earlier revision (--to REV, -1 or base) through the downgrades."""
+    report = _call(
+        as_json,
+        store,
+        lambda: api.downgrade(
+            store, schema, to=target, dry_run=dry_run, backup=backup, digests=not no_digest
+        ),
+    )
+    emit_json(report.to_json()) if as_json else _print_migration(report)
+
+
+@click.command()
+@click.argument("store")
+@click.argument("revision")
+@schema_option()
+@click.option("--dry-run", is_flag=True, help="Print what the stamp would be; change nothing.")
+@json_option()
+def stamp(store: str, revision: str, schema: str, dry_run: bool, as_json: bool) -> None:
+    """Set STORE's schema revision to REVISION (an id, head or base) without running anything."""
+    report = _call(as_json, store, lambda: api.stamp(store, schema, revision, dry_run=dry_run))
+    if as_json:
+        emit_json(report.to_json())
+        return
+    now = ", ".join(report.to_revisions) or "base"
+    verb = "would be stamped" if dry_run else "stamped"
+    echo(f"{report.store}: {verb} {now} (was {', '.join(report.from_revisions) or 'base'})")
+
+
+def _print_unrecorded(report: Any) -> None:
+    if report.unrecorded_private:
+        echo(
+            f"note: {', '.join(report.unrecorded_private)}: named like an upgrade's private "
+            "tables (__sm_tmp__), but no upgrade recorded them; left alone as your data"
+        )
+
+
+def _print_current(report: Any) -> None:
+    at = ", ".join(report.current) or "base (no revision)"
+    echo(f"{report.store}: at {at}{' (interrupted)' if report.interrupted else ''}")
+    if report.interrupted:
+        echo(f"interrupted: {report.interrupted['message']}")
+    _print_unrecorded(report)
+
+
+@click.command()
+@click.argument("store")
+@schema_option(required=False, help="Also say whether it is at head.")
+@_read_only_dry_run("current")
+@json_option()
+def current(store: str, schema: str | None, dry_run: bool, as_json: bool) -> None:
+    """Print STORE's stamped schema revision(s). Read only: it never changes the store.
+
+    An upgrade interrupted by a crash is reported ("interrupted"), not finished:
+    `statemigrate upgrade` (or `downgrade`) finishes it.
+    """
+    report = _call(as_json, store, lambda: api.current(store, schema=schema))
+    emit_json(report.to_json()) if as_json else _print_current(report)
+
+
+def _print_check(report: Any) -> None:
+    at = ", ".join(report.current) or "base"
+    head = ", ".join(report.heads or []) or "base"
+    if report.interrupted:
+        echo(f"{report.store}: at {at}, but {report.interrupted['message']}")
+    elif report.unknown:
+        echo(f"{report.store}: at {at}, unknown to this schema (head {head}): a newer app wrote it")
+    elif report.at_head:
+        echo(f"{report.store}: at head {head}")
+    else:
+        echo(f"{report.store}: at {at}, schema head is {head}: run `statemigrate upgrade`")
+    for f in report.changed_files:
+        echo(f"revision {f['revision']} changed after it was applied: {f['path']}")
+    _print_unrecorded(report)
+
+
+@click.command()
+@click.argument("store")
+@schema_option()
+@_read_only_dry_run("check")
+@json_option()
+def check(store: str, schema: str, dry_run: bool, as_json: bool) -> None:
+    """Exit 0 when STORE is at the schema's head, 1 otherwise (naming both revisions).
+
+    Also exit 1 when a revision file changed after it was applied (its checksum,
+    recorded beside the stamp, differs), the store's revision is unknown, or an
+    upgrade was interrupted (reported, not finished: check never changes the store).
+    """
+    report = _call(as_json, store, lambda: api.check(store, schema))
+    emit_json(report.to_json()) if as_json else _print_check(report)
+    sys.exit(0 if report.ok else 1)
+
+
+@click.command()
+@schema_option()
+@click.option(
+    "--dry-run", is_flag=True, hidden=True, help="Accepted for symmetry; history changes nothing."
+)
+@json_option("Print the revisions as JSON.")
+def history(schema: str, dry_run: bool, as_json: bool) -> None:
+    """List the schema's revisions, newest first (like `alembic history`)."""
+    rows = _call(as_json, None, lambda: api.history(schema))
+    if as_json:
+        emit_json(rows)
+        return
+    for r in rows:
+        down = ", ".join(r["down_revision"]) or "<base>"
+        flags = (
+            ("head", r["is_head"]),
+            ("merge", r["is_merge"]),
+            ("branchpoint", r["is_branch_point"]),
+        )
+        tags = [t for t, on in flags if on]
+        tag = f" ({', '.join(tags)})" if tags else ""
+        first = r["message"].splitlines()[0] if r["message"] else ""
+        echo(f"{down} -> {r['revision']}{tag}, {first}")
+
+
+@click.command()
+@schema_option()
+@click.option("-m", "--message", required=True, help="What the revision does.")
+@click.option("--head", default="head", show_default=True, help="The revision it follows.")
+@click.option("--rev-id", help="The revision id (default: random, as Alembic makes them).")
+@click.option("--dry-run", is_flag=True, help="Say what would be written; write nothing.")
+@json_option("Print the new file's path as JSON.")
+def revision(
+    schema: str, message: str, head: str, rev_id: str | None, dry_run: bool, as_json: bool
+) -> None:
+    """Write a new revision file into the schema from its script.py.mako template."""
+    if dry_run:
+        out = {"schema": schema, "message": message, "head": head, "path": None, "dry_run": True}
+        emit_json(out) if as_json else echo(f"would write a revision after {head}: {message}")
+        return
+    path = _call(as_json, None, lambda: api.revision(schema, message, head=head, rev_id=rev_id))
+    if as_json:
+        emit_json({"schema": schema, "message": message, "path": path})
+    else:
+        echo(f"wrote {path}")
+
+
+COMMANDS = (upgrade, downgrade, stamp, current, check, history, revision)
