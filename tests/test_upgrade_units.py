@@ -7,10 +7,10 @@ import random
 import pytest
 
 from statemigrate.model import TableInfo, TableKind
+from statemigrate.schema.errors import SchemaError
+from statemigrate.schema.journal import plan_switch
+from statemigrate.schema.scripts import Schema
 from statemigrate.upgrade.conformance import EXAMPLE, revision_file, schema_with
-from statemigrate.upgrade.errors import SchemaError
-from statemigrate.upgrade.journal import plan_switch
-from statemigrate.upgrade.scripts import Schema
 from statemigrate.upgrade.sort import SORT_DIR_INFIX, sorted_batches
 
 

@@ -109,7 +109,7 @@ def checksum(
     with eng.open_reader(path, options) as reader:
         tables = reader.tables()
         check_source_tables(tables, reader.metadata(), str(path))
-        from .upgrade.journal import refuse_interrupted  # lazy, as in pipeline.convert
+        from .schema.journal import refuse_interrupted  # lazy, as in pipeline.convert
 
         refuse_interrupted(path, reader.metadata())  # a half-switched upgrade has no digest
         digests = digest_store(reader, tables, str(path), progress)
@@ -236,7 +236,7 @@ def verify(
         tb = {t.name: t for t in rb.tables()}
         check_source_tables(ta.values(), ra.metadata(), str(pa))
         check_source_tables(tb.values(), rb.metadata(), str(pb))
-        from .upgrade.journal import refuse_interrupted  # lazy, as in pipeline.convert
+        from .schema.journal import refuse_interrupted  # lazy, as in pipeline.convert
 
         refuse_interrupted(pa, ra.metadata())
         refuse_interrupted(pb, rb.metadata())

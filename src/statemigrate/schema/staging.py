@@ -205,7 +205,7 @@ class Staging:
         self._write(dst, merged(), f"put/delete in {name!r}", table=name)
         self._replace(name, dst)
 
-    # -- the operations (see statemigrate.upgrade.op) --------------------------
+    # -- the operations (see statemigrate.schema.op) --------------------------
 
     def create_table(self, name: str, versioned: bool = False) -> None:
         self._check_new_name(name)
