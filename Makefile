@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 DEMO := build/demo
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install system-deps demo test test-long bench fixtures lint
+.PHONY: install system-deps demo test test-long bench fixtures lint wheel
 
 $(PYTHON):  ## the project's virtual environment (Debian's python3-venv installed if missing)
 	@$(BOOTSTRAP_PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -44,3 +44,21 @@ lint: install  ## the gate CI runs before the tests: ruff (lint, format) and myp
 	$(PYTHON) -m ruff check src tests benchmarks
 	$(PYTHON) -m ruff format --check src tests benchmarks
 	$(PYTHON) -m mypy src/statemigrate
+
+# The release wheel, on demand (minutes of compiling: CI does not build it). Its own Cargo
+# target directory, so the development build in rust/target is not invalidated.
+WHEEL_TARGET_DIR ?= $(abspath build/wheel-target)
+
+wheel: $(PYTHON)  ## the abi3 wheel and sdist into dist/, audited, then installed into a fresh venv and smoke-tested
+	$(PYTHON) -m pip install -q --disable-pip-version-check "maturin>=1.5,<2" auditwheel
+	rm -f dist/statemigrate-*
+	CARGO_TARGET_DIR=$(WHEEL_TARGET_DIR) $(VENV)/bin/maturin build --release --compatibility pypi --out dist
+	$(VENV)/bin/maturin sdist --out dist
+	@if [ "$$(uname -s)" = Linux ]; then $(VENV)/bin/auditwheel show dist/statemigrate-*.whl; fi
+	@smoke=$$(mktemp -d) && trap 'rm -rf "$$smoke"' EXIT && set -e && \
+	  $(BOOTSTRAP_PYTHON) -m venv "$$smoke/venv" && \
+	  "$$smoke/venv/bin/pip" install -q --disable-pip-version-check dist/statemigrate-*.whl apsw && \
+	  "$$smoke/venv/bin/statemigrate" convert examples/app-state.sqlite "$$smoke/app-state.jsonl" && \
+	  "$$smoke/venv/bin/statemigrate" convert examples/app-state.sqlite "$$smoke/app-state.sqlite" && \
+	  "$$smoke/venv/bin/statemigrate" verify "$$smoke/app-state.jsonl" "$$smoke/app-state.sqlite" && \
+	  echo "wheel: $$(ls dist/statemigrate-*.whl) installs and converts in a fresh venv of $(BOOTSTRAP_PYTHON)"

@@ -337,3 +337,38 @@ def test_bash_completion_is_generated_and_completes_commands() -> None:
     )
     assert answer.returncode == 0, answer.stderr
     assert answer.stdout.split() == ["plain,convert"], answer.stdout
+
+
+# --- the release workflow (it runs on GitHub only) -----------------------------------------
+
+PLATFORMS = {"linux-x86_64", "linux-aarch64", "macos-x86_64", "macos-arm64", "windows-x86_64"}
+
+
+def test_the_release_workflow_builds_smoke_tests_and_publishes_every_platform() -> None:
+    yaml = pytest.importorskip("yaml", reason="PyYAML (the [test] extra) reads the workflow")
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text())
+    jobs = workflow["jobs"]
+    builds = jobs["wheel"]["strategy"]["matrix"]["include"]
+    assert {b["platform"] for b in builds} == PLATFORMS
+    maturin = next(s for s in jobs["wheel"]["steps"] if "maturin-action" in s.get("uses", ""))
+    assert "--release" in maturin["with"]["args"]
+    assert {b["manylinux"] for b in builds if b["platform"].startswith("linux")} == {"2_28"}
+    smoke = jobs["smoke"]["strategy"]["matrix"]
+    assert set(smoke["platform"]) == PLATFORMS
+    oldest = pyproject()["project"]["requires-python"].removeprefix(">=")
+    assert oldest in smoke["python"], smoke["python"]
+    script = "\n".join(step.get("run", "") for step in jobs["smoke"]["steps"])
+    for command in (
+        "convert examples/app-state.sqlite out/app-state.jsonl",
+        "convert examples/app-state.sqlite out/app-state.sqlite",
+        "verify out/app-state.jsonl out/app-state.sqlite",
+        "pytest",
+    ):
+        assert command in script, command
+    assert (ROOT / "examples" / "app-state.sqlite").is_file()
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as True
+    assert triggers["push"]["tags"] == ["v*"]
+    publish = jobs["publish"]
+    assert set(publish["needs"]) == {"smoke", "sdist"}
+    assert publish["permissions"] == {"id-token": "write"}
+    assert any("pypi-publish" in s.get("uses", "") for s in publish["steps"])
