@@ -12,7 +12,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 from . import pipeline, verification
 from .engines.base import (
@@ -27,10 +27,8 @@ from .errors import StoreBusyError
 from .pipeline import ConvertReport, TableReport
 from .progress import Progress
 from .registry import engine_names, get_engine, resolve_source
+from .schema.reports import CurrentReport, UpgradeReport
 from .verification import ChecksumReport, VerifyReport
-
-if TYPE_CHECKING:
-    from .schema.runner import CurrentReport, UpgradeReport
 
 # A path, or a string naming the engine too (``ENGINE:PATH``).
 StorePath: TypeAlias = str | os.PathLike[str]
@@ -338,7 +336,7 @@ def upgrade(
             engine is named (``ENGINE:PATH``, ``engine``) or told by the path's suffix.
 
     Returns:
-        An :class:`~statemigrate.schema.runner.UpgradeReport` (status ``up_to_date``
+        An :class:`~statemigrate.schema.reports.UpgradeReport` (status ``up_to_date``
         when nothing was to do; ``created`` when ``create`` made the store).
 
     Raises:
@@ -389,7 +387,7 @@ def downgrade(
         batch_bytes: payload bytes per batch at most.
 
     Returns:
-        An :class:`~statemigrate.schema.runner.UpgradeReport`.
+        An :class:`~statemigrate.schema.reports.UpgradeReport`.
 
     Raises:
         StateMigrateError: as :func:`upgrade`.
@@ -427,7 +425,7 @@ def stamp(
         dry_run: say what the stamp would be; change nothing.
 
     Returns:
-        An :class:`~statemigrate.schema.runner.UpgradeReport` (status ``stamped``).
+        An :class:`~statemigrate.schema.reports.UpgradeReport` (status ``stamped``).
 
     Raises:
         StateMigrateError: the store is missing, busy or the revision unknown.
@@ -451,7 +449,7 @@ def current(
         engine: the engine, when not detected.
 
     Returns:
-        A :class:`~statemigrate.schema.runner.CurrentReport`.
+        A :class:`~statemigrate.schema.reports.CurrentReport`.
 
     Raises:
         StoreMissingError: nothing is at the path (exit 4).
@@ -472,7 +470,7 @@ def check(store: StorePath, schema: StorePath, *, engine: str | None = None) -> 
         engine: the engine, when not detected.
 
     Returns:
-        A :class:`~statemigrate.schema.runner.CurrentReport`; ``report.ok`` is the
+        A :class:`~statemigrate.schema.reports.CurrentReport`; ``report.ok`` is the
         answer (the CLI exits 0 or 1).
     """
     from .schema import runner
@@ -529,15 +527,6 @@ def revision(
     from .schema import runner
 
     return runner.revision(os.fspath(schema), message, head=head, rev_id=rev_id)
-
-
-def __getattr__(name: str) -> Any:
-    # The schema reports, without importing the schema machinery with this module.
-    if name in ("CurrentReport", "UpgradeReport"):
-        from .schema import runner
-
-        return getattr(runner, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

@@ -12,11 +12,8 @@ they report an interrupted upgrade and never finish it.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +26,11 @@ from ..engines.base import (
     Reader,
     Writer,
 )
-from ..errors import DestinationError, StateMigrateError, StoreBusyError, UsageError
+from ..errors import DestinationError, StateMigrateError, UsageError
 from ..model import TableInfo
-from ..perms import no_wider_than
-from ..registry import parse_store, resolve_source
 from ..upgrade.sort import remove_leftovers
 from . import op as op_module
-from .errors import RevisionFailedError, RevisionUnknownError, StoreMissingError
+from .errors import RevisionFailedError, RevisionUnknownError
 from .journal import (
     META_CHECKSUMS,
     crash_point,
@@ -44,143 +39,22 @@ from .journal import (
     recover,
     unrecorded_private,
 )
+from .reports import CurrentReport, UpgradeReport
 from .scripts import Schema, Step
 from .staging import Recorder, Staging
-
-
-@dataclass
-class UpgradeReport:
-    """What :func:`upgrade`, :func:`downgrade` or :func:`stamp` did (or would do)."""
-
-    store: str
-    engine: str
-    schema: str
-    status: str = ""  # upgraded, downgraded, stamped, up_to_date, dry_run
-    from_revisions: list[str] = field(default_factory=list)
-    to_revisions: list[str] = field(default_factory=list)
-    revisions: list[dict[str, Any]] = field(default_factory=list)
-    digest_before: str | None = None
-    digest_after: str | None = None
-    backup: str | None = None
-    recovered: str | None = None
-    created: bool = False  # upgrade --create made the store (a first install)
-    dry_run: bool = False
-    seconds: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        out = dict(self.__dict__)
-        out["from"] = out.pop("from_revisions")
-        out["to"] = out.pop("to_revisions")
-        return out
-
-
-@dataclass
-class CurrentReport:
-    """What :func:`current` and :func:`check` found."""
-
-    store: str
-    engine: str
-    current: list[str]
-    heads: list[str] | None = None
-    at_head: bool | None = None
-    unknown: list[str] = field(default_factory=list)
-    changed_files: list[dict[str, str]] = field(default_factory=list)
-    checksums: dict[str, str] = field(default_factory=dict)
-    # An upgrade that was interrupted and not finished yet (see journal.interrupted).
-    interrupted: dict[str, Any] | None = None
-    # Tables named like an upgrade's private tables that no upgrade recorded: left alone.
-    unrecorded_private: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """At head, every revision known, no applied file changed, no unfinished upgrade."""
-        return (
-            bool(self.at_head)
-            and not self.unknown
-            and not self.changed_files
-            and self.interrupted is None
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        out = dict(self.__dict__)
-        if self.heads is not None:
-            out["ok"] = self.ok
-        return out
-
-
-MISSING_HINT = "check the path"
-CREATE_HINT = "check the path; on a first install, `statemigrate upgrade --create` makes the store"
-
-
-def _missing(store: str, engine: str | None) -> bool:
-    _eng, path = parse_store(store, engine)
-    return not (path.exists() or path.is_symlink())
-
-
-def _resolve(
-    store: str, engine: str | None, missing_hint: str = MISSING_HINT
-) -> tuple[type[Engine], Path]:
-    """The store's engine and path; a path where nothing is gets its own error (exit 4)."""
-    if _missing(store, engine):
-        _eng, path = parse_store(store, engine)
-        raise StoreMissingError(
-            f"{path}: no store here (no such file or directory); nothing was created",
-            hint=missing_hint,
-        )
-    return resolve_source(store, engine)
-
-
-def _in_place_engine(
-    store: str, engine: str | None, missing_hint: str = MISSING_HINT
-) -> tuple[type[Engine], Path]:
-    eng, path = _resolve(store, engine, missing_hint)
-    _require_in_place(eng)
-    return eng, path
-
-
-def _require_in_place(eng: type[Engine]) -> None:
-    if not eng.capabilities.in_place:
-        raise UsageError(
-            f"the {eng.name} engine does not support schema upgrades in place",
-            hint="convert the store to an engine that does (statemigrate engines lists them), upgrade, convert back",
-        )
-
-
-def _new_store_engine(store: str, engine: str | None) -> tuple[type[Engine], Path]:
-    """The engine of a store ``--create`` will make: named, or from the path's suffix."""
-    from ..pipeline import resolve_destination
-
-    eng, path = resolve_destination(store, engine)
-    _require_in_place(eng)
-    if not path.parent.is_dir():
-        raise DestinationError(f"{path.parent}: no such directory; nothing was created")
-    return eng, path
-
-
-def _create(eng: type[Engine], path: Path) -> bool:
-    """Make a new, empty store at ``path`` under its lock (a first install).
-
-    Returns False when another run made it meanwhile. A failure removes what it began,
-    so a rerun starts from nothing again.
-    """
-    import shutil
-
-    from ..pipeline import destination_lock
-
-    with _refusing_full_disk(path), destination_lock(path):
-        if path.exists() or path.is_symlink():
-            return False
-        try:
-            writer = eng.create_writer(path)
-            try:
-                writer.finish()
-            finally:
-                writer.close()
-        except BaseException:
-            for p in eng.store_paths(path):
-                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-            raise
-    return True
+from .store import (
+    CREATE_HINT,
+    MISSING_HINT,
+    atomic,
+    create_store,
+    digest_writer,
+    in_place_engine,
+    is_missing,
+    new_store_engine,
+    open_writer,
+    resolve_store,
+    stamped_revisions,
+)
 
 
 def _record_steps(
@@ -197,109 +71,13 @@ def _record_steps(
 def _dry_run_of_a_new_store(
     store: str, engine: str | None, schema: Schema, target: str, started: float
 ) -> UpgradeReport:
-    eng, path = _new_store_engine(store, engine)
+    eng, path = new_store_engine(store, engine)
     report = UpgradeReport(str(path), eng.name, str(schema.dir), dry_run=True, status="dry_run")
     steps = schema.steps([], target, True)
     report.to_revisions = steps[-1].heads_after if steps else []
     _record_steps(eng, steps, [], report)
     report.seconds = time.monotonic() - started
     return report
-
-
-FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
-FULL_DISK_WORDS = ("no space left", "disk is full", "disk full", "quota exceeded", "read-only file")
-FULL_DISK_HINT = (
-    "free some space, then run the same command (the store is at the last revision "
-    "that completed, with its data)"
-)
-
-
-def _is_full_disk(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    if isinstance(exc, OSError) and exc.errno in FULL_DISK_ERRNOS:
-        return True
-    return any(w in text for w in FULL_DISK_WORDS)
-
-
-def _refusal(exc: Exception, path: Path) -> DestinationError | None:
-    """A full disk (or a file system that refuses writes) met by a driver, as exit 5; else None.
-
-    Drivers report it in their own types (apsw's FullError, rocksdict's bare
-    Exception "IO error: No space left on device", an OSError): one line, exit 5,
-    the store at the last revision that completed.
-    """
-    if isinstance(exc, StateMigrateError) or not _is_full_disk(exc):
-        return None
-    text = str(exc).split("\n")[0] or type(exc).__name__
-    return DestinationError(f"{path}: the store cannot be written: {text}", hint=FULL_DISK_HINT)
-
-
-@contextlib.contextmanager
-def _refusing_full_disk(path: Path) -> Iterator[None]:
-    """Full-disk errors of any engine's writer leave as DestinationError (exit 5), with a hint."""
-    try:
-        yield
-    except DestinationError as exc:
-        if exc.hint is None and _is_full_disk(exc):
-            exc.hint = FULL_DISK_HINT
-        raise
-    except Exception as exc:
-        refusal = _refusal(exc, path)
-        if refusal is None:
-            raise
-        raise refusal from exc
-
-
-def _refuse_if_held(eng: type[Engine], path: Path) -> None:
-    """Another process with the store open would go on through its old view of it: exit 3.
-
-    Shared locks count (``readers=True``): an app idle on an LMDB environment or on a
-    SQLite file in WAL mode holds only those, and its next write after the upgrade would
-    go through its old view. Checked before our writer opens (a flock of our own would
-    look like another holder).
-    """
-    from ..locks import busy_message, store_holder
-
-    pid = store_holder(eng.store_paths(path), readers=True)
-    if pid is not None:
-        raise StoreBusyError(
-            busy_message(path, pid), hint="stop the app, then run the same command"
-        )
-
-
-@contextlib.contextmanager
-def _open(eng: type[Engine], path: Path) -> Iterator[Writer]:
-    from ..pipeline import destination_lock
-
-    # What the upgrade creates (lock, new files, spills, --backup) is no wider than the store.
-    with _refusing_full_disk(path), no_wider_than(path), destination_lock(path):
-        _refuse_if_held(eng, path)
-        writer = eng.open_writer(path)
-        try:
-            yield writer
-        except BaseException:
-            with contextlib.suppress(Exception):  # the error in flight says what happened
-                writer.close()
-            raise
-        writer.close()
-
-
-def _atomic(eng: type[Engine], writer: Writer) -> Any:
-    return writer.transaction() if eng.capabilities.transactional_ddl else contextlib.nullcontext()
-
-
-def _stamped(eng: type[Engine], path: Path, meta: dict[str, bytes]) -> list[str]:
-    raw = meta.get(META_REVISION)
-    if raw is None and eng.capabilities.sql:
-        # A store stamped by Alembic's own tools only: its reader reads alembic_version.
-        with contextlib.suppress(StateMigrateError):
-            try:
-                reader = eng.open_reader(path, {"skip_foreign_tables": True})
-            except UsageError:
-                reader = eng.open_reader(path)
-            with reader:
-                raw = reader.metadata().get(META_REVISION)
-    return sorted(json.loads(raw)) if raw else []
 
 
 def _check_known(schema: Schema, path: Path, current: list[str]) -> None:
@@ -312,22 +90,11 @@ def _check_known(schema: Schema, path: Path, current: list[str]) -> None:
         )
 
 
-def digest_writer(writer: Writer) -> str:
-    """The store digest, read through the writer (it sees what the writer sees)."""
-    parts = []
-    for table in writer.list_tables():
-        total = Digest()
-        for batch in writer.read_batches(table):
-            total = total + batch_digest(batch, table.versioned)
-        parts.append((table.name, table.kind, total))
-    return store_digest(parts)
-
-
 def _recover(
     eng: type[Engine], writer: Writer, path: Path, batch_records: int, batch_bytes: int
 ) -> str | None:
     remove_leftovers(path)
-    with _atomic(eng, writer):
+    with atomic(eng, writer):
         return recover(writer, eng.capabilities.rename_table, batch_records, batch_bytes)
 
 
@@ -366,14 +133,14 @@ def _migrate(
 ) -> UpgradeReport:
     started = time.monotonic()
     created = False
-    if create and _missing(store, engine):
+    if create and is_missing(store, engine):
         schema = Schema(schema_dir)  # a broken schema is refused before anything exists
         if dry_run:
             return _dry_run_of_a_new_store(store, engine, schema, target, started)
-        new_eng, new_path = _new_store_engine(store, engine)
-        created = _create(new_eng, new_path)
+        new_eng, new_path = new_store_engine(store, engine)
+        created = create_store(new_eng, new_path)
         store, engine = str(new_path), new_eng.name
-    eng, path = _in_place_engine(store, engine, CREATE_HINT if up else MISSING_HINT)
+    eng, path = in_place_engine(store, engine, CREATE_HINT if up else MISSING_HINT)
     schema = Schema(schema_dir)
     report = UpgradeReport(str(path), eng.name, str(schema.dir), dry_run=dry_run, created=created)
     meta, tables, reader = _peek(eng, path)
@@ -394,9 +161,9 @@ def _migrate(
                 report.digest_before = report.digest_after = _digest_reader(reader)
             report.seconds = time.monotonic() - started
             return report
-    with _open(eng, path) as writer:
+    with open_writer(eng, path) as writer:
         report.recovered = _recover(eng, writer, path, batch_records, batch_bytes)
-        current = _stamped(eng, path, writer.metadata())
+        current = stamped_revisions(eng, path, writer.metadata())
         _check_known(schema, path, current)
         report.from_revisions = list(current)
         steps = schema.steps(current, target, up)
@@ -460,7 +227,7 @@ def _run_step(
 ) -> list[str]:
     """One revision and its stamp, atomically; on failure the store stays at the revision before."""
     try:
-        with _atomic(eng, writer):
+        with atomic(eng, writer):
             staging = Staging(
                 eng,
                 writer,
@@ -592,22 +359,22 @@ def stamp(
     The checksums of the stamped revisions and their ancestors are recorded as applied.
     """
     started = time.monotonic()
-    eng, path = _in_place_engine(store, engine)
+    eng, path = in_place_engine(store, engine)
     sch = Schema(schema)
     report = UpgradeReport(str(path), eng.name, str(sch.dir), dry_run=dry_run)
-    with _open(eng, path) as writer:
+    with open_writer(eng, path) as writer:
         if not dry_run:
             report.recovered = _recover(
                 eng, writer, path, DEFAULT_BATCH_RECORDS, DEFAULT_BATCH_BYTES
             )
-        current = _stamped(eng, path, writer.metadata())
+        current = stamped_revisions(eng, path, writer.metadata())
         report.from_revisions = current
         known = [r for r in current if sch.knows(r)]
         heads = sch.stamp_heads(known, revision) if revision not in ("base",) else []
         report.to_revisions = heads
         checksums = {r: sch.checksum(r) for r in sch.ancestry(heads)}
         if not dry_run:
-            with _atomic(eng, writer):
+            with atomic(eng, writer):
                 writer.put_metadata(
                     {
                         META_REVISION: json.dumps(heads).encode(),
@@ -644,7 +411,7 @@ def current(
     Raises:
         StoreMissingError: nothing is at the path (exit 4).
     """
-    eng, path = _resolve(store, engine)
+    eng, path = resolve_store(store, engine)
     with eng.open_reader(path) as reader:
         meta = reader.metadata()
         tables = reader.list_tables()
@@ -691,12 +458,12 @@ def finish_interrupted(store: str, *, engine: str | None = None) -> str | None:
     Raises:
         StoreBusyError: another process holds the store (exit 3).
     """
-    eng, path = _in_place_engine(store, engine)
+    eng, path = in_place_engine(store, engine)
     meta, _tables, reader = _peek(eng, path)
     reader.close()
     if not needs_recovery(meta):
         return None
-    with _open(eng, path) as writer:
+    with open_writer(eng, path) as writer:
         done = _recover(eng, writer, path, DEFAULT_BATCH_RECORDS, DEFAULT_BATCH_BYTES)
         writer.finish()
     return done

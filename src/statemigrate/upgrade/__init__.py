@@ -22,8 +22,8 @@ from typing import Any
 # Where each name this package exported lives now. Resolved on first use: the schema
 # modules import ``.sort`` from here, so importing them eagerly would be a cycle.
 _EXPORTS = {
-    "CurrentReport": "statemigrate.schema.runner",
-    "UpgradeReport": "statemigrate.schema.runner",
+    "CurrentReport": "statemigrate.schema.reports",
+    "UpgradeReport": "statemigrate.schema.reports",
     "OffRevisionError": "statemigrate.schema.errors",
     "RevisionFailedError": "statemigrate.schema.errors",
     "RevisionUnknownError": "statemigrate.schema.errors",

@@ -1,0 +1,214 @@
+"""The store an upgrade works on: found or made, locked, never under a running app.
+
+Every writing verb opens the store through :func:`open_writer`: under its lock, with
+nothing created wider than the store, refused (exit 3) while another process holds it,
+and a full disk met by any engine's driver reported as exit 5.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..digest import Digest, batch_digest, store_digest
+from ..engines.base import META_REVISION, Engine, Writer
+from ..errors import DestinationError, StateMigrateError, StoreBusyError, UsageError
+from ..perms import no_wider_than
+from ..registry import parse_store, resolve_source
+from .errors import StoreMissingError
+
+MISSING_HINT = "check the path"
+CREATE_HINT = "check the path; on a first install, `statemigrate upgrade --create` makes the store"
+
+
+def is_missing(store: str, engine: str | None) -> bool:
+    """Whether nothing at all is at the store's path (not even a dangling link)."""
+    _eng, path = parse_store(store, engine)
+    return not (path.exists() or path.is_symlink())
+
+
+def resolve_store(
+    store: str, engine: str | None, missing_hint: str = MISSING_HINT
+) -> tuple[type[Engine], Path]:
+    """The store's engine and path; a path where nothing is gets its own error (exit 4)."""
+    if is_missing(store, engine):
+        _eng, path = parse_store(store, engine)
+        raise StoreMissingError(
+            f"{path}: no store here (no such file or directory); nothing was created",
+            hint=missing_hint,
+        )
+    return resolve_source(store, engine)
+
+
+def in_place_engine(
+    store: str, engine: str | None, missing_hint: str = MISSING_HINT
+) -> tuple[type[Engine], Path]:
+    """The store's engine and path, refused (exit 2) if the engine cannot upgrade in place."""
+    eng, path = resolve_store(store, engine, missing_hint)
+    require_in_place(eng)
+    return eng, path
+
+
+def require_in_place(eng: type[Engine]) -> None:
+    """Refuse (exit 2) an engine without schema upgrades in place."""
+    if not eng.capabilities.in_place:
+        raise UsageError(
+            f"the {eng.name} engine does not support schema upgrades in place",
+            hint="convert the store to an engine that does (statemigrate engines lists them), upgrade, convert back",
+        )
+
+
+def new_store_engine(store: str, engine: str | None) -> tuple[type[Engine], Path]:
+    """The engine of a store ``--create`` will make: named, or from the path's suffix."""
+    from ..pipeline import resolve_destination
+
+    eng, path = resolve_destination(store, engine)
+    require_in_place(eng)
+    if not path.parent.is_dir():
+        raise DestinationError(f"{path.parent}: no such directory; nothing was created")
+    return eng, path
+
+
+def create_store(eng: type[Engine], path: Path) -> bool:
+    """Make a new, empty store at ``path`` under its lock (a first install).
+
+    Returns False when another run made it meanwhile. A failure removes what it began,
+    so a rerun starts from nothing again.
+    """
+    import shutil
+
+    from ..pipeline import destination_lock
+
+    with _refusing_full_disk(path), destination_lock(path):
+        if path.exists() or path.is_symlink():
+            return False
+        try:
+            writer = eng.create_writer(path)
+            try:
+                writer.finish()
+            finally:
+                writer.close()
+        except BaseException:
+            for p in eng.store_paths(path):
+                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+            raise
+    return True
+
+
+FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
+FULL_DISK_WORDS = ("no space left", "disk is full", "disk full", "quota exceeded", "read-only file")
+FULL_DISK_HINT = (
+    "free some space, then run the same command (the store is at the last revision "
+    "that completed, with its data)"
+)
+
+
+def _is_full_disk(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    if isinstance(exc, OSError) and exc.errno in FULL_DISK_ERRNOS:
+        return True
+    return any(w in text for w in FULL_DISK_WORDS)
+
+
+def _refusal(exc: Exception, path: Path) -> DestinationError | None:
+    """A full disk (or a file system that refuses writes) met by a driver, as exit 5; else None.
+
+    Drivers report it in their own types (apsw's FullError, rocksdict's bare
+    Exception "IO error: No space left on device", an OSError): one line, exit 5,
+    the store at the last revision that completed.
+    """
+    if isinstance(exc, StateMigrateError) or not _is_full_disk(exc):
+        return None
+    text = str(exc).split("\n")[0] or type(exc).__name__
+    return DestinationError(f"{path}: the store cannot be written: {text}", hint=FULL_DISK_HINT)
+
+
+@contextlib.contextmanager
+def _refusing_full_disk(path: Path) -> Iterator[None]:
+    """Full-disk errors of any engine's writer leave as DestinationError (exit 5), with a hint."""
+    try:
+        yield
+    except DestinationError as exc:
+        if exc.hint is None and _is_full_disk(exc):
+            exc.hint = FULL_DISK_HINT
+        raise
+    except Exception as exc:
+        refusal = _refusal(exc, path)
+        if refusal is None:
+            raise
+        raise refusal from exc
+
+
+def _refuse_if_held(eng: type[Engine], path: Path) -> None:
+    """Another process with the store open would go on through its old view of it: exit 3.
+
+    Shared locks count (``readers=True``): an app idle on an LMDB environment or on a
+    SQLite file in WAL mode holds only those, and its next write after the upgrade would
+    go through its old view. Checked before our writer opens (a flock of our own would
+    look like another holder).
+    """
+    from ..locks import busy_message, store_holder
+
+    pid = store_holder(eng.store_paths(path), readers=True)
+    if pid is not None:
+        raise StoreBusyError(
+            busy_message(path, pid), hint="stop the app, then run the same command"
+        )
+
+
+@contextlib.contextmanager
+def open_writer(eng: type[Engine], path: Path) -> Iterator[Writer]:
+    """The store's writer, under its lock, while no other process holds the store.
+
+    Raises:
+        StoreBusyError: another process has the store open (exit 3).
+        DestinationError: the disk is full or refuses writes (exit 5).
+    """
+    from ..pipeline import destination_lock
+
+    # What the upgrade creates (lock, new files, spills, --backup) is no wider than the store.
+    with _refusing_full_disk(path), no_wider_than(path), destination_lock(path):
+        _refuse_if_held(eng, path)
+        writer = eng.open_writer(path)
+        try:
+            yield writer
+        except BaseException:
+            with contextlib.suppress(Exception):  # the error in flight says what happened
+                writer.close()
+            raise
+        writer.close()
+
+
+def atomic(eng: type[Engine], writer: Writer) -> Any:
+    """One transaction where the engine's DDL is transactional; else nothing (the journal)."""
+    return writer.transaction() if eng.capabilities.transactional_ddl else contextlib.nullcontext()
+
+
+def stamped_revisions(eng: type[Engine], path: Path, meta: dict[str, bytes]) -> list[str]:
+    """The store's stamped revisions: ours, or else those Alembic's own tools wrote."""
+    raw = meta.get(META_REVISION)
+    if raw is None and eng.capabilities.sql:
+        # A store stamped by Alembic's own tools only: its reader reads alembic_version.
+        with contextlib.suppress(StateMigrateError):
+            try:
+                reader = eng.open_reader(path, {"skip_foreign_tables": True})
+            except UsageError:
+                reader = eng.open_reader(path)
+            with reader:
+                raw = reader.metadata().get(META_REVISION)
+    return sorted(json.loads(raw)) if raw else []
+
+
+def digest_writer(writer: Writer) -> str:
+    """The store digest, read through the writer (it sees what the writer sees)."""
+    parts = []
+    for table in writer.list_tables():
+        total = Digest()
+        for batch in writer.read_batches(table):
+            total = total + batch_digest(batch, table.versioned)
+        parts.append((table.name, table.kind, total))
+    return store_digest(parts)
