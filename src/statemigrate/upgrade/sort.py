@@ -12,9 +12,11 @@ import pickle
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
-from itertools import islice
 from operator import itemgetter
 from pathlib import Path
+
+from ..engines.base import take_batches
+from ..model import BATCH_BYTES, BATCH_RECORDS
 
 SORT_DIR_INFIX = ".sm-sort-"
 CHUNK = 10_000
@@ -43,9 +45,10 @@ def sorted_batches(
     beside: Path,
     *,
     run_records: int = 250_000,
-    batch_records: int = 10_000,
+    batch_records: int = BATCH_RECORDS,
+    batch_bytes: int = BATCH_BYTES,
 ) -> Iterator[list]:
-    """The records of ``batches`` in ascending key order, in batches of ``batch_records``.
+    """The records of ``batches`` in ascending key order, in bounded batches (taken natively).
 
     Equal keys are not detected here: the caller's strictly-ascending check (the
     native digest) finds them in the output, at no cost per record in Python.
@@ -54,7 +57,8 @@ def sorted_batches(
         batches: lists of records in any order.
         beside: the store's path; run files go in a directory next to it.
         run_records: records held in memory at most before a run is spilled.
-        batch_records: records per yielded batch.
+        batch_records: records per yielded batch at most.
+        batch_bytes: payload bytes per yielded batch at most.
     """
     key = itemgetter(0)
     buf: list = []
@@ -73,18 +77,13 @@ def sorted_batches(
                 buf = []
         buf.sort(key=key)
         if not runs:
-            for i in range(0, len(buf), batch_records):
-                yield buf[i : i + batch_records]
+            yield from take_batches(buf, batch_records, batch_bytes)
             return
         if buf:
             runs.append(_write_run(tmp, len(runs), buf))  # type: ignore[arg-type]
         buf = []
         merged = heapq.merge(*(_read_run(p) for p in runs), key=key)
-        while True:
-            out = list(islice(merged, batch_records))
-            if not out:
-                return
-            yield out
+        yield from take_batches(merged, batch_records, batch_bytes)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
