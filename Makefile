@@ -16,6 +16,7 @@ $(PYTHON):  ## the project's virtual environment (Debian's python3-venv installe
 	@$(PYTHON) -m pip install -q --disable-pip-version-check --upgrade pip
 
 install: $(PYTHON)  ## the package, every engine driver and the test tools (builds the Rust extension)
+	@rm -f src/statemigrate/_native.*.so  # a stale build of another ABI tag would be loaded first
 	$(PYTHON) -m pip install -q --disable-pip-version-check -e ".[all,test]"
 
 system-deps:  ## Debian's sqlite3 shell and RocksDB 7.8 ldb, which the compatibility tests run
