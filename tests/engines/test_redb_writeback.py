@@ -318,7 +318,7 @@ def test_types_the_writer_cannot_produce_are_listed_with_the_rest(tmp_path):
         tmp_path / "src.sqlite",
         {
             _typed("niche_a", _NICHE): [],
-            _typed("niche_b", dict(_NICHE, name="niche::Option<char>", width=3)): [],
+            _typed("niche_b", dict(_NICHE, name="niche::Option<u16>", width=2)): [],
             _typed("custom", {"name": "app::Id", "class": "UserDefined", "width": 4}): [],
             _typed("fine", _U8): [(b"\x01", b"\x02")],
         },
@@ -329,7 +329,7 @@ def test_types_the_writer_cannot_produce_are_listed_with_the_rest(tmp_path):
         convert(str(src), str(out / "back.redb"))
     msg = exc.value.message
     assert "table 'niche_a': key type 'niche::Option<u8>'" in msg, msg
-    assert "table 'niche_b': key type 'niche::Option<char>'" in msg, msg
+    assert "table 'niche_b': key type 'niche::Option<u16>'" in msg, msg
     assert "table 'custom': key type 'app::Id'" in msg and "--bytewise-key 'app::Id'" in msg
     assert "'fine'" not in msg
     assert _listing(out) == []
@@ -351,6 +351,29 @@ def test_redb_4_names_cannot_be_written_by_redb_2_6(tmp_path):
         convert(str(src), str(out / "back.redb"))
     assert "'old'" not in exc.value.message
     assert _listing(out) == []
+
+
+def test_niche_options_are_typed_tables_in_redbs_order(tmp_path):
+    """redb 4.x's niche::Option<T> (behind its experimental-niches feature): None stored as
+    T's niche, Some(x) as x; None sorts first. Written back and read again as typed."""
+    key = {"name": "niche::Option<bool>", "class": "Internal3", "width": 1, "legacy": False}
+    value = {"name": "niche::Option<&str>", "class": "Internal3", "width": None, "legacy": False}
+    meta = {"multimap": False, "key": key, "value": value, "order": "redb", "format": 3}
+    table = TableInfo("flags", TableKind.PLAIN, {"redb": meta})
+    # Record keys are the order-preserving encoding: 00 = None, 01 then the bool.
+    records = [(b"\x00", b"\xff"), (b"\x01\x00", b""), (b"\x01\x01", b"yes")]
+    src = _sqlite_with_facts(tmp_path / "src.sqlite", {table: records})
+    out = tmp_path / "out.redb"
+    convert(str(src), str(out))
+    assert _metas(out)["flags"][1]["redb"] == meta
+    with RedbEngine.open_reader(out) as reader:
+        (flags,) = reader.tables()
+        assert [r for b in reader.read_batches(flags) for r in b] == records
+    back = tmp_path / "back.sqlite"
+    convert(str(out), str(back))
+    with SqliteEngine.open_reader(back) as reader:
+        (flags,) = reader.tables()
+        assert [r for b in reader.read_batches(flags) for r in b] == records
 
 
 # --- resumed and in-place writes keep the source's redb -------------------------------

@@ -24,6 +24,10 @@ pub enum TypeExpr {
     FixedBytes(usize),
     Array(Box<TypeExpr>, usize),
     Option(Box<TypeExpr>),
+    /// `niche::Option<T>` (redb 4.x, for a `T` that declares a niche: a byte string no
+    /// value of `T` encodes to): `None` is stored as the niche, `Some(x)` as `x` alone;
+    /// `None` sorts first. Encoded like `Option<T>` (`00`, or `01` then `T`).
+    NicheOption(Box<TypeExpr>, Vec<u8>),
     /// `Vec<T>` (a value type only): varint count, then the elements (each with a
     /// varint length when `T` is variable width).
     Vec(Box<TypeExpr>),
@@ -42,6 +46,39 @@ pub enum TypeExpr {
 /// syntax); built-in names pass too (`parse_with` tries them first).
 fn leaf_syntax(name: &str) -> bool {
     !name.is_empty() && !name.contains(['(', ')', '<', '>', '[', ']', ';', ',', '&', ' '])
+}
+
+/// The width of a `NonZero*` type (stored as the primitive it wraps), by name.
+fn nonzero_width(name: &str) -> Option<usize> {
+    let bits = name
+        .strip_prefix("NonZeroU")
+        .or_else(|| name.strip_prefix("NonZeroI"))?;
+    match bits {
+        "8" => Some(1),
+        "16" => Some(2),
+        "32" => Some(4),
+        "64" => Some(8),
+        "128" => Some(16),
+        _ => None,
+    }
+}
+
+/// The niche redb 4.x declares for a built-in type (None: it declares none, or the
+/// type is user-defined and its niche cannot be known from its name).
+fn niche_of(name: &str) -> Option<Vec<u8>> {
+    let n = name.trim();
+    match n {
+        "bool" | "&str" | "String" => Some(vec![0xff]),
+        "char" => Some(vec![0xff; 3]),
+        _ => {
+            if let Some(w) = nonzero_width(n) {
+                return Some(vec![0; w]);
+            }
+            // A one-element tuple is stored as its element, and declares its niche.
+            let inner = n.strip_prefix('(')?.strip_suffix(",)")?;
+            niche_of(inner)
+        }
+    }
 }
 
 fn split_top(s: &str) -> Vec<&str> {
@@ -96,7 +133,21 @@ impl TypeExpr {
             "f32" => TypeExpr::Float(4),
             "f64" => TypeExpr::Float(8),
             _ => {
-                if let Some(inner) = n.strip_prefix("Option<").and_then(|r| r.strip_suffix('>')) {
+                if let Some(w) = nonzero_width(n) {
+                    // `NonZero*` is stored and ordered as the primitive it wraps.
+                    if n.starts_with("NonZeroU") {
+                        TypeExpr::UInt(w)
+                    } else {
+                        TypeExpr::SInt(w)
+                    }
+                } else if let Some(inner) = n
+                    .strip_prefix("niche::Option<")
+                    .and_then(|r| r.strip_suffix('>'))
+                {
+                    TypeExpr::NicheOption(Box::new(parse(inner)?), niche_of(inner)?)
+                } else if let Some(inner) =
+                    n.strip_prefix("Option<").and_then(|r| r.strip_suffix('>'))
+                {
                     TypeExpr::Option(Box::new(parse(inner)?))
                 } else if let Some(inner) = n.strip_prefix("Vec<").and_then(|r| r.strip_suffix('>'))
                 {
@@ -139,6 +190,7 @@ impl TypeExpr {
             TypeExpr::FixedBytes(n) => Some(*n),
             TypeExpr::Array(t, n) => t.fixed_width().map(|w| w * n),
             TypeExpr::Option(t) => t.fixed_width().map(|w| w + 1),
+            TypeExpr::NicheOption(t, _) => t.fixed_width(),
             TypeExpr::Tuple(ts, _) => ts.iter().map(|t| t.fixed_width()).sum(),
             TypeExpr::Custom(_, w) => *w,
         }
@@ -205,6 +257,14 @@ impl TypeExpr {
                 }
                 _ => return Err("an Option with a bad tag".into()),
             },
+            TypeExpr::NicheOption(t, niche) => {
+                if d == niche.as_slice() {
+                    out.push(0);
+                } else {
+                    out.push(1);
+                    t.enc(d, out, last)?;
+                }
+            }
             TypeExpr::Array(t, n) => {
                 let parts = split_array(t, *n, d)?;
                 let k = parts.len();
@@ -295,6 +355,17 @@ impl TypeExpr {
                 }
                 _ => return Err("an Option with a bad tag".into()),
             },
+            TypeExpr::NicheOption(t, niche) => match take(pos, 1)?[0] {
+                0 => niche.clone(),
+                1 => {
+                    let out = t.dec(e, pos, last)?;
+                    if out == *niche {
+                        return Err("a Some holding the niche of its type".into());
+                    }
+                    out
+                }
+                _ => return Err("an Option with a bad tag".into()),
+            },
             TypeExpr::Array(t, n) => {
                 let parts: Vec<Vec<u8>> = (0..*n)
                     .map(|i| t.dec(e, pos, last && i + 1 == *n))
@@ -319,7 +390,7 @@ impl TypeExpr {
     pub fn customs(&self) -> Vec<&str> {
         match self {
             TypeExpr::Custom(n, _) => vec![n.as_str()],
-            TypeExpr::Option(t) | TypeExpr::Vec(t) => t.customs(),
+            TypeExpr::Option(t) | TypeExpr::NicheOption(t, _) | TypeExpr::Vec(t) => t.customs(),
             TypeExpr::Array(t, n) => t.customs().repeat(*n),
             TypeExpr::Tuple(ts, _) => ts.iter().flat_map(|t| t.customs()).collect(),
             _ => Vec::new(),
@@ -360,6 +431,7 @@ impl TypeExpr {
         match self {
             TypeExpr::Custom(..) => Some(0),
             TypeExpr::Option(t) => Some(1 + t.known_width()?),
+            TypeExpr::NicheOption(t, _) => t.known_width(),
             TypeExpr::Array(t, n) => Some(t.known_width()? * n),
             TypeExpr::Tuple(ts, _) => ts.iter().map(|t| t.known_width()).sum(),
             t => t.fixed_width(),
@@ -370,6 +442,9 @@ impl TypeExpr {
         match self {
             TypeExpr::Custom(n, _) => TypeExpr::Custom(n, Some(w)),
             TypeExpr::Option(t) => TypeExpr::Option(Box::new(t.with_custom_width(w))),
+            TypeExpr::NicheOption(t, n) => {
+                TypeExpr::NicheOption(Box::new(t.with_custom_width(w)), n)
+            }
             TypeExpr::Vec(t) => TypeExpr::Vec(Box::new(t.with_custom_width(w))),
             TypeExpr::Array(t, n) => TypeExpr::Array(Box::new(t.with_custom_width(w)), n),
             TypeExpr::Tuple(ts, l) => {
@@ -388,7 +463,7 @@ impl TypeExpr {
             }
         };
         match self {
-            TypeExpr::Option(t) => t.check_variable(),
+            TypeExpr::Option(t) | TypeExpr::NicheOption(t, _) => t.check_variable(),
             TypeExpr::Vec(t) => unknown(t, "a Vec"),
             TypeExpr::Array(t, _) => unknown(t, "an array"),
             TypeExpr::Tuple(ts, legacy) => {
@@ -410,7 +485,10 @@ impl TypeExpr {
             TypeExpr::Tuple(ts, _) => {
                 (ts.len() > 1 && self.fixed_width().is_none()) || ts.iter().any(|t| t.has_layout())
             }
-            TypeExpr::Option(t) | TypeExpr::Vec(t) | TypeExpr::Array(t, _) => t.has_layout(),
+            TypeExpr::Option(t)
+            | TypeExpr::NicheOption(t, _)
+            | TypeExpr::Vec(t)
+            | TypeExpr::Array(t, _) => t.has_layout(),
             _ => false,
         }
     }
@@ -428,6 +506,7 @@ impl TypeExpr {
                 Some(0) => d.to_vec(),
                 _ => return Err("an Option with a bad tag".into()),
             },
+            TypeExpr::NicheOption(t, niche) if d != niche.as_slice() => t.relayout(d, to_legacy)?,
             TypeExpr::Array(t, n) => {
                 let parts = split_array(t, *n, d)?;
                 let parts = parts
@@ -625,6 +704,33 @@ mod tests {
             Some(6)
         );
         assert_eq!(TypeExpr::parse("myapp::Id", false), None);
+    }
+
+    #[test]
+    fn niche_options_sort_none_first_and_round_trip() {
+        let t = TypeExpr::parse("niche::Option<bool>", false).unwrap();
+        assert_eq!(t.fixed_width(), Some(1));
+        let (none, f, tr) = (
+            t.encode(&[0xff]).unwrap(),
+            t.encode(&[0]).unwrap(),
+            t.encode(&[1]).unwrap(),
+        );
+        assert!(none < f && f < tr);
+        assert_eq!(t.decode(&none).unwrap(), vec![0xff]);
+        let t = TypeExpr::parse("(u8,niche::Option<&str>)", false).unwrap();
+        let stored = [7u8, 0xff];
+        assert_eq!(
+            t.decode(&t.encode(&stored).unwrap()).unwrap(),
+            stored.to_vec()
+        );
+        assert_eq!(
+            TypeExpr::parse("niche::Option<NonZeroU32>", false)
+                .unwrap()
+                .fixed_width(),
+            Some(4)
+        );
+        assert_eq!(TypeExpr::parse("niche::Option<u32>", false), None);
+        assert_eq!(TypeExpr::parse("niche::Option<app::T>", false), None);
     }
 
     #[test]

@@ -7,6 +7,11 @@ with redb. Tables in the default layout are ``&[u8] -> &[u8]`` (plain) and
 ``&[u8] -> (u64, &[u8])`` (versioned). Any other table (typed keys, multimap,
 user-defined types) is read with an order-preserving key encoding and its redb
 types recorded in :attr:`TableInfo.meta`, so that writing it back restores it.
+
+Every table also records the file format it was read from. A new redb destination
+is written back as the source was: that format, and each table's exact stored type
+names (classification byte and tuple layout included), so that the redb version
+that wrote the source opens the result; ``redb_format`` converts on purpose.
 """
 
 from __future__ import annotations
@@ -536,7 +541,7 @@ _VERSIONED = {"name": "(u64,&[u8])", "class": "Internal", "width": None}
 
 
 class RedbEngine(Engine):
-    """redb files of format 1, 2 (read) and 3 (read and write; format 2 on request)."""
+    """redb files of format 1, 2 and 3 (read); 2 and 3 written, as the source was by default."""
 
     name: ClassVar[str] = "redb"
     extra: ClassVar[str] = "redb"
