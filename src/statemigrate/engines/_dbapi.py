@@ -43,7 +43,7 @@ from ._sql import (
     to_signed,
     write_metadata,
 )
-from .base import Engine, Reader, Writer, check_options, take_batches
+from .base import Engine, Reader, StoreFacts, Writer, check_options, take_batches
 from .errors import DriverErrors, Meaning, Rule
 
 NAME_PREFIX = "sql.name:"  # + SQL table name -> the table's real name, where they differ
@@ -61,6 +61,7 @@ DBAPI_ERRORS = DriverErrors(
     ),
     source_failed="{path}: not a readable SQLite/libSQL database while {doing} ({text})",
 )
+DBAPI_FACTS = StoreFacts(errors=DBAPI_ERRORS, locks=LOCK_PROBES, private_metadata=(NAME_PREFIX,))
 
 
 def map_error(exc: BaseException, path: Path, doing: str, *, source: bool) -> StateMigrateError:
@@ -151,9 +152,7 @@ def page_batches(
 class DbapiSqlReader(Reader):
     """Reads one snapshot through a DB-API driver: everything inside one read transaction."""
 
-    driver_errors = DBAPI_ERRORS
-    lock_probes = LOCK_PROBES
-    private_metadata = (NAME_PREFIX,)
+    facts = DBAPI_FACTS
 
     def __init__(
         self, engine: type[DbapiSqlEngine], path: Path, conn: Any, options: Mapping[str, Any]
@@ -198,9 +197,7 @@ class DbapiSqlReader(Reader):
 class DbapiSqlWriter(Writer):
     """Explicit transactions (the driver in autocommit mode), one per batch."""
 
-    driver_errors = DBAPI_ERRORS
-    lock_probes = LOCK_PROBES
-    private_metadata = (NAME_PREFIX,)
+    facts = DBAPI_FACTS
 
     def __init__(self, engine: type[DbapiSqlEngine], path: Path, conn: Any):
         self.engine = engine

@@ -15,9 +15,9 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from typing_extensions import Self
 
@@ -87,23 +87,8 @@ def take_batches(
         yield batch
 
 
-class _Scanning(Protocol):
-    """What :func:`_scanned` needs of a reader or writer."""
-
-    path: Path
-    driver_errors: ClassVar[DriverErrors]
-
-    def scan(
-        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
-    ) -> Iterator[Batch]: ...
-
-    def confirm_end(self, table: TableInfo, after: bytes | None, last: bytes | None) -> None: ...
-
-    def errors(self, doing: str = "", **how: Any) -> AbstractContextManager[None]: ...
-
-
 def _scanned(
-    owner: _Scanning, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    owner: StoreAccess, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
 ) -> Iterator[Batch]:
     """The batches of ``owner.scan``, its driver errors mapped and its end confirmed.
 
@@ -111,8 +96,8 @@ def _scanned(
     are taken as the caller iterates.
     """
     how: dict[str, Any] = {"where": f"{owner.path} table {table.name!r}", "table": table.name}
-    if owner.driver_errors.scan_failed:
-        how["failed"] = owner.driver_errors.scan_failed
+    if owner.facts.errors.scan_failed:
+        how["failed"] = owner.facts.errors.scan_failed
     doing = f"reading table {table.name!r}"
     with owner.errors(doing, **how):
         scan = owner.scan(table, after, max_records, max_bytes)
@@ -120,7 +105,7 @@ def _scanned(
 
 
 def _mapped_batches(
-    owner: _Scanning,
+    owner: StoreAccess,
     scan: Iterator[Batch],
     table: TableInfo,
     after: bytes | None,
@@ -183,29 +168,39 @@ class Capabilities:
         return dict(self.__dict__)
 
 
-class Reader(ABC):
-    """A read-only view of one consistent snapshot of a store.
+@dataclass(frozen=True)
+class StoreFacts:
+    """What an engine declares once for its reader and its writer.
 
-    An engine implements :meth:`list_tables`, :meth:`raw_metadata` and :meth:`scan`
-    (bounded batches of a table after a key, taken natively: :func:`take_batches`) and
-    declares its facts; the base derives the rest once for every engine: batch bounds,
-    record iteration, hiding the engine's private metadata, mapping driver errors to
-    the contract's (``driver_errors``), naming the process holding the store
-    (``lock_probes``) and confirming that a scan reached the table's real end
-    (:meth:`confirm_end`).
+    Attributes:
+        errors: what the driver's errors mean (none mapped by default).
+        locks: where another process holding the store shows (for a busy store's pid).
+        private_metadata: prefixes of metadata keys the engine keeps for itself
+            (table kinds, SQL names …), hidden from ``metadata()``.
+        busy_hint: the hint of a busy store's error.
     """
 
-    # True when read_batches may run on another thread than the one that opened the
-    # reader; the pipeline then reads ahead on a second thread (see prefetch.py).
-    threadsafe_reads: ClassVar[bool] = False
-    # What the driver's errors mean (none mapped by default).
-    driver_errors: ClassVar[DriverErrors] = DriverErrors(driver=())
-    # Prefixes of metadata keys the engine keeps for itself, hidden from metadata().
-    private_metadata: ClassVar[tuple[str, ...]] = ()
-    # Where another process holding the store shows (for a busy store's message).
-    lock_probes: ClassVar[tuple[LockProbe, ...]] = ()
-    busy_hint: ClassVar[str | None] = None
-    path: Path  # the store being read
+    errors: DriverErrors = field(default_factory=lambda: DriverErrors(driver=()))
+    locks: tuple[LockProbe, ...] = ()
+    private_metadata: tuple[str, ...] = ()
+    busy_hint: str | None = None
+
+
+class StoreAccess(ABC):
+    """What a :class:`Reader` and a :class:`Writer` share: the plumbing written once.
+
+    An engine implements :meth:`raw_metadata` and :meth:`scan` (bounded batches of a
+    table after a key, taken natively: :func:`take_batches`) and declares its
+    :class:`StoreFacts`; the base derives the rest for every engine: batch bounds,
+    record iteration, hiding the engine's private metadata, mapping driver errors to
+    the contract's, naming the process holding the store and confirming that a scan
+    reached the table's real end (:meth:`confirm_end`).
+    """
+
+    facts: ClassVar[StoreFacts] = StoreFacts()
+    # Whether a driver error this side cannot explain is the source's (exit 4).
+    reads_source: ClassVar[bool] = True
+    path: Path  # the store
 
     def __enter__(self) -> Self:
         return self
@@ -213,13 +208,12 @@ class Reader(ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @abstractmethod
-    def list_tables(self) -> list[TableInfo]:
-        """The store's tables (not the metadata table), in any order."""
+    def close(self) -> None:
+        """Release the store."""
 
     def metadata(self) -> dict[str, bytes]:
         """The store's metadata entries (empty when it has none), the engine's own hidden."""
-        return public_metadata(self.raw_metadata(), self.private_metadata)
+        return public_metadata(self.raw_metadata(), self.facts.private_metadata)
 
     def raw_metadata(self) -> dict[str, bytes]:
         """Every entry of the store's metadata, the engine's private ones included.
@@ -235,7 +229,7 @@ class Reader(ABC):
 
         Each batch holds at most ``max_records`` records and stops at the record that
         brings its payload to ``max_bytes``; an empty table yields nothing. Driver
-        errors raised here are mapped by the base (``driver_errors``). Every engine
+        errors raised here are mapped by the base (``facts.errors``). Every engine
         implements it (or, until it moves to it, overrides :meth:`read_batches`).
 
         Args:
@@ -262,25 +256,59 @@ class Reader(ABC):
             SourceError: the scan stopped early.
         """
 
+    def read_batches(
+        self,
+        table: TableInfo,
+        after: bytes | None = None,
+        *,
+        max_records: int = BATCH_RECORDS,
+        max_bytes: int = BATCH_BYTES,
+    ) -> Iterator[Batch]:
+        """Batches of ``table`` in key order, each bounded by records and bytes.
+
+        The engine's :meth:`scan`, its driver errors mapped and its end confirmed. A
+        writer sees its own writes (in-place upgrades).
+
+        Args:
+            table: the table to read.
+            after: read strictly after this key.
+            max_records: records per batch at most.
+            max_bytes: payload bytes per batch at most (one record may exceed it).
+
+        Raises:
+            UsageError: a writer of an engine without in-place upgrades.
+        """
+        return _scanned(self, table, after, max_records, max_bytes)
+
     def holder(self) -> int | None:
         """The pid of another process holding the store (-1: unknown), or None."""
-        return lock_holder(self.path, self.lock_probes) if self.lock_probes else None
+        return lock_holder(self.path, self.facts.locks) if self.facts.locks else None
 
     def errors(self, doing: str = "", **how: Any) -> AbstractContextManager[None]:
-        """Driver errors raised inside the ``with`` block as the contract's (source side).
+        """Driver errors raised inside the ``with`` block as the contract's.
 
         Args:
             doing: what the block does, for the message.
-            **how: as for :meth:`DriverErrors.error` (``source`` defaults to True).
+            **how: as for :meth:`DriverErrors.error` (``source`` and ``writing``
+                default to this side's).
         """
-        how.setdefault("source", True)
-        how.setdefault("writing", False)
-        return self.driver_errors.mapped(
-            self.path, doing, holder=self.holder, busy_hint=self.busy_hint, **how
+        how.setdefault("source", self.reads_source)
+        how.setdefault("writing", not self.reads_source)
+        return self.facts.errors.mapped(
+            self.path, doing, holder=self.holder, busy_hint=self.facts.busy_hint, **how
         )
 
-    def close(self) -> None:
-        """Release the snapshot and the store."""
+
+class Reader(StoreAccess):
+    """A read-only view of one consistent snapshot of a store (see :class:`StoreAccess`)."""
+
+    # True when read_batches may run on another thread than the one that opened the
+    # reader; the pipeline then reads ahead on a second thread (see prefetch.py).
+    threadsafe_reads: ClassVar[bool] = False
+
+    @abstractmethod
+    def list_tables(self) -> list[TableInfo]:
+        """The store's tables (not the metadata table), in any order."""
 
     def tables(self) -> list[TableInfo]:
         """The tables in name byte order, with their metadata (``TableInfo.meta``)."""
@@ -293,83 +321,24 @@ class Reader(ABC):
             out.append(t)
         return sorted(out, key=lambda t: t.name.encode("utf-8"))
 
-    def read_batches(
-        self,
-        table: TableInfo,
-        after: bytes | None = None,
-        *,
-        max_records: int = BATCH_RECORDS,
-        max_bytes: int = BATCH_BYTES,
-    ) -> Iterator[Batch]:
-        """Batches of ``table`` in key order, each bounded by records and bytes.
-
-        The engine's :meth:`scan`, its driver errors mapped and its end confirmed.
-
-        Args:
-            table: the table to read.
-            after: read strictly after this key.
-            max_records: records per batch at most.
-            max_bytes: payload bytes per batch at most (one record may exceed it).
-        """
-        return _scanned(self, table, after, max_records, max_bytes)
-
     def iter_records(self, table: TableInfo, after: bytes | None = None) -> Iterator[Record]:
         """Records of ``table`` in key order, strictly after ``after`` when given."""
         for batch in self.read_batches(table, after):
             yield from batch
 
 
-class Writer(ABC):
+class Writer(StoreAccess):
     """Writes a store: tables, batches of records in key order, metadata.
 
-    As for :class:`Reader`, the engine declares its facts (``driver_errors``,
-    ``private_metadata``, ``lock_probes``) and, for in-place upgrades, implements
-    :meth:`scan`; the base maps errors, hides private metadata and bounds batches.
+    For in-place upgrades an engine implements :meth:`StoreAccess.scan` on its writer
+    too (its reads see its own writes); see :class:`StoreAccess` for the rest.
     """
 
-    driver_errors: ClassVar[DriverErrors] = DriverErrors(driver=())
-    private_metadata: ClassVar[tuple[str, ...]] = ()
-    lock_probes: ClassVar[tuple[LockProbe, ...]] = ()
-    busy_hint: ClassVar[str | None] = None
-    path: Path  # the store being written
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    reads_source: ClassVar[bool] = False
 
     @abstractmethod
     def list_tables(self) -> list[TableInfo]:
         """Tables that exist in the store being written."""
-
-    def metadata(self) -> dict[str, bytes]:
-        """The metadata entries as committed so far, the engine's own hidden."""
-        return public_metadata(self.raw_metadata(), self.private_metadata)
-
-    def raw_metadata(self) -> dict[str, bytes]:
-        """Every metadata entry committed so far, the engine's private ones included.
-
-        Every engine implements it (or, until it moves to it, :meth:`metadata`).
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not read metadata")
-
-    def holder(self) -> int | None:
-        """The pid of another process holding the store (-1: unknown), or None."""
-        return lock_holder(self.path, self.lock_probes) if self.lock_probes else None
-
-    def errors(self, doing: str = "", **how: Any) -> AbstractContextManager[None]:
-        """Driver errors raised inside the ``with`` block as the contract's (destination side).
-
-        Args:
-            doing: what the block does, for the message.
-            **how: as for :meth:`DriverErrors.error` (``source`` defaults to False).
-        """
-        how.setdefault("source", False)
-        how.setdefault("writing", True)
-        return self.driver_errors.mapped(
-            self.path, doing, holder=self.holder, busy_hint=self.busy_hint, **how
-        )
 
     @abstractmethod
     def create_table(self, table: TableInfo) -> None:
@@ -393,9 +362,6 @@ class Writer(ABC):
     def finish(self) -> None:
         """Make everything durable (flush, compact, fsync) before verification."""
 
-    def close(self) -> None:
-        """Release the store (after :meth:`finish`, or to abandon the work)."""
-
     # In-place methods, used by schema upgrades (statemigrate.upgrade). An engine that
     # implements scan and drop_table declares ``Capabilities.in_place``; the others
     # have working defaults. Everything else an upgrade does is built from
@@ -404,7 +370,7 @@ class Writer(ABC):
     def scan(
         self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
     ) -> Iterator[Batch]:
-        """Batches of ``table`` as this writer sees it (:meth:`Reader.scan`), for upgrades.
+        """Batches of ``table`` as this writer sees it (:meth:`StoreAccess.scan`), for upgrades.
 
         Raises:
             UsageError: the engine does not support in-place upgrades.
@@ -412,30 +378,6 @@ class Writer(ABC):
         raise UsageError(
             f"the {type(self).__name__} writer cannot read tables in place (no upgrades)"
         )
-
-    def confirm_end(self, table: TableInfo, after: bytes | None, last: bytes | None) -> None:
-        """As :meth:`Reader.confirm_end`, for the writer's own reads."""
-
-    def read_batches(
-        self,
-        table: TableInfo,
-        after: bytes | None = None,
-        *,
-        max_records: int = BATCH_RECORDS,
-        max_bytes: int = BATCH_BYTES,
-    ) -> Iterator[Batch]:
-        """Batches of ``table`` in key order as this writer sees it (its own writes included).
-
-        Args:
-            table: the table to read.
-            after: read strictly after this key.
-            max_records: records per batch at most.
-            max_bytes: payload bytes per batch at most (one record may exceed it).
-
-        Raises:
-            UsageError: the engine does not support in-place upgrades.
-        """
-        return _scanned(self, table, after, max_records, max_bytes)
 
     def drop_table(self, name: str) -> None:
         """Drop a table and its records (and its kind or other per-table metadata).

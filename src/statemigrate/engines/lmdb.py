@@ -38,7 +38,7 @@ from ..model import (
     TableKind,
     encode_versioned,
 )
-from .base import Capabilities, Engine, Reader, Writer, check_options, take_batches
+from .base import Capabilities, Engine, Reader, StoreFacts, Writer, check_options, take_batches
 from .errors import DriverErrors, Meaning, Rule
 
 KIND_PREFIX = "kind:"
@@ -71,6 +71,12 @@ LMDB_ERRORS = DriverErrors(
     ),
     driver=("lmdb.Error", "builtins.ValueError"),
     scan_failed="{where}: read failed ({text})",
+)
+LMDB_FACTS = StoreFacts(
+    errors=LMDB_ERRORS,
+    locks=LOCK_PROBES,
+    private_metadata=(KIND_PREFIX,),
+    busy_hint="stop the app, then run the same command",
 )
 
 
@@ -179,9 +185,7 @@ def cursor_batches(
 class LmdbReader(Reader):
     """One read transaction over the whole read; see the module notes on locking."""
 
-    driver_errors = LMDB_ERRORS
-    lock_probes = LOCK_PROBES
-    private_metadata = (KIND_PREFIX,)
+    facts = LMDB_FACTS
 
     def __init__(self, engine: type[LmdbEngine], path: Path):
         lmdb = engine.require_driver()
@@ -257,10 +261,7 @@ class LmdbReader(Reader):
 class LmdbWriter(Writer):
     """One write transaction per batch; the map grows when it fills."""
 
-    driver_errors = LMDB_ERRORS
-    lock_probes = LOCK_PROBES
-    private_metadata = (KIND_PREFIX,)
-    busy_hint = "stop the app, then run the same command"
+    facts = LMDB_FACTS
 
     def __init__(self, engine: type[LmdbEngine], path: Path, create: bool):
         lmdb = engine.require_driver()
@@ -296,7 +297,7 @@ class LmdbWriter(Writer):
         it knows: written under it, those tables change or vanish behind its handles (its
         next write can bring back a table an upgrade dropped, or fail with MDB_BAD_DBI).
         """
-        refuse_if_held(self.path, LOCK_PROBES, hint=self.busy_hint)
+        refuse_if_held(self.path, LOCK_PROBES, hint=self.facts.busy_hint)
 
     def _open(self) -> None:
         try:

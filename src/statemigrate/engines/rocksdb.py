@@ -13,9 +13,8 @@ import gc
 import os
 import shutil
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any
 
 from ..errors import SourceError, UsageError
 from ..locks import LockProbe, lock_holder, refuse_if_held
@@ -28,7 +27,16 @@ from ..model import (
     encode_versioned,
 )
 from . import _snapshot
-from .base import Capabilities, Engine, Reader, Writer, check_options, take_batches
+from .base import (
+    Capabilities,
+    Engine,
+    Reader,
+    StoreAccess,
+    StoreFacts,
+    Writer,
+    check_options,
+    take_batches,
+)
 from .errors import DriverErrors, Meaning, Rule
 
 DEFAULT_CF = "default"
@@ -52,6 +60,9 @@ ROCKSDB_ERRORS = DriverErrors(
         Rule(Meaning.FULL, words=("no space", "enospc")),
     ),
     scan_failed="{where}: read failed ({text})",
+)
+ROCKSDB_FACTS = StoreFacts(
+    errors=ROCKSDB_ERRORS, locks=LOCK_PROBES, private_metadata=(KIND_PREFIX,)
 )
 
 
@@ -178,19 +189,14 @@ def _kind(meta: Mapping[str, bytes], name: str) -> TableKind:
     return TableKind.PLAIN
 
 
-class _Scans:
-    """The in-place read both sides share: scan a column family, confirm its end."""
+class _Scans(StoreAccess):
+    """The read both sides share: scan a column family, confirm its end."""
 
-    driver_errors: ClassVar[DriverErrors] = ROCKSDB_ERRORS
-    lock_probes: ClassVar[tuple[LockProbe, ...]] = LOCK_PROBES
-    private_metadata: ClassVar[tuple[str, ...]] = (KIND_PREFIX,)
-    path: Path
+    facts = ROCKSDB_FACTS
 
-    if TYPE_CHECKING:  # given by Reader and Writer, and by each side
-
-        def errors(self, doing: str = "", **how: Any) -> AbstractContextManager[None]: ...
-
-        def _cf(self, name: str) -> Any: ...
+    def _cf(self, name: str) -> Any:
+        """The column family of table ``name`` (each side opens it its way)."""
+        raise NotImplementedError
 
     def scan(
         self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int

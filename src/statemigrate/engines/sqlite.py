@@ -34,7 +34,7 @@ from ._sql import (
     versioned_rows,
     write_metadata,
 )
-from .base import Capabilities, Engine, Reader, Writer, check_options, take_batches
+from .base import Capabilities, Engine, Reader, StoreFacts, Writer, check_options, take_batches
 from .errors import DriverErrors, Meaning, Rule
 
 # What apsw's errors mean; a key or value that is not a BLOB is refused while reading.
@@ -51,6 +51,9 @@ APSW_ERRORS = DriverErrors(
         ),
     ),
     driver=("apsw.Error", "builtins.ValueError", "builtins.OverflowError"),
+)
+SQLITE_FACTS = StoreFacts(
+    errors=APSW_ERRORS, locks=LOCK_PROBES, busy_hint="stop the app, then run the same command"
 )
 
 
@@ -74,8 +77,7 @@ class SqliteReader(Reader):
     """Reads one consistent snapshot: every query runs inside one read transaction."""
 
     threadsafe_reads = True
-    driver_errors = APSW_ERRORS
-    lock_probes = LOCK_PROBES
+    facts = SQLITE_FACTS
 
     def __init__(self, engine: type[SqliteEngine], path: Path, options: Mapping[str, Any]):
         apsw = engine.require_driver()
@@ -112,9 +114,7 @@ class SqliteReader(Reader):
 class SqliteWriter(Writer):
     """Writes through large transactions; WAL with relaxed sync while the file is private."""
 
-    driver_errors = APSW_ERRORS
-    lock_probes = LOCK_PROBES
-    busy_hint = "stop the app, then run the same command"
+    facts = SQLITE_FACTS
 
     def __init__(self, engine: type[SqliteEngine], path: Path, create: bool):
         apsw = engine.require_driver()
