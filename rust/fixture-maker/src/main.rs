@@ -5,8 +5,14 @@
 //! char, signed ints), custom fixed- and variable-width key types, multimap and empty
 //! tables and odd keys, plus `<file>.json`: the stored pairs in redb's own order.
 //!
-//! Run: `cargo run --release --manifest-path rust/fixture-maker/Cargo.toml -- fixtures/redb`;
-//! `... -- dump FORMAT FILE` prints what that redb reads from FILE with the fixtures' types.
+//! Also, for redb 2.6 (formats 2 and 3), 3.x and 4.x, `*-custom.redb`: composites
+//! holding user-defined types (`custom.rs`).
+//!
+//! Run: `cargo run --release --manifest-path rust/fixture-maker/Cargo.toml -- fixtures/redb`
+//! (every fixture) or `... -- custom fixtures/redb` (only the composite ones);
+//! `... -- dump FORMAT FILE` (`dump-custom FORMAT FILE`) prints what that redb reads from
+//! FILE with the fixtures' (the composite fixtures') types: FORMAT `1`, `2` (redb 2.6),
+//! `3.x`, anything else redb 4.x.
 use std::path::PathBuf;
 
 mod v1 {
