@@ -10,8 +10,8 @@ from statemigrate.model import TableInfo, TableKind
 from statemigrate.schema.errors import SchemaError
 from statemigrate.schema.journal import plan_switch
 from statemigrate.schema.scripts import Schema
+from statemigrate.schema.sort import SORT_DIR_INFIX, sorted_batches
 from statemigrate.upgrade.conformance import EXAMPLE, revision_file, schema_with
-from statemigrate.upgrade.sort import SORT_DIR_INFIX, sorted_batches
 
 
 def test_external_sort_spills_and_merges(tmp_path) -> None:

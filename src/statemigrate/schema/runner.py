@@ -28,7 +28,6 @@ from ..engines.base import (
 )
 from ..errors import DestinationError, StateMigrateError, UsageError
 from ..model import TableInfo
-from ..upgrade.sort import remove_leftovers
 from . import op as op_module
 from .errors import RevisionFailedError, RevisionUnknownError
 from .journal import (
@@ -41,6 +40,7 @@ from .journal import (
 )
 from .reports import CurrentReport, UpgradeReport
 from .scripts import Schema, Step
+from .sort import remove_leftovers
 from .staging import Recorder, Staging
 from .store import (
     CREATE_HINT,

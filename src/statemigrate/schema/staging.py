@@ -19,7 +19,6 @@ from .. import _native
 from ..engines.base import META_REVISION, META_TABLE_PREFIX, Engine, Writer
 from ..errors import DestinationError, UsageError
 from ..model import TableInfo, TableKind, check_table_name
-from ..upgrade.sort import sorted_batches
 from .errors import RevisionFailedError
 from .journal import (
     META_CHECKSUMS,
@@ -30,6 +29,7 @@ from .journal import (
     finish_journal,
     plan_switch,
 )
+from .sort import sorted_batches
 
 
 class Staging:

@@ -3,13 +3,14 @@
 The machinery is :mod:`statemigrate.schema`, the verbs are :mod:`statemigrate.api`'s,
 and ``statemigrate.upgrade`` is the function :func:`statemigrate.api.upgrade`.
 ``statemigrate.upgrade.runner`` (``errors``, ``journal``, ``op``, ``scripts``,
-``staging``) are the :mod:`statemigrate.schema` modules under their old names, and
+``sort``, ``staging``) are the :mod:`statemigrate.schema` modules under their old names, and
 this package still exports what it did (``from statemigrate.upgrade import upgrade``).
 
-Python binds an imported subpackage on its parent, so importing anything under this
-name rebinds ``statemigrate.upgrade`` from the function to this package: the package
-stays callable (it calls the function) for as long as it exists. It goes once
-``sort``, ``conformance`` and ``killharness`` live elsewhere and nothing imports it.
+Nothing in the verbs or the CLI imports this package. Python binds an imported
+subpackage on its parent, so importing anything under this name rebinds
+``statemigrate.upgrade`` from the function to this package: the package stays callable
+(it calls the function) for as long as it exists. It goes once ``conformance`` and
+``killharness`` live in :mod:`statemigrate.testing`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import types
 from typing import Any
 
 # Where each name this package exported lives now. Resolved on first use: the schema
-# modules import ``.sort`` from here, so importing them eagerly would be a cycle.
+# modules are loaded only by the names asked for.
 _EXPORTS = {
     "CurrentReport": "statemigrate.schema.reports",
     "UpgradeReport": "statemigrate.schema.reports",
