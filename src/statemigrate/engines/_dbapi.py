@@ -24,26 +24,19 @@ from ..errors import DestinationError, StateMigrateError
 from ..locks import lock_holder, refuse_if_held
 from ..model import BATCH_RECORDS, Batch, TableInfo
 from ._sql import (
-    FOLDING,
     LOCK_PROBES,
-    RESERVED_NAMES,
-    RESERVED_PREFIXES,
-    SIDECAR_SUFFIXES,
+    SqlFileEngine,
     SqlLayout,
-    check_source_file,
-    fold_sql_name,
-    is_sqlite_file,
     layout_tables,
     quote,
     read_metadata,
     refuse_foreign,
-    sqlite_file_info,
     stored_metadata,
     table_names,
     to_signed,
     write_metadata,
 )
-from .base import Engine, Reader, StoreFacts, Writer, check_options, take_batches
+from .base import Reader, StoreFacts, Writer, check_options, take_batches
 from .errors import DriverErrors, Meaning, Rule
 
 NAME_PREFIX = "sql.name:"  # + SQL table name -> the table's real name, where they differ
@@ -374,40 +367,16 @@ class DbapiSqlWriter(Writer):
             self.conn = None
 
 
-class DbapiSqlEngine(Engine):
+class DbapiSqlEngine(SqlFileEngine):
     """Shared parts of the engines that speak SQLite's SQL through a DB-API driver."""
 
     layout: ClassVar[type[DbapiLayout]] = DbapiLayout
-    reserved_table_names: ClassVar[Mapping[str, str]] = RESERVED_NAMES
-    reserved_table_prefixes: ClassVar[Mapping[str, str]] = RESERVED_PREFIXES
-    table_name_folding: ClassVar[str] = FOLDING
     writer_pragmas: ClassVar[tuple[str, ...]] = ()
     finish_pragmas: ClassVar[tuple[str, ...]] = ()
-    sidecar_suffixes: ClassVar[tuple[str, ...]] = SIDECAR_SUFFIXES
-    volatile_files: ClassVar[tuple[str, ...]] = ("*-shm",)  # the WAL index (read marks)
-
-    @classmethod
-    def detect(cls, path: Path) -> bool:
-        # A SQLite file; auto-detection prefers the sqlite engine for it.
-        return is_sqlite_file(path)
-
-    @classmethod
-    def sql_name(cls, name: str) -> str:
-        """The SQL table that holds table ``name`` (the name itself for libSQL)."""
-        return name
-
-    @classmethod
-    def fold_table_name(cls, name: str) -> str:
-        """SQLite's case folding of the SQL table that holds the table."""
-        return fold_sql_name(cls.sql_name(name))
-
-    @classmethod
-    def _check_source(cls, path: Path) -> None:
-        check_source_file(path)
 
     @classmethod
     def format_info(cls, path: Path) -> dict[str, Any]:
-        info = sqlite_file_info(path)
+        info = super().format_info(path)
         info["written_by"] = "cannot be told: a libSQL or Turso file is a SQLite file"
         return info
 

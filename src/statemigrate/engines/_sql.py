@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from ..errors import SourceError
 from ..locks import LockProbe, lock_holder
 from ..model import METADATA_TABLE, Batch, TableInfo, TableKind
-from .base import META_REVISION
+from .base import META_REVISION, Capabilities, Engine
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 ALEMBIC_TABLE = "alembic_version"
@@ -32,6 +32,17 @@ RESERVED_NAMES: Mapping[str, str] = {
 }
 RESERVED_PREFIXES: Mapping[str, str] = {"sqlite_": "reserved by SQLite"}
 FOLDING = "in SQL, which ignores case"
+# A SQLite file through a driver that opens it read-only beside other readers.
+CAPABILITIES = Capabilities(
+    atomic_multi_table=True,
+    read_only_open=True,
+    multi_process_readers=True,
+    directory=False,
+    sql=True,
+    in_place=True,
+    transactional_ddl=True,
+    rename_table=True,
+)
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _CREATE_NAME = re.compile(
     r'\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?"((?:[^"]|"")*)"', re.IGNORECASE
@@ -312,6 +323,44 @@ def check_file_size(path: Path) -> None:
                 f"{path}: truncated SQLite file (its header counts {count:,} pages"
                 f" of {page:,} bytes; the file holds {size // page:,})"
             )
+
+
+class SqlFileEngine(Engine):
+    """What the engines of a SQLite file share (sqlite, libsql, turso): facts and checks."""
+
+    capabilities: ClassVar[Capabilities] = CAPABILITIES
+    sidecar_suffixes: ClassVar[tuple[str, ...]] = SIDECAR_SUFFIXES
+    # The WAL index: every reader writes its read marks there.
+    volatile_files: ClassVar[tuple[str, ...]] = ("*-shm",)
+    space_factor: ClassVar[float] = 1.6
+    reserved_table_names: ClassVar[Mapping[str, str]] = RESERVED_NAMES
+    reserved_table_prefixes: ClassVar[Mapping[str, str]] = RESERVED_PREFIXES
+    table_name_folding: ClassVar[str] = FOLDING
+
+    @classmethod
+    def sql_name(cls, name: str) -> str:
+        """The SQL table that holds table ``name`` (the name itself but for Turso)."""
+        return name
+
+    @classmethod
+    def fold_table_name(cls, name: str) -> str:
+        """SQLite's case folding (ASCII only) of the SQL table that holds the table."""
+        return fold_sql_name(cls.sql_name(name))
+
+    @classmethod
+    def detect(cls, path: Path) -> bool:
+        """A file starting with SQLite's header (the sqlite engine wins auto-detection)."""
+        return is_sqlite_file(path)
+
+    @classmethod
+    def check_source(cls, path: Path) -> None:
+        """Refuse a source that is not a whole SQLite file (:func:`check_source_file`)."""
+        check_source_file(path)
+
+    @classmethod
+    def format_info(cls, path: Path) -> dict[str, Any]:
+        """The file header's facts (:func:`sqlite_file_info`)."""
+        return sqlite_file_info(path)
 
 
 def uri_path(path: Path) -> str:

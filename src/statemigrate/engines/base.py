@@ -31,6 +31,7 @@ from ..model import (
     Batch,
     Record,
     TableInfo,
+    TableKind,
     shown_name,
     table_name_problem,
 )
@@ -45,6 +46,28 @@ META_SCHEMA = "schema"
 META_REVISION = "revision"  # JSON list of revision ids
 META_CHECKPOINT = "checkpoint"  # JSON, only while a conversion runs
 META_TABLE_PREFIX = "table:"  # + table name: JSON of TableInfo.meta
+# + table name: b"versioned", where the layout cannot show a table's kind (DESIGN.md);
+# engine-private (see StoreFacts.private_metadata).
+META_KIND_PREFIX = "kind:"
+
+
+def recorded_tables(meta: Mapping[str, bytes], names: Iterable[str]) -> list[TableInfo]:
+    """Tables ``names`` with the kinds the metadata records (``kind:<table>``).
+
+    Args:
+        meta: the store's metadata, private entries included.
+        names: the store's table names; the metadata's own table is left out.
+    """
+    return [
+        TableInfo(
+            n,
+            TableKind.VERSIONED
+            if meta.get(META_KIND_PREFIX + n) == b"versioned"
+            else TableKind.PLAIN,
+        )
+        for n in names
+        if n != METADATA_TABLE
+    ]
 
 
 def public_metadata(meta: Mapping[str, bytes], private: tuple[str, ...]) -> dict[str, bytes]:

@@ -24,8 +24,8 @@ from typing import Any
 
 from ..errors import MissingDriverError
 from ._dbapi import DBAPI_ERRORS, DbapiSqlEngine, DbapiSqlReader, holder_of, map_error
-from ._sql import uri_path
-from .base import Capabilities, Reader, check_options
+from ._sql import CAPABILITIES, uri_path
+from .base import Reader, check_options
 
 __all__ = ["LibsqlEngine", "map_error"]
 
@@ -39,18 +39,8 @@ class LibsqlEngine(DbapiSqlEngine):
     description = (
         "libSQL (libsql / libsql-experimental): SQLite's layout, one WITHOUT ROWID table per table"
     )
-    capabilities = Capabilities(
-        atomic_multi_table=True,
-        read_only_open=True,
-        multi_process_readers=True,
-        directory=False,
-        sql=True,
-        in_place=True,
-        transactional_ddl=True,
-        rename_table=True,
-    )
+    capabilities = CAPABILITIES
     suffixes = (".libsql",)
-    space_factor = 1.6
     # WAL keeps each committed batch whole across a kill of this process; finish()
     # checkpoints and leaves a self-contained file in rollback-journal mode.
     writer_pragmas = (
@@ -81,7 +71,7 @@ class LibsqlEngine(DbapiSqlEngine):
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
         opts = check_options(cls, options, {"skip_foreign_tables"})
-        cls._check_source(path)
+        cls.check_source(path)
         driver = cls.require_driver()
         uri = "file:" + uri_path(path) + "?mode=ro"
         with DBAPI_ERRORS.mapped(

@@ -30,18 +30,20 @@ from typing import Any
 
 from ..errors import DestinationError, SourceError, StoreBusyError
 from ..locks import LockProbe, busy_message, lock_holder, refuse_if_held
-from ..model import (
-    METADATA_TABLE,
-    VERSION_PREFIX_DECODE,
-    Batch,
-    TableInfo,
-    TableKind,
-    encode_versioned,
+from ..model import METADATA_TABLE, VERSION_PREFIX_DECODE, Batch, TableInfo, encode_versioned
+from .base import META_KIND_PREFIX as KIND_PREFIX
+from .base import (
+    Capabilities,
+    Engine,
+    Reader,
+    StoreFacts,
+    Writer,
+    check_options,
+    recorded_tables,
+    take_batches,
 )
-from .base import Capabilities, Engine, Reader, StoreFacts, Writer, check_options, take_batches
 from .errors import DriverErrors, Meaning, Rule
 
-KIND_PREFIX = "kind:"
 META_DB = METADATA_TABLE.encode()
 MIN_MAP_SIZE = 64 << 20
 LOCK_MAGIC = 0xBEEFC0DE
@@ -140,18 +142,6 @@ def _count_dbs(path: Path, lmdb: Any, lock: bool) -> int:
         env.close()
 
 
-def _kinds(meta: Mapping[str, bytes], names: Iterator[str] | list[str]) -> list[TableInfo]:
-    """The tables among named databases ``names``, with the kinds the metadata records."""
-    return [
-        TableInfo(
-            n,
-            TableKind.VERSIONED if meta.get(KIND_PREFIX + n) == b"versioned" else TableKind.PLAIN,
-        )
-        for n in names
-        if n != METADATA_TABLE
-    ]
-
-
 def cursor_batches(
     cur: Any,
     table: TableInfo,
@@ -211,7 +201,7 @@ class LmdbReader(Reader):
         except BaseException:
             self.close()
             raise
-        self._tables = _kinds(self._meta, list(self.dbs))
+        self._tables = recorded_tables(self._meta, self.dbs)
 
     def _last_txnid(self) -> int:
         return int(self.env.info()["last_txnid"])
@@ -354,7 +344,7 @@ class LmdbWriter(Writer):
                 self.env.set_mapsize(self.map_size)
 
     def list_tables(self) -> list[TableInfo]:
-        return _kinds(self.raw_metadata(), list(self.dbs))
+        return recorded_tables(self.raw_metadata(), self.dbs)
 
     def raw_metadata(self) -> dict[str, bytes]:
         if self._outer is not None:

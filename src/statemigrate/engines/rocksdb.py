@@ -18,15 +18,9 @@ from typing import Any
 
 from ..errors import SourceError, UsageError
 from ..locks import LockProbe, lock_holder, refuse_if_held
-from ..model import (
-    METADATA_TABLE,
-    VERSION_PREFIX_DECODE,
-    Batch,
-    TableInfo,
-    TableKind,
-    encode_versioned,
-)
+from ..model import METADATA_TABLE, VERSION_PREFIX_DECODE, Batch, TableInfo, encode_versioned
 from . import _snapshot
+from .base import META_KIND_PREFIX as KIND_PREFIX
 from .base import (
     Capabilities,
     Engine,
@@ -35,12 +29,12 @@ from .base import (
     StoreFacts,
     Writer,
     check_options,
+    recorded_tables,
     take_batches,
 )
 from .errors import DriverErrors, Meaning, Rule
 
 DEFAULT_CF = "default"
-KIND_PREFIX = "kind:"
 CONFIG = "rocksdict-config.json"
 DEFAULT_FORMAT_VERSION = 5
 # Block-based table formats the bundled RocksDB writes (it refuses 7 and up; 0 and 1
@@ -183,12 +177,6 @@ def scan_batches(
         del snapshot
 
 
-def _kind(meta: Mapping[str, bytes], name: str) -> TableKind:
-    if meta.get(KIND_PREFIX + name) == b"versioned":
-        return TableKind.VERSIONED
-    return TableKind.PLAIN
-
-
 class _Scans(StoreAccess):
     """The read both sides share: scan a column family, confirm its end."""
 
@@ -241,14 +229,15 @@ class RocksdbReader(_Scans, Reader):
             raise
 
     def _list(self, names: list[str]) -> list[TableInfo]:
-        tables = []
-        for name in names:
-            if name == METADATA_TABLE:
-                continue
-            if name == DEFAULT_CF and KIND_PREFIX + name not in self._meta and self._is_empty(name):
-                continue  # the default family always exists: a table when it has data or a kind
-            tables.append(TableInfo(name, _kind(self._meta, name)))
-        return tables
+        # The default family always exists: a table when it has data or a kind.
+        empty_default = (
+            DEFAULT_CF in names
+            and KIND_PREFIX + DEFAULT_CF not in self._meta
+            and self._is_empty(DEFAULT_CF)
+        )
+        return recorded_tables(
+            self._meta, [n for n in names if n != DEFAULT_CF or not empty_default]
+        )
 
     def _cf(self, name: str) -> Any:
         if name not in self._cfs:
@@ -340,12 +329,8 @@ class RocksdbWriter(_Scans, Writer):
         return {k.decode("utf-8"): v for k, v in self._meta_items()}
 
     def list_tables(self) -> list[TableInfo]:
-        meta = self.raw_metadata()
-        return [
-            TableInfo(n, _kind(meta, n))
-            for n in self._names()
-            if n not in (METADATA_TABLE, DEFAULT_CF)
-        ]
+        names = [n for n in self._names() if n != DEFAULT_CF]
+        return recorded_tables(self.raw_metadata(), names)
 
     def create_table(self, table: TableInfo) -> None:
         # The kind goes first and through the WAL: a column family is durable as soon

@@ -10,31 +10,24 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from ..model import Batch, TableInfo
 from ._sql import (
-    FOLDING,
     LOCK_PROBES,
-    RESERVED_NAMES,
-    RESERVED_PREFIXES,
-    SIDECAR_SUFFIXES,
+    SqlFileEngine,
     SqlLayout,
-    check_source_file,
-    fold_sql_name,
-    is_sqlite_file,
     layout_tables,
     quote,
     read_metadata,
     refuse_foreign,
-    sqlite_file_info,
     stored_metadata,
     table_names,
     uri_path,
     versioned_rows,
     write_metadata,
 )
-from .base import Capabilities, Engine, Reader, StoreFacts, Writer, check_options, take_batches
+from .base import Reader, StoreFacts, Writer, check_options, take_batches
 from .errors import DriverErrors, Meaning, Rule
 
 # What apsw's errors mean; a key or value that is not a BLOB is refused while reading.
@@ -250,45 +243,20 @@ class SqliteWriter(Writer):
                 dest.close()
 
 
-class SqliteEngine(Engine):
+class SqliteEngine(SqlFileEngine):
     """SQLite through apsw."""
 
     name = "sqlite"
     extra = "sqlite"
     driver_module = "apsw"
     description = "SQLite (apsw): one WITHOUT ROWID table per table"
-    capabilities = Capabilities(
-        atomic_multi_table=True,
-        read_only_open=True,
-        multi_process_readers=True,
-        directory=False,
-        sql=True,
-        in_place=True,
-        transactional_ddl=True,
-        rename_table=True,
-    )
-    sidecar_suffixes = SIDECAR_SUFFIXES
     suffixes = (".sqlite", ".sqlite3", ".db")
-    volatile_files = ("*-shm",)  # the WAL index: every reader writes its read marks there
     detect_priority = 1  # a SQLite file is also a libSQL and a Turso file: sqlite reads any
-    space_factor = 1.6
-    reserved_table_names: ClassVar[Mapping[str, str]] = RESERVED_NAMES
-    reserved_table_prefixes: ClassVar[Mapping[str, str]] = RESERVED_PREFIXES
-    table_name_folding = FOLDING
-
-    @classmethod
-    def fold_table_name(cls, name: str) -> str:
-        """SQLite's case folding of names (ASCII only)."""
-        return fold_sql_name(name)
-
-    @classmethod
-    def detect(cls, path: Path) -> bool:
-        return is_sqlite_file(path)
 
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
         opts = check_options(cls, options, {"skip_foreign_tables"})
-        check_source_file(path)
+        cls.check_source(path)
         return SqliteReader(cls, path, opts)
 
     @classmethod
@@ -300,7 +268,3 @@ class SqliteEngine(Engine):
     def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
         check_options(cls, options, set())
         return SqliteWriter(cls, path, create=False)
-
-    @classmethod
-    def format_info(cls, path: Path) -> dict[str, Any]:
-        return sqlite_file_info(path)

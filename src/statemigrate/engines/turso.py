@@ -29,6 +29,7 @@ about 3x faster than one call per row.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from collections.abc import Mapping
@@ -39,8 +40,8 @@ from ..errors import DestinationError, SourceError, StoreBusyError
 from ..locks import lock_holder, refuse_if_held
 from . import _snapshot
 from ._dbapi import DbapiLayout, DbapiSqlEngine, DbapiSqlReader
-from ._sql import LOCK_PROBES, uri_path
-from .base import Capabilities, Reader, check_options
+from ._sql import CAPABILITIES, LOCK_PROBES, uri_path
+from .base import Reader, check_options
 
 
 class TursoLayout(DbapiLayout):
@@ -138,15 +139,9 @@ class TursoEngine(DbapiSqlEngine):
     extra = "turso"
     driver_module = "turso"
     description = "Turso (pyturso): SQLite's layout with rowid tables (key BLOB PRIMARY KEY)"
-    capabilities = Capabilities(
-        atomic_multi_table=True,
-        read_only_open=False,
-        multi_process_readers=False,
-        directory=False,
-        sql=True,
-        in_place=True,
-        transactional_ddl=True,
-        rename_table=True,
+    # No read-only open: the reader reads a private copy, never beside the app.
+    capabilities = dataclasses.replace(
+        CAPABILITIES, read_only_open=False, multi_process_readers=False
     )
     layout = TursoLayout
     reserved_table_prefixes: ClassVar[Mapping[str, str]] = {
@@ -172,7 +167,7 @@ class TursoEngine(DbapiSqlEngine):
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
         opts = check_options(cls, options, {"skip_foreign_tables"})
-        cls._check_source(path)
+        cls.check_source(path)
         return TursoReader(cls, path, opts)
 
     @classmethod
