@@ -36,7 +36,7 @@ from ._sql import (
     to_signed,
     write_metadata,
 )
-from .base import Reader, StoreFacts, Writer, check_options, take_batches
+from .base import Reader, StoreFacts, Writer, take_batches
 from .errors import DriverErrors, Meaning, Rule
 
 NAME_PREFIX = "sql.name:"  # + SQL table name -> the table's real name, where they differ
@@ -399,13 +399,3 @@ class DbapiSqlEngine(SqlFileEngine):
         ):
             conn = driver.connect(str(path), isolation_level=None)
         return DbapiSqlWriter(cls, path, conn)
-
-    @classmethod
-    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, set())
-        return cls._writer(path, create=True)
-
-    @classmethod
-    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, set())
-        return cls._writer(path, create=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from abc import abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -17,7 +18,7 @@ from typing import Any, ClassVar
 from ..errors import SourceError
 from ..locks import LockProbe, lock_holder
 from ..model import METADATA_TABLE, Batch, TableInfo, TableKind
-from .base import META_REVISION, Capabilities, Engine
+from .base import META_REVISION, Capabilities, Engine, Reader, Writer, check_options
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 ALEMBIC_TABLE = "alembic_version"
@@ -361,6 +362,35 @@ class SqlFileEngine(Engine):
     def format_info(cls, path: Path) -> dict[str, Any]:
         """The file header's facts (:func:`sqlite_file_info`)."""
         return sqlite_file_info(path)
+
+    @classmethod
+    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
+        """Open a whole SQLite file at one snapshot (option ``skip_foreign_tables``)."""
+        opts = check_options(cls, options, {"skip_foreign_tables"})
+        cls.check_source(path)
+        return cls._reader(path, opts)
+
+    @classmethod
+    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        """Create a new SQLite file at ``path`` (no options)."""
+        check_options(cls, options, set())
+        return cls._writer(path, create=True)
+
+    @classmethod
+    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        """Open an existing SQLite file for writing (no options)."""
+        check_options(cls, options, set())
+        return cls._writer(path, create=False)
+
+    @classmethod
+    @abstractmethod
+    def _reader(cls, path: Path, options: Mapping[str, Any]) -> Reader:
+        """The reader of a checked source."""
+
+    @classmethod
+    @abstractmethod
+    def _writer(cls, path: Path, create: bool) -> Writer:
+        """The writer of a new (``create``) or existing file."""
 
 
 def uri_path(path: Path) -> str:

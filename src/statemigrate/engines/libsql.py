@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import MissingDriverError
 from ._dbapi import DBAPI_ERRORS, DbapiSqlEngine, DbapiSqlReader, holder_of, map_error
 from ._sql import CAPABILITIES, uri_path
-from .base import Reader, check_options
+from .base import Reader
 
 __all__ = ["LibsqlEngine", "map_error"]
 
@@ -69,9 +69,7 @@ class LibsqlEngine(DbapiSqlEngine):
         raise MissingDriverError(cls.name, cls.extra)
 
     @classmethod
-    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        opts = check_options(cls, options, {"skip_foreign_tables"})
-        cls.check_source(path)
+    def _reader(cls, path: Path, options: Mapping[str, Any]) -> Reader:
         driver = cls.require_driver()
         uri = "file:" + uri_path(path) + "?mode=ro"
         with DBAPI_ERRORS.mapped(
@@ -79,4 +77,4 @@ class LibsqlEngine(DbapiSqlEngine):
         ):
             conn = driver.connect(uri, isolation_level=None)
             conn.execute("PRAGMA busy_timeout=3000").fetchall()
-        return DbapiSqlReader(cls, path, conn, opts)
+        return DbapiSqlReader(cls, path, conn, options)

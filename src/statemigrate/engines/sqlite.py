@@ -27,7 +27,7 @@ from ._sql import (
     versioned_rows,
     write_metadata,
 )
-from .base import Reader, StoreFacts, Writer, check_options, take_batches
+from .base import Reader, StoreFacts, Writer, take_batches
 from .errors import DriverErrors, Meaning, Rule
 
 # What apsw's errors mean; a key or value that is not a BLOB is refused while reading.
@@ -254,17 +254,9 @@ class SqliteEngine(SqlFileEngine):
     detect_priority = 1  # a SQLite file is also a libSQL and a Turso file: sqlite reads any
 
     @classmethod
-    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        opts = check_options(cls, options, {"skip_foreign_tables"})
-        cls.check_source(path)
-        return SqliteReader(cls, path, opts)
+    def _reader(cls, path: Path, options: Mapping[str, Any]) -> Reader:
+        return SqliteReader(cls, path, options)
 
     @classmethod
-    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, set())
-        return SqliteWriter(cls, path, create=True)
-
-    @classmethod
-    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, set())
-        return SqliteWriter(cls, path, create=False)
+    def _writer(cls, path: Path, create: bool) -> Writer:
+        return SqliteWriter(cls, path, create)

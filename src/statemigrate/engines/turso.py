@@ -41,7 +41,7 @@ from ..locks import lock_holder, refuse_if_held
 from . import _snapshot
 from ._dbapi import DbapiLayout, DbapiSqlEngine, DbapiSqlReader
 from ._sql import CAPABILITIES, LOCK_PROBES, uri_path
-from .base import Reader, check_options
+from .base import Reader
 
 
 class TursoLayout(DbapiLayout):
@@ -165,10 +165,8 @@ class TursoEngine(DbapiSqlEngine):
         return "".join(c.lower() if ord(c) > 127 else c for c in name)
 
     @classmethod
-    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        opts = check_options(cls, options, {"skip_foreign_tables"})
-        cls.check_source(path)
-        return TursoReader(cls, path, opts)
+    def _reader(cls, path: Path, options: Mapping[str, Any]) -> Reader:
+        return TursoReader(cls, path, options)
 
     @classmethod
     def _check_writable(cls, path: Path) -> None:
