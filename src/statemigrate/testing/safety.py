@@ -1,5 +1,6 @@
 """Helpers for the safety tests any engine can use: store builders, the kill -9
-harness, corruption helpers, busy holders and a size-limited file system.
+harness, corruption helpers and a size-limited file system (a running app that holds a
+store: :mod:`.holders`; the readers' fuzzer: :mod:`.fuzz`).
 
 Everything here drives the real ``statemigrate`` command in a subprocess (a kill -9
 must hit a real process; a crash must not take the test runner down with it) and
@@ -196,6 +197,10 @@ class Run:
         """The non-empty lines of stderr."""
         return [line for line in self.stderr.splitlines() if line.strip()]
 
+    def killed_by(self, sig: int = signal.SIGKILL) -> bool:
+        """Whether the process died of ``sig`` (a kill that landed), not by exiting."""
+        return self.returncode == -sig
+
 
 # Root reads every file whatever its mode: without these capabilities the mode bits bind.
 DROP_DAC = [
@@ -250,7 +255,11 @@ def run_and_kill(
     sig: int = signal.SIGKILL,
     timeout: float = 60,
 ) -> Run:
-    """Start ``statemigrate ARGS``, send ``sig`` after ``delay`` seconds, wait for it."""
+    """Start ``statemigrate ARGS``, send ``sig`` after ``delay`` seconds, wait for it.
+
+    A run that ends before ``delay`` is not killed: check :meth:`Run.killed_by` and
+    count such a run as not-a-kill (it still must have done its whole job).
+    """
     cmd = cli_command() + [str(a) for a in args]
     started = time.monotonic()
     proc = subprocess.Popen(
@@ -408,54 +417,6 @@ def mutate(data: bytes, rnd: random.Random, flips: int = 4) -> bytes:
     return bytes(buf)
 
 
-# --- busy stores ------------------------------------------------------------------------
-
-HOLDER_SCRIPT = {
-    # Open the store for writing the way an app does, say "ready", then hold it.
-    "sqlite": (
-        "import apsw, sys, time\n"
-        "c = apsw.Connection(sys.argv[1])\n"
-        "c.execute('BEGIN EXCLUSIVE')\n"
-        "print('ready', flush=True)\n"
-        "time.sleep(float(sys.argv[2]))\n"
-    ),
-    "rocksdb": (
-        "import rocksdict, sys, time\n"
-        "o = rocksdict.Options(raw_mode=True)\n"
-        "names = rocksdict.Rdict.list_cf(sys.argv[1], o)\n"
-        "db = rocksdict.Rdict(sys.argv[1], o, column_families={n: o for n in names if n != 'default'})\n"
-        "print('ready', flush=True)\n"
-        "time.sleep(float(sys.argv[2]))\n"
-    ),
-}
-
-
-@contextmanager
-def held_open(
-    engine: str, path: Path, seconds: float = 60, script: str | None = None
-) -> Iterator[int]:
-    """Hold the store open for writing in another process, as a running app does.
-
-    Yields the holder's pid; kills it on exit.
-    """
-    code = script or HOLDER_SCRIPT[engine]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code, str(path), str(seconds)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        if line.strip() != "ready":
-            err = proc.stderr.read() if proc.stderr else ""
-            raise AssertionError(f"the holder of {path} did not start: {line!r} {err}")
-        yield proc.pid
-    finally:
-        proc.kill()
-        proc.wait()
-
-
 # --- a small file system ----------------------------------------------------------------
 
 
@@ -499,65 +460,6 @@ def environment_for(point: KillPoint) -> dict[str, str]:
 def describe(run: Run) -> str:
     """A short account of a run for assertion messages."""
     return f"exit {run.returncode} after {run.seconds:.2f}s\nstdout: {run.stdout[-500:]}\nstderr: {run.stderr[-1500:]}"
-
-
-# --- fuzzing the readers ------------------------------------------------------------------
-
-
-def fuzz_readers(engine: str, pristine: Path, examples: int, per_example_seconds: int = 10) -> None:
-    """Hypothesis over mutated bytes of a valid store: the engine's reader either reads it
-    or raises a StateMigrateError; any other exception, or a read longer than
-    ``per_example_seconds``, fails. Run it in a subprocess: a crash of the driver (SIGBUS,
-    SIGSEGV, abort) then fails the test instead of killing the test runner.
-    """
-    import signal as _signal
-
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
-
-    from ..errors import StateMigrateError
-
-    eng = get_engine(engine)
-    work = Path(tempfile.mkdtemp(prefix="statemigrate-fuzz-"))
-
-    def alarm(_signum: int, _frame: object) -> None:
-        raise TimeoutError(
-            f"reading a mutated {engine} store took more than {per_example_seconds}s"
-        )
-
-    _signal.signal(_signal.SIGALRM, alarm)
-
-    @settings(
-        max_examples=examples,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(st.randoms(use_true_random=False), st.integers(1, 6))
-    def one(rnd: random.Random, flips: int) -> None:
-        target = work / pristine.name
-        shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(
-            missing_ok=True
-        )
-        copy_store(pristine, target)
-        victim = rnd.choice(data_files(target))
-        victim.write_bytes(mutate(victim.read_bytes(), rnd, flips))
-        _signal.alarm(per_example_seconds)
-        try:
-            with eng.open_reader(target) as reader:
-                for table in reader.tables():
-                    for _batch in reader.read_batches(table):
-                        pass
-        except StateMigrateError:
-            pass
-        finally:
-            _signal.alarm(0)
-
-    try:
-        one()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def write_content(engine: str, path: Path, content: Mapping[TableInfo, list]) -> Path:

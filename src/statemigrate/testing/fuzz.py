@@ -1,0 +1,212 @@
+"""The readers under a fuzzer: mutated copies of committed fixture stores (tests only).
+
+Every engine is fuzzed from the same bytes on every run: its seed store is a copy of a
+committed fixture (:data:`FIXTURES`), never a freshly written store (RocksDB and HelixDB
+name their files and write their manifests differently on each build, so the same
+random choices would hit different bytes each time).
+
+A mutated store is read in a child process, so that a driver that crashes (SIGBUS,
+SIGSEGV, an abort) fails one example instead of killing the test runner:
+
+- :class:`ReaderWorker` keeps one child per engine that reads store after store (fast);
+  if it dies, the example fails naming the signal, and a new child takes over;
+- :func:`read_with_cli` runs ``statemigrate checksum`` afresh for each store, for drivers
+  known to abort the interpreter (HelixDB: "FATAL: exception not rethrown", SIGABRT):
+  the exit status, including an abort while the interpreter exits, is the contract's.
+
+Either way the only acceptable outcomes are the contract's: the store is read (exit 0)
+or refused as unreadable (exit 4, one line). Anything else is a bug: another exit code
+or exception (70), death by a signal, a hang (caught by a generous guard).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from .safety import copy_store, data_files, mutate, run_cli, spec
+
+ROOT = Path(__file__).resolve().parents[3]
+
+# The committed store each engine's fuzzing starts from (below fixtures/).
+FIXTURES = {
+    "helixdb": "helixdb/app.helixdb",
+    "jsonl": "jsonl/app.jsonl",
+    "libsql": "libsql/app.libsql",
+    "lmdb": "lmdb/app.lmdb",
+    "redb": "redb/redb4-format3.redb",
+    "rocksdb": "rocksdb/app.rocksdb",
+    "sqlite": "sqlite/app.sqlite",
+    "turso": "turso/app.turso",
+}
+
+# Drivers known to abort the interpreter on damaged input: each read is its own process.
+# (libSQL and Turso were checked: 300 mutated fixtures each in one ReaderWorker, no crash;
+# a crash there would still fail the example.)
+ABORTING_DRIVERS = {"helixdb"}
+
+# Seconds one read of a mutated store may take before it counts as a hang (a hang guard:
+# the fixtures read in well under a second; HelixDB gives up on a stalled read by itself
+# after 8 s).
+HANG_GUARD = 90.0
+
+# The outcomes the contract allows for a damaged store: read, or refused as unreadable.
+ACCEPTED_EXITS = (0, 4)
+
+_WORKER = r"""
+import json, sys, traceback
+from pathlib import Path
+from statemigrate.errors import StateMigrateError
+from statemigrate.registry import get_engine
+engine = get_engine(sys.argv[1])
+for line in sys.stdin:
+    path = Path(line.rstrip("\n"))
+    try:
+        with engine.open_reader(path) as reader:
+            records = 0
+            for table in reader.tables():
+                for batch in reader.read_batches(table):
+                    records += len(batch)
+        out = {"exit": 0, "detail": f"{records} records"}
+    except StateMigrateError as exc:
+        out = {"exit": exc.exit_code, "detail": exc.message}
+    except BaseException as exc:  # a driver panic is a BaseException
+        out = {"exit": 70, "detail": "".join(traceback.format_exception(exc))[-3000:]}
+    print(json.dumps(out), flush=True)
+"""
+
+
+@dataclass
+class Outcome:
+    """How one read of a mutated store ended."""
+
+    exit: int | None = None  # the exit code (0 read, 4 refused, anything else a bug)
+    signal: int | None = None  # the signal that killed the reader
+    hung: bool = False
+    detail: str = ""
+
+    @property
+    def accepted(self) -> bool:
+        """Whether the contract allows this outcome."""
+        return self.exit in ACCEPTED_EXITS and not self.hung and self.signal is None
+
+    def describe(self) -> str:
+        """One paragraph for an assertion message."""
+        if self.hung:
+            return f"the reader hung for more than {HANG_GUARD:.0f}s (hang guard)"
+        if self.signal is not None:
+            name = signal.Signals(self.signal).name
+            return f"the reader was killed by {name}: {self.detail[-2000:]}"
+        return f"exit {self.exit}: {self.detail[-2000:]}"
+
+
+def seed_store(engine: str, directory: Path) -> Path:
+    """A byte-identical copy of ``engine``'s committed fixture, below ``directory``."""
+    fixture = ROOT / "fixtures" / FIXTURES[engine]
+    directory.mkdir(parents=True, exist_ok=True)
+    return copy_store(fixture, directory / fixture.name)
+
+
+def mutated_copy(pristine: Path, target: Path, rnd: random.Random, flips: int) -> Path:
+    """``target``: a fresh copy of ``pristine`` with one of its data files mutated."""
+    if target.is_dir():
+        shutil.rmtree(target)
+    else:
+        target.unlink(missing_ok=True)
+    copy_store(pristine, target)
+    victim = rnd.choice(data_files(target))
+    victim.write_bytes(mutate(victim.read_bytes(), rnd, flips))
+    return target
+
+
+def read_with_cli(engine: str, path: Path) -> Outcome:
+    """``statemigrate checksum ENGINE:PATH`` in a new process, as a user would run it."""
+    try:
+        run = run_cli(["checksum", spec(engine, path)], timeout=HANG_GUARD)
+    except AssertionError:  # run_cli's hang guard
+        return Outcome(hung=True)
+    if run.returncode < 0:
+        return Outcome(signal=-run.returncode, detail=run.stderr)
+    if "Traceback" in run.stderr:
+        return Outcome(exit=70, detail=run.stderr)
+    return Outcome(exit=run.returncode, detail=run.stderr or run.stdout)
+
+
+class ReaderWorker:
+    """A child process that reads one store per request through the engine's reader."""
+
+    def __init__(self, engine: str) -> None:
+        self.engine = engine
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: queue.Queue[str] = queue.Queue()
+
+    def _start(self) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WORKER, self.engine],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines = queue.Queue()
+        out, lines = proc.stdout, self.lines
+
+        def pump() -> None:
+            for line in out or ():
+                lines.put(line)
+            lines.put("")  # end of output: the child is gone
+
+        threading.Thread(target=pump, daemon=True).start()
+        return proc
+
+    def read(self, path: Path) -> Outcome:
+        """Read the store at ``path`` in the child; restart the child if it died."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = self._start()
+        proc = self.proc
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(f"{path}\n")
+            proc.stdin.flush()
+            line = self.lines.get(timeout=HANG_GUARD)
+        except queue.Empty:
+            self.close()
+            return Outcome(hung=True)
+        except BrokenPipeError:
+            line = ""
+        if line:
+            answer = json.loads(line)
+            return Outcome(exit=answer["exit"], detail=answer["detail"])
+        proc.wait()
+        err = proc.stderr.read() if proc.stderr else ""
+        self.proc = None
+        if proc.returncode < 0:
+            return Outcome(signal=-proc.returncode, detail=err)
+        return Outcome(exit=proc.returncode, detail=f"the reader exited: {err}")
+
+    def close(self) -> None:
+        """Stop the child."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.communicate()
+            self.proc = None
+
+
+__all__ = [
+    "ABORTING_DRIVERS",
+    "FIXTURES",
+    "HANG_GUARD",
+    "Outcome",
+    "ReaderWorker",
+    "mutated_copy",
+    "read_with_cli",
+    "seed_store",
+]
