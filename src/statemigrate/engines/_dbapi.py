@@ -158,19 +158,13 @@ class DbapiSqlReader(Reader):
                 conn.execute("BEGIN")
                 names = table_names(conn)  # the first read fixes the snapshot
                 tables, self.foreign_tables = layout_tables(conn, names, path)
-                self._meta = read_metadata(conn, names)
-                self._tables, self._sql = _real_names(tables, self._meta)
+                self.snapshot_metadata = read_metadata(conn, names)
+                self.snapshot_tables, self._sql = _real_names(tables, self.snapshot_metadata)
             if self.foreign_tables and not options.get("skip_foreign_tables"):
                 refuse_foreign(path, self.foreign_tables)
         except BaseException:
             self.close()
             raise
-
-    def list_tables(self) -> list[TableInfo]:
-        return list(self._tables)
-
-    def raw_metadata(self) -> dict[str, bytes]:
-        return dict(self._meta)
 
     def scan(
         self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int

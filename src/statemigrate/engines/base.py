@@ -323,15 +323,26 @@ class StoreAccess(ABC):
 
 
 class Reader(StoreAccess):
-    """A read-only view of one consistent snapshot of a store (see :class:`StoreAccess`)."""
+    """A read-only view of one consistent snapshot of a store (see :class:`StoreAccess`).
+
+    Most readers find the tables and the metadata once, when they open their snapshot:
+    they set :attr:`snapshot_tables` and :attr:`snapshot_metadata` and need not
+    implement :meth:`list_tables` and :meth:`raw_metadata`.
+    """
 
     # True when read_batches may run on another thread than the one that opened the
     # reader; the pipeline then reads ahead on a second thread (see prefetch.py).
     threadsafe_reads: ClassVar[bool] = False
+    snapshot_tables: list[TableInfo]  # the store's tables, as found at open
+    snapshot_metadata: dict[str, bytes]  # every metadata entry, as found at open
 
-    @abstractmethod
     def list_tables(self) -> list[TableInfo]:
         """The store's tables (not the metadata table), in any order."""
+        return list(self.snapshot_tables)
+
+    def raw_metadata(self) -> dict[str, bytes]:
+        """Every entry of the store's metadata, the engine's private ones included."""
+        return dict(self.snapshot_metadata)
 
     def tables(self) -> list[TableInfo]:
         """The tables in name byte order, with their metadata (``TableInfo.meta``)."""

@@ -53,20 +53,14 @@ LOCK_FILE = "lock.mdb"
 OPEN_PROBES = (LockProbe(LOCK_FILE, "any"),)
 LOCK_PROBES = (LockProbe(LOCK_FILE, "lmdb_writer"), *OPEN_PROBES)
 _FULL = "{path}: disk full: not enough free space ({text})"
+_KEY_REFUSED = "{path}: LMDB refused a key: empty or over 511 bytes"
+_MAP_FULL = "{path}: the map filled inside one upgrade transaction ({map_size} bytes)"
 _FULL_HINT = "free some space, then run the same command with --resume"
 LMDB_ERRORS = DriverErrors(
     rules=(
         Rule(Meaning.OUTSIDE_MODEL, types=("builtins.ValueError",), message="{where}: {text}"),
-        Rule(
-            Meaning.TOO_BIG,
-            types=("lmdb.BadValsizeError",),
-            message="{path}: LMDB refused a key: empty or over 511 bytes",
-        ),
-        Rule(
-            Meaning.TOO_BIG,
-            types=("lmdb.MapFullError",),
-            message="{path}: the map filled inside one upgrade transaction ({map_size} bytes)",
-        ),
+        Rule(Meaning.TOO_BIG, types=("lmdb.BadValsizeError",), message=_KEY_REFUSED),
+        Rule(Meaning.TOO_BIG, types=("lmdb.MapFullError",), message=_MAP_FULL),
         # LMDB reports a short write on a full disk as EIO, so the free space is looked at.
         Rule(Meaning.FULL, words=("no space", "enospc"), message=_FULL, hint=_FULL_HINT),
         Rule(Meaning.FULL, nearly_full=True, message=_FULL, hint=_FULL_HINT),
@@ -134,8 +128,14 @@ def _table_dbs(env: Any, txn: Any, lmdb: Any, where: Path) -> dict[str, Any]:
     return out
 
 
+def _open_ro(path: Path, lmdb: Any, lock: bool, max_dbs: int = 0) -> Any:
+    return lmdb.open(
+        str(path), subdir=True, readonly=True, lock=lock, max_dbs=max_dbs, create=False
+    )
+
+
 def _count_dbs(path: Path, lmdb: Any, lock: bool) -> int:
-    env = lmdb.open(str(path), subdir=True, readonly=True, lock=lock, max_dbs=0, create=False)
+    env = _open_ro(path, lmdb, lock)
     try:
         return int(env.stat()["entries"])
     finally:
@@ -150,20 +150,10 @@ def cursor_batches(
     max_bytes: int,
     check: Callable[[], None] | None = None,
 ) -> Iterator[Batch]:
-    """Bounded batches from a cursor in key order, strictly after ``after``, taken natively.
-
-    Args:
-        cur: a cursor of the table's database.
-        table: the table (its kind says how values carry versions).
-        after: read strictly after this key.
-        max_records: records per batch at most.
-        max_bytes: payload bytes per batch at most.
-        check: called after each batch is taken, before it is yielded.
-    """
+    """Bounded batches of a table's cursor in key order, strictly after ``after``, taken
+    natively; ``check`` runs after each batch is taken, before it is yielded."""
     more = cur.first() if after is None else cur.set_range(after)
-    if more and after is not None and cur.key() == after:
-        more = cur.next()
-    if not more:
+    if not more or (after is not None and cur.key() == after and not cur.next()):
         return
     decode = VERSION_PREFIX_DECODE if table.versioned else "as_is"
     for batch in take_batches(cur.iternext(), max_records, max_bytes, decode):
@@ -178,30 +168,22 @@ class LmdbReader(Reader):
     facts = LMDB_FACTS
 
     def __init__(self, engine: type[LmdbEngine], path: Path):
-        lmdb = engine.require_driver()
-        self.lmdb = lmdb
+        self.lmdb = lmdb = engine.require_driver()
         self.path = path
         self.locked = lock_holder(path, OPEN_PROBES) is not None
         check_data_file(path / "data.mdb")
         try:
             with self.errors(failed="{path}: not a readable LMDB store ({text})"):
                 n = _count_dbs(path, lmdb, self.locked)
-                self.env = lmdb.open(
-                    str(path),
-                    subdir=True,
-                    readonly=True,
-                    lock=self.locked,
-                    max_dbs=n + 1,
-                    create=False,
-                )
+                self.env = _open_ro(path, lmdb, self.locked, n + 1)
                 self.txn = self.env.begin(buffers=False)
                 self.txnid = self._last_txnid()
                 self.dbs = _table_dbs(self.env, self.txn, lmdb, path)
-                self._meta = self._read_meta()
+                self.snapshot_metadata = self._read_meta()
         except BaseException:
             self.close()
             raise
-        self._tables = recorded_tables(self._meta, self.dbs)
+        self.snapshot_tables = recorded_tables(self.snapshot_metadata, self.dbs)
 
     def _last_txnid(self) -> int:
         return int(self.env.info()["last_txnid"])
@@ -224,12 +206,6 @@ class LmdbReader(Reader):
                 busy_message(self.path, pid) + ": it wrote to the store while it was being read",
                 hint="stop the app (or let it finish) and run again",
             )
-
-    def list_tables(self) -> list[TableInfo]:
-        return list(self._tables)
-
-    def raw_metadata(self) -> dict[str, bytes]:
-        return dict(self._meta)
 
     def scan(
         self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
@@ -254,8 +230,7 @@ class LmdbWriter(Writer):
     facts = LMDB_FACTS
 
     def __init__(self, engine: type[LmdbEngine], path: Path, create: bool):
-        lmdb = engine.require_driver()
-        self.lmdb = lmdb
+        self.lmdb = lmdb = engine.require_driver()
         self.path = path
         if create:
             try:
@@ -281,12 +256,8 @@ class LmdbWriter(Writer):
         self._open()
 
     def _refuse_if_open(self) -> None:
-        """Exit 3 when another process has the environment open, even idle (not only writing).
-
-        An app that keeps the environment open holds database handles (DBIs) of the tables
-        it knows: written under it, those tables change or vanish behind its handles (its
-        next write can bring back a table an upgrade dropped, or fail with MDB_BAD_DBI).
-        """
+        # Even an idle app: it holds handles (DBIs) of the tables it knows, which change or
+        # vanish under it (its next write can bring back a dropped table, or MDB_BAD_DBI).
         refuse_if_held(self.path, LOCK_PROBES, hint=self.facts.busy_hint)
 
     def _open(self) -> None:
@@ -355,14 +326,12 @@ class LmdbWriter(Writer):
     def create_table(self, table: TableInfo) -> None:
         if len(self.dbs) >= self.max_dbs and self._outer is None:
             self._reopen(max_dbs=self.max_dbs * 2)
-        name = table.name.encode("utf-8")
+        name, kind = table.name.encode("utf-8"), (KIND_PREFIX + table.name).encode()
 
         def work(txn: Any) -> None:
             self.dbs[table.name] = self.env.open_db(name, txn=txn)
             if table.versioned:
-                txn.put(
-                    (KIND_PREFIX + table.name).encode(), b"versioned", db=self.dbs[METADATA_TABLE]
-                )
+                txn.put(kind, b"versioned", db=self.dbs[METADATA_TABLE])
 
         self._tx(work)
 

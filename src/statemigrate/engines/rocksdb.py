@@ -222,8 +222,8 @@ class RocksdbReader(_Scans, Reader):
                     column_families={n: opts for n in names if n != DEFAULT_CF},
                     access_type=rd.AccessType.read_only(),
                 )
-            self._meta = self._read_meta(names)
-            self._tables = self._list(names)
+            self.snapshot_metadata = self._read_meta(names)
+            self.snapshot_tables = self._list(names)
         except BaseException:
             self.close()  # the private link directory must not pile up
             raise
@@ -232,11 +232,11 @@ class RocksdbReader(_Scans, Reader):
         # The default family always exists: a table when it has data or a kind.
         empty_default = (
             DEFAULT_CF in names
-            and KIND_PREFIX + DEFAULT_CF not in self._meta
+            and KIND_PREFIX + DEFAULT_CF not in self.snapshot_metadata
             and self._is_empty(DEFAULT_CF)
         )
         return recorded_tables(
-            self._meta, [n for n in names if n != DEFAULT_CF or not empty_default]
+            self.snapshot_metadata, [n for n in names if n != DEFAULT_CF or not empty_default]
         )
 
     def _cf(self, name: str) -> Any:
@@ -268,12 +268,6 @@ class RocksdbReader(_Scans, Reader):
         except UnicodeDecodeError as exc:
             raise SourceError(f"{where}: a key is not UTF-8 ({exc})") from exc
 
-    def list_tables(self) -> list[TableInfo]:
-        return list(self._tables)
-
-    def raw_metadata(self) -> dict[str, bytes]:
-        return dict(self._meta)
-
     def close(self) -> None:
         db = getattr(self, "db", None)
         if db is not None:
@@ -290,17 +284,13 @@ class RocksdbWriter(_Scans, Writer):
     """Large WriteBatches, WAL off, atomic flushes; flushed and closed in finish()."""
 
     def __init__(self, engine: type[RocksdbEngine], path: Path, create: bool, format_version: int):
-        rd = engine.require_driver()
-        self.rd = rd
+        self.rd = rd = engine.require_driver()
         self.path = path
         self.opts = _options(rd, format_version, create=create)
         with self.errors(failed="{path}: cannot open RocksDB for writing ({text})"):
             names = [] if create else rd.Rdict.list_cf(str(path), self.opts)
-            self.db = rd.Rdict(
-                str(path),
-                self.opts,
-                column_families={n: self.opts for n in names if n != DEFAULT_CF},
-            )
+            families = {n: self.opts for n in names if n != DEFAULT_CF}
+            self.db = rd.Rdict(str(path), self.opts, column_families=families)
             if METADATA_TABLE not in names:
                 self.db.create_column_family(METADATA_TABLE, self.opts)
         self.write_opts = rd.WriteOptions()

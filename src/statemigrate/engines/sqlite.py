@@ -81,16 +81,10 @@ class SqliteReader(Reader):
             self.conn.set_busy_timeout(3000)
             self.conn.execute("BEGIN")
             names = table_names(self.conn)  # the first read fixes the snapshot
-            self._tables, self.foreign_tables = layout_tables(self.conn, names, path)
+            self.snapshot_tables, self.foreign_tables = layout_tables(self.conn, names, path)
             if self.foreign_tables and not options.get("skip_foreign_tables", False):
                 refuse_foreign(path, self.foreign_tables)
-            self._meta = read_metadata(self.conn, names)
-
-    def list_tables(self) -> list[TableInfo]:
-        return list(self._tables)
-
-    def raw_metadata(self) -> dict[str, bytes]:
-        return dict(self._meta)
+            self.snapshot_metadata = read_metadata(self.conn, names)
 
     def scan(
         self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
