@@ -18,7 +18,7 @@ from .digest import Digest, store_digest
 from .engines.base import Reader
 from .errors import UsageError
 from .model import Record, TableInfo, TableKind, check_source_tables
-from .pipeline import digest_checked, digest_store
+from .pipeline.copy import digest_checked, digest_store
 from .prefetch import prefetch
 from .progress import Progress
 from .registry import resolve_source

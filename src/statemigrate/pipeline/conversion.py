@@ -1,0 +1,321 @@
+"""``convert``: one store to another engine, verified, never in place, as named steps.
+
+Refuse what can be refused, lock the destination, plan the resume, check the source
+and the destination's limits, copy batch by batch into ``DST.partial``, read it back,
+sync it and rename it into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..checkpoint import Checkpoint
+from ..digest import Digest
+from ..engines.base import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_RECORDS,
+    META_CHECKPOINT,
+    Reader,
+    Writer,
+)
+from ..errors import DestinationError, InterruptedByUser, UsageError
+from ..fsutil import crash_point, fsync_tree, lexists, recover_placement
+from ..model import TableInfo, check_source_tables
+from ..perms import keep_owner, no_wider_than
+from ..progress import Progress
+from ..registry import resolve_source
+from .copy import carried_metadata, check_keys, copy_tables
+from .destination import (
+    check_destination,
+    check_space,
+    destination_lock,
+    put_in_place,
+    refuse_in_place,
+    remove_store,
+    resolve_destination,
+)
+from .job import Job
+from .readback import check_built
+from .report import ConvertReport, fill_report
+from .resume import (
+    ResumePlan,
+    Start,
+    already_in_place,
+    check_source_unchanged,
+    discard_on_failure,
+    mark_done,
+    plan_resume,
+    settle_finished,
+)
+from .sidefiles import check_built_side_files
+from .source import open_source, select_tables
+
+
+def convert(
+    source: str,
+    destination: str,
+    *,
+    from_engine: str | None = None,
+    to_engine: str | None = None,
+    tables: list[str] | None = None,
+    batch_records: int = DEFAULT_BATCH_RECORDS,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    overwrite: bool = False,
+    verify: bool = True,
+    resume: bool = False,
+    force: bool = False,
+    source_options: dict[str, Any] | None = None,
+    destination_options: dict[str, Any] | None = None,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> ConvertReport:
+    """Convert a store to another engine (or the same one), verified, never in place.
+
+    Args:
+        source: the source path, or ``ENGINE:PATH``.
+        destination: the destination path, or ``ENGINE:PATH``.
+        from_engine: the source engine, when not detected.
+        to_engine: the destination engine, when not given in ``destination`` or its suffix.
+        tables: only these tables (all by default).
+        batch_records: records per batch at most.
+        batch_bytes: payload bytes per batch at most (one record may exceed it).
+        overwrite: replace an existing destination (kept until the new one verified).
+        verify: read the destination back and compare digests before renaming it.
+        resume: continue a ``DST.partial`` left by an interrupted run.
+        force: skip the free-space check.
+        source_options: engine options for the reader.
+        destination_options: engine options for the writer.
+        progress: receives progress events.
+        should_stop: polled between batches; True stops with a resumable checkpoint.
+
+    Returns:
+        A :class:`ConvertReport`.
+
+    Raises:
+        StateMigrateError: a subclass carrying the exit code of the contract.
+    """
+    started = time.monotonic()
+    if batch_records < 1 or batch_bytes < 1:
+        raise UsageError("batch sizes must be positive")
+    src_engine, src_path = resolve_source(source, from_engine)
+    dst_engine, final = resolve_destination(destination, to_engine)
+    job = Job(
+        src_engine,
+        src_path,
+        source_options,
+        dst_engine,
+        final,
+        destination_options,
+        tables,
+        batch_records,
+        batch_bytes,
+        overwrite,
+        verify,
+        resume,
+        force,
+        progress or Progress(),
+        should_stop,
+    )
+    _refuse_before_locking(job)
+    # Everything made from here (lock, .partial, side files) is no wider than the
+    # source, nor than the store an --overwrite replaces.
+    with no_wider_than(src_path, final), destination_lock(final):
+        report = _convert_locked(job)
+    report.seconds = time.monotonic() - started
+    job.progress.close()
+    return report
+
+
+def _refuse_before_locking(job: Job) -> None:
+    """What can be refused before the lock file exists (checked again under the lock)."""
+    refuse_in_place(job.src_engine, job.src_path, job.dst_engine, job.final)
+    if not job.final.parent.is_dir():
+        raise DestinationError(f"{job.final.parent}: no such directory")
+    check_destination(job.dst_engine, job.final, overwrite=job.overwrite, resume=job.resume)
+
+
+def _convert_locked(job: Job) -> ConvertReport:
+    """The conversion under the destination's lock: plan, build, check, place."""
+    crash_point("locked")
+    done = _tidy_destination(job)
+    if done is not None:
+        job.progress.phase(f"nothing to do: {job.final} is already complete")
+        return done
+    plan = plan_resume(job)
+    report = job.new_report()
+    source_fp = job.source_fingerprint()
+    plan.check_source(source_fp, job)
+    with (
+        discard_on_failure(job, plan),
+        open_source(job.src_engine, job.src_path, job.src_options) as reader,
+    ):
+        chosen = select_tables(reader.tables(), job.tables)
+        digests = _build(job, plan, reader, chosen, source_fp)
+        report.resumed = plan.start in (Start.CONTINUE, Start.COMPLETE)
+        if plan.start is Start.CONTINUE:
+            # Tables done before the interruption were digested by another run: the
+            # source is read again, --no-verify or not, so that a source changed
+            # meanwhile is caught, never mixed.
+            job.progress.phase("reading the source again")
+            check_source_unchanged(job, chosen, digests)
+        report.verified = _verify_built(job, plan, chosen, digests)
+        crash_point("verified")
+        check_built_side_files(job.dst_engine, job.partial)
+    _place(job)
+    fill_report(report, chosen, digests)
+    return report
+
+
+def _tidy_destination(job: Job) -> ConvertReport | None:
+    """Finish or clear what a killed run left beside the destination; check it again.
+
+    Returns:
+        The report when ``--resume`` finds the destination already in place and equal
+        to the source (nothing to do), else None.
+    """
+    recover_placement(job.final)
+    if not lexists(job.partial):
+        # Side files and finished mark of a .partial already renamed into place (a
+        # run killed right after the rename): nothing can use them any more.
+        remove_store(job.dst_engine, job.partial)
+    existing = check_destination(
+        job.dst_engine, job.final, overwrite=job.overwrite, resume=job.resume
+    )
+    if existing and job.resume and not lexists(job.partial):
+        done = already_in_place(job)
+        if done is not None:
+            return done
+        if not job.overwrite:
+            raise DestinationError(
+                f"{job.final}: already exists", hint="pass --overwrite to replace it"
+            )
+    return None
+
+
+def _build(
+    job: Job,
+    plan: ResumePlan,
+    reader: Reader,
+    chosen: list[TableInfo],
+    source_fp: dict[str, Any],
+) -> dict[str, Digest]:
+    """Bring ``DST.partial`` to the whole source, written and synced; the source's digests."""
+    source_meta = reader.metadata()
+    from ..schema.journal import refuse_interrupted  # lazy: --help stays light
+
+    refuse_interrupted(job.src_path, source_meta)  # a half-switched upgrade is no source
+    kept = settle_finished(plan, job, reader, chosen)
+    if plan.start is Start.FRESH:
+        _check_before_writing(job, reader, chosen, source_meta)
+    job.progress.phase("converting")
+    if kept is not None:
+        digests = kept
+    else:
+        writer = _open_writer(job, plan, chosen, source_meta, source_fp)
+        digests = _copy_and_finish(job, plan, reader, writer, chosen)
+        mark_done(job.done_mark)
+    crash_point("finished")
+    return digests
+
+
+def _check_before_writing(
+    job: Job, reader: Reader, chosen: list[TableInfo], source_meta: dict[str, bytes]
+) -> None:
+    """Refuse, before anything is created, a source or destination that cannot be copied.
+
+    Reserved table names in the source (exit 4); tables, free space and keys the
+    destination cannot hold (exit 5).
+    """
+    check_source_tables(chosen, source_meta, str(job.src_path))
+    job.dst_engine.check_tables(chosen, job.dst_options)
+    check_space(job.dst_engine, job.src_path, job.final.parent, job.force)
+    job.progress.phase("checking keys")
+    check_keys(job.dst_engine, reader, chosen)
+
+
+def _open_writer(
+    job: Job,
+    plan: ResumePlan,
+    chosen: list[TableInfo],
+    source_meta: dict[str, bytes],
+    source_fp: dict[str, Any],
+) -> Writer:
+    """Create ``DST.partial`` with the source's metadata (FRESH), or open it (CONTINUE)."""
+    if plan.start is Start.CONTINUE:
+        return job.dst_engine.open_writer(job.partial, job.dst_options)
+    if job.should_stop():  # from here a signal lets the batch in flight finish
+        raise InterruptedByUser("interrupted before anything was written")
+    plan.checkpoint = Checkpoint(source_fp)
+    plan.created = True
+    writer = job.dst_engine.create_writer(job.partial, job.dst_options)
+    writer.put_metadata(carried_metadata(source_meta, chosen, plan.checkpoint))
+    crash_point("created")
+    return writer
+
+
+def _copy_and_finish(
+    job: Job, plan: ResumePlan, reader: Reader, writer: Writer, chosen: list[TableInfo]
+) -> dict[str, Digest]:
+    """Copy every table from the checkpoint on, drop the checkpoint, make it durable."""
+    assert plan.checkpoint is not None
+    try:
+        digests = copy_tables(
+            reader,
+            writer,
+            chosen,
+            plan.checkpoint,
+            job.batch_records,
+            job.batch_bytes,
+            job.progress,
+            job.should_stop,
+            str(job.src_path),
+            job.resume_hint,
+        )
+        writer.put_metadata({META_CHECKPOINT: None})
+        crash_point("copied")
+        job.progress.phase("syncing")
+        writer.finish()
+    except BaseException:
+        # The first error is the one to report (a full disk, a signal): a store that
+        # then also fails to close must not hide it.
+        with contextlib.suppress(Exception):
+            writer.close()
+        raise
+    writer.close()
+    return digests
+
+
+def _verify_built(
+    job: Job, plan: ResumePlan, chosen: list[TableInfo], digests: dict[str, Digest]
+) -> bool:
+    """Read the built store back unless told not to; whether it was verified."""
+    if plan.start is Start.COMPLETE:
+        return True  # read back equal to the source by settle_finished
+    if not job.verify:
+        return False
+    job.progress.phase("verifying")
+    check_built(
+        job.dst_engine,
+        job.partial,
+        chosen,
+        digests,
+        job.progress,
+        job.should_stop,
+        job.resume_hint,
+    )
+    return True
+
+
+def _place(job: Job) -> None:
+    """Sync the built store and rename it into place."""
+    keep_owner(job.partial, job.final)
+    fsync_tree(job.partial)
+    crash_point("synced")
+    job.progress.phase("renaming into place")
+    put_in_place(job.dst_engine, job.partial, job.final)
+
+
+__all__ = ["convert"]

@@ -1,0 +1,222 @@
+"""The batch loop: records flow from the source's reader to the destination's writer.
+
+Each batch is read in key order, digested natively (which also checks the order),
+and committed by the writer together with the checkpoint that says how far the copy
+got; a resume goes on after the checkpoint's last key. No step looks at an engine's
+name: limits come from the destination's declared capabilities.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from operator import itemgetter
+
+from ..checkpoint import Checkpoint
+from ..digest import Digest
+from ..engines.base import META_CHECKPOINT, META_TABLE_PREFIX, Engine, Reader, Writer
+from ..errors import InterruptedByUser, SourceError
+from ..fsutil import crash_point
+from ..model import Batch, TableInfo
+from ..prefetch import prefetch
+from ..progress import Progress
+
+
+def digest_checked(
+    batch: list, table: TableInfo, after: bytes | None, where: str
+) -> tuple[Digest, int]:
+    """The batch's digest and payload bytes, refusing records out of strictly ascending key order."""
+    from .. import _native
+
+    try:
+        count, total, unsorted, nbytes = _native.batch_digest(batch, table.versioned)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise SourceError(
+            f"{where}: table {table.name!r} holds a record outside the model ({exc})"
+        ) from exc
+    if unsorted >= 0 or (after is not None and batch and batch[0][0] <= after):
+        raise SourceError(f"{where}: table {table.name!r} is not read in key order")
+    return Digest(count, total), nbytes
+
+
+def digest_store(
+    reader: Reader,
+    tables: list[TableInfo],
+    where: str,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    hint: str | None = None,
+) -> dict[str, Digest]:
+    """Per-table digests of a store, streaming; ``should_stop`` is polled between batches."""
+    out = {}
+    for table in tables:
+        total = Digest()
+        last = None
+        if progress:
+            progress.start_table(table.name, None)
+        for batch in reader.read_batches(table):
+            if should_stop is not None and should_stop():
+                raise InterruptedByUser("interrupted; the work done so far is kept", hint=hint)
+            d, nbytes = digest_checked(batch, table, last, where)
+            total = total + d
+            last = batch[-1][0]
+            if progress:
+                progress.advance(d.count, nbytes)
+        if progress:
+            progress.end_table()
+        out[table.name] = total
+    return out
+
+
+def check_keys(engine: type[Engine], reader: Reader, tables: list[TableInfo]) -> None:
+    """Refuse (exit 5), before anything is written, a key the destination cannot store.
+
+    Only a destination with key limits (``Capabilities.min_key_len``/``max_key_len``)
+    pays for the read; each batch's shortest and longest keys are measured at C speed
+    (:func:`key_length_bounds`), and only a batch that breaks a limit is looked at
+    record by record, to name its first offender.
+
+    Raises:
+        DestinationError: naming the first key, in key order, outside the limits.
+    """
+    caps = engine.capabilities
+    if caps.min_key_len == 0 and caps.max_key_len is None:
+        return
+    lo, hi = caps.min_key_len, caps.max_key_len if caps.max_key_len is not None else 2**63
+    for table in tables:
+        for batch in reader.read_batches(table):
+            shortest, longest = key_length_bounds(batch)
+            if shortest < lo or longest > hi:
+                for rec in batch:
+                    if not lo <= len(rec[0]) <= hi:
+                        engine.check_key(table, rec[0])
+
+
+def key_length_bounds(batch: Batch) -> tuple[int, int]:
+    """The lengths of the shortest and the longest key of ``batch`` ((0, 0) when empty).
+
+    Measured by C loops over the batch (map, min, max): no Python step per record.
+    """
+    lengths = list(map(len, map(_KEY, batch)))
+    if not lengths:
+        return 0, 0
+    return min(lengths), max(lengths)
+
+
+_KEY = itemgetter(0)
+
+
+def carried_metadata(
+    source_meta: dict[str, bytes], chosen: list[TableInfo], checkpoint: Checkpoint
+) -> dict[str, bytes | None]:
+    """The metadata a new destination starts with: the source's, each table's, the checkpoint.
+
+    A checkpoint or per-table entry the source carries (it was itself converted) is
+    not copied; the chosen tables' own metadata is written afresh.
+    """
+    carried: dict[str, bytes | None] = {
+        k: v
+        for k, v in source_meta.items()
+        if k != META_CHECKPOINT and not k.startswith(META_TABLE_PREFIX)
+    }
+    carried.update(
+        {META_TABLE_PREFIX + t.name: json.dumps(t.meta).encode() for t in chosen if t.meta}
+    )
+    carried[META_CHECKPOINT] = checkpoint.to_bytes()
+    return carried
+
+
+def copy_tables(
+    reader: Reader,
+    writer: Writer,
+    chosen: list[TableInfo],
+    cp: Checkpoint,
+    batch_records: int,
+    batch_bytes: int,
+    progress: Progress,
+    should_stop: Callable[[], bool],
+    where: str,
+    hint: str,
+) -> dict[str, Digest]:
+    """Stream every table into the writer, committing the checkpoint with each batch.
+
+    Tables the checkpoint holds as done are skipped; the table in progress goes on
+    after its last key. ``should_stop`` is polled after every commit.
+
+    Args:
+        reader: the source, at one snapshot.
+        writer: the destination being built.
+        chosen: the tables to copy, in name order.
+        cp: the checkpoint, updated as batches commit.
+        batch_records: records per batch at most.
+        batch_bytes: payload bytes per batch at most.
+        progress: receives progress events.
+        should_stop: True stops the copy with its work kept.
+        where: the source, as named in errors.
+        hint: how to go on after a stop.
+
+    Returns:
+        Each table's digest, as read from the source.
+
+    Raises:
+        InterruptedByUser: ``should_stop`` said so (exit 6; resumable).
+        SourceError: a batch outside the model or out of key order (exit 4).
+    """
+    digests: dict[str, Digest] = {}
+    existing = {t.name for t in writer.list_tables()}
+    for table in chosen:
+        if table.name not in cp.done:
+            if cp.table != table.name:
+                if table.name not in existing:
+                    writer.create_table(table)
+                cp.table, cp.last_key, cp.so_far = table.name, None, Digest()
+            total = _copy_table(
+                reader,
+                writer,
+                table,
+                cp,
+                (batch_records, batch_bytes),
+                progress,
+                should_stop,
+                where,
+                hint,
+            )
+            cp.done[table.name] = total
+            cp.table, cp.last_key, cp.so_far = None, None, Digest()
+            writer.put_metadata({META_CHECKPOINT: cp.to_bytes()})
+            _stop_if_told(should_stop, hint)
+        digests[table.name] = cp.done[table.name]
+    return digests
+
+
+def _copy_table(
+    reader: Reader,
+    writer: Writer,
+    table: TableInfo,
+    cp: Checkpoint,
+    bounds: tuple[int, int],
+    progress: Progress,
+    should_stop: Callable[[], bool],
+    where: str,
+    hint: str,
+) -> Digest:
+    """Copy one table from the checkpoint's last key on; its whole digest."""
+    after, total = cp.last_key, cp.so_far
+    progress.start_table(table.name, None)
+    batches = reader.read_batches(table, after, max_records=bounds[0], max_bytes=bounds[1])
+    for batch in prefetch(batches) if reader.threadsafe_reads else batches:
+        d, nbytes = digest_checked(batch, table, after, where)
+        total = total + d
+        after = batch[-1][0]
+        cp.last_key, cp.so_far = after, total
+        writer.write_batch(table, batch, {META_CHECKPOINT: cp.to_bytes()})
+        crash_point("batch")
+        progress.advance(d.count, nbytes)
+        _stop_if_told(should_stop, hint)
+    progress.end_table()
+    return total
+
+
+def _stop_if_told(should_stop: Callable[[], bool], hint: str) -> None:
+    if should_stop():
+        raise InterruptedByUser("interrupted; the work done so far is kept", hint=hint)

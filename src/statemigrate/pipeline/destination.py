@@ -1,0 +1,282 @@
+"""The destination: its engine and path, what a convert may replace, the lock, placing.
+
+A convert builds ``DST.partial`` beside ``DST`` under an exclusive lock on
+``DST.lock`` and renames it into place once verified. Everything that can be refused
+about the destination (the source itself, a store of another engine, a store an app
+holds, side files an app left) is refused here before anything is created, and again
+under the lock, where the answer holds.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..engines.base import Engine
+from ..errors import DestinationError, StoreBusyError, UsageError
+from ..fsutil import crash_point, is_within, kind_of, lexists, place, remove_path, store_size
+from ..locks import busy_message, require_fcntl, store_holder
+from ..registry import engine_for_suffix, parse_store
+from .sidefiles import clear_side_files, refuse_stale_side_files
+
+
+def resolve_destination(spec: str, engine: str | None) -> tuple[type[Engine], Path]:
+    """The destination's engine (given, ``ENGINE:PATH``, or from the file suffix) and path."""
+    eng, path = parse_store(spec, engine)
+    if path.name in ("", ".", ".."):
+        raise UsageError(f"{spec}: name the destination's file or directory, not {path}")
+    if eng is None:
+        eng = engine_for_suffix(path)
+        if eng is None:
+            raise UsageError(
+                f"cannot tell the destination engine of {path}", hint="name it with --to ENGINE"
+            )
+    return eng, path
+
+
+def partial_path(final: Path) -> Path:
+    """Where a destination is built before it is renamed into place."""
+    return final.with_name(final.name + ".partial")
+
+
+def done_mark(partial: Path) -> Path:
+    """Beside a ``.partial`` whose every batch is written and synced (writer.finish())."""
+    return partial.with_name(partial.name + ".done")
+
+
+def owned_paths(engine: type[Engine], final: Path) -> list[Path]:
+    """Every path a convert to ``final`` may create, replace or remove.
+
+    The store and its side files, the ``.partial`` and its side files, the lock, the
+    finished mark and the names a replacement uses for a moment.
+    """
+    partial = partial_path(final)
+    names = [final, partial, done_mark(partial)]
+    names += [final.with_name(final.name + s) for s in (".lock", ".swap", ".replaced")]
+    for store in (final, partial):
+        names += [Path(str(store) + s) for s in engine.sidecar_suffixes]
+    return names
+
+
+def refuse_in_place(
+    src_engine: type[Engine], src_path: Path, dst_engine: type[Engine], final: Path
+) -> None:
+    """Refuse (exit 2) a destination that is the source, lies inside it, or holds it.
+
+    Paths are compared as the kernel resolves them (symbolic links and ``..`` in every
+    component, hard links and bind mounts by inode), and every path the convert
+    writes (``DST.partial``, ``DST.lock`` …) is compared with the source and its side
+    files. Runs before anything is created.
+
+    Raises:
+        UsageError: naming how the two meet.
+    """
+    sources = [src_path] + [Path(str(src_path) + s) for s in src_engine.sidecar_suffixes]
+    for mine in owned_paths(dst_engine, final):
+        for theirs in sources:
+            if is_within(mine, theirs) and is_within(theirs, mine):
+                if theirs != src_path:
+                    raise UsageError(
+                        f"{mine}: is the side file {theirs.name} of the source; convert "
+                        "never writes over the source"
+                    )
+                raise UsageError("the destination is the source; convert never works in place")
+            if is_within(mine, theirs):
+                raise UsageError(
+                    f"{final}: lies inside the source {src_path}; convert never writes into "
+                    "the source"
+                )
+            if is_within(theirs, mine):
+                raise UsageError(
+                    f"{final}: holds the source {src_path}; convert never replaces the source"
+                )
+
+
+@contextmanager
+def destination_lock(final: Path) -> Iterator[None]:
+    """One convert per destination: an exclusive flock on ``DST.lock``."""
+    fcntl = require_fcntl()
+    lock = final.with_name(final.name + ".lock")
+    # Never through a symbolic link (the lock is truncated: a link planted there would
+    # truncate its target), and never blocking on a FIFO planted there.
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK
+    while True:
+        try:
+            fd = os.open(lock, flags, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise DestinationError(
+                    f"{lock}: a symbolic link where statemigrate keeps its lock",
+                    hint="remove it, then run the same command",
+                ) from exc
+            raise DestinationError(f"{final.parent}: cannot write here ({exc.strerror})") from exc
+        if kind_of(lock, follow=False) != "a regular file":
+            os.close(fd)
+            raise DestinationError(
+                f"{lock}: {kind_of(lock, follow=False)} where statemigrate keeps its lock",
+                hint="remove it, then run the same command",
+            )
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StoreBusyError(
+                f"{final}: another statemigrate (pid {pid}) is writing this destination"
+            ) from exc
+        # The holder unlinks the file before it releases it: a lock taken on a file
+        # that is no longer at the path protects nothing, so take the new one.
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(lock))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
+
+
+def check_space(engine: type[Engine], source: Path, dest_dir: Path, force: bool) -> None:
+    """Refuse (exit 5) when the destination will not fit, unless forced."""
+    need = int(store_size(source) * engine.space_factor)
+    free = shutil.disk_usage(dest_dir).free
+    if need > free and not force:
+        raise DestinationError(
+            f"{dest_dir}: not enough free space: the {engine.name} destination needs about "
+            f"{need:,} bytes, {free:,} are free",
+            hint="free some space, or pass --force to try anyway",
+        )
+
+
+def check_destination(engine: type[Engine], final: Path, *, overwrite: bool, resume: bool) -> bool:
+    """Refuse what must never be replaced or written beside; say whether ``final`` exists.
+
+    An existing ``final`` is replaced only with ``--overwrite`` and only when it is a
+    store of the destination's engine (a symbolic link counts by what it leads to; the
+    link is what gets replaced). A store that a process holds (any lock, shared ones
+    included) is refused, and so are side files left by an app that did not close the
+    old store cleanly (a SQLite ``-wal`` with frames, a hot ``-journal``): opened beside
+    the new file, they would be applied to it. Changes nothing.
+
+    Args:
+        engine: the destination's engine.
+        final: the destination path.
+        overwrite: ``--overwrite`` was given.
+        resume: ``--resume`` was given (``final`` may be the finished store).
+
+    Returns:
+        Whether something is at ``final`` (then a store of ``engine``).
+
+    Raises:
+        DestinationError: exists without --overwrite, not a store of the engine, an odd
+            ``.partial`` or side file (exit 5).
+        StoreBusyError: another process holds the store or a side file (exit 3).
+    """
+    partial = partial_path(final)
+    _check_partial(engine, partial)
+    existing = lexists(final)
+    if existing:
+        may_be_done = resume and not lexists(partial)
+        if not overwrite and not may_be_done:
+            raise DestinationError(
+                f"{final}: already exists", hint="pass --overwrite to replace it"
+            )
+        if not _is_store_of(engine, final):
+            if not overwrite:
+                raise DestinationError(
+                    f"{final}: already exists", hint="pass --overwrite to replace it"
+                )
+            raise DestinationError(
+                f"{final}: not a {engine.name} store ({_what_is(final)}); --overwrite "
+                "replaces only a store of the destination's engine"
+            )
+    refuse_if_held(engine, final)
+    refuse_stale_side_files(engine, final)
+    return existing
+
+
+def _is_store_of(engine: type[Engine], path: Path) -> bool:
+    try:
+        return path.exists() and engine.detect(path)
+    except (OSError, ValueError):
+        return False
+
+
+def _what_is(path: Path) -> str:
+    """What is at ``path``, a symbolic link named by what it leads to."""
+    try:
+        what = kind_of(path)
+    except OSError:
+        return "a symbolic link to nothing"
+    if os.path.islink(path):
+        return f"a symbolic link to {what}"
+    return what
+
+
+def _check_partial(engine: type[Engine], partial: Path) -> None:
+    """A ``.partial`` must be what a convert creates: a file or directory, never a link.
+
+    Anything else there (a link, which ``--resume`` would write through; a FIFO, which
+    would block; a directory where the engine makes a file) is not statemigrate's.
+    """
+    want = "a directory" if engine.capabilities.directory else "a regular file"
+    sides = [Path(str(partial) + s) for s in engine.sidecar_suffixes] + [done_mark(partial)]
+    for p in [partial, *sides]:
+        if not lexists(p):
+            continue
+        what = kind_of(p, follow=False)
+        if what != (want if p == partial else "a regular file"):
+            raise DestinationError(
+                f"{p}: {what}, not something an interrupted conversion to {engine.name} "
+                "leaves; statemigrate does not touch it",
+                hint="move it away, then run the same command",
+            )
+
+
+def refuse_if_held(engine: type[Engine], final: Path) -> None:
+    """Replacing a store that an app holds open would lose what it writes next: exit 3.
+
+    Every file of the store and its side files is probed, whether ``final`` exists or
+    not (an app may still hold the ``-wal``/``-shm`` of a store deleted under it), and
+    shared locks count: an idle SQLite connection in WAL mode holds only those.
+    """
+    holder = store_holder(engine.store_paths(final), readers=True)
+    if holder is not None:
+        raise StoreBusyError(
+            busy_message(final, holder), hint="stop the app, then run the same command"
+        )
+
+
+def remove_store(engine: type[Engine], path: Path) -> None:
+    """Remove a store the convert made (``.partial``), its side files and its finished mark."""
+    for p in engine.store_paths(path):
+        remove_path(p)
+    remove_path(done_mark(path))
+
+
+def put_in_place(engine: type[Engine], partial: Path, final: Path) -> None:
+    """Rename the built, synced ``partial`` to ``final``, then remove what it leaves.
+
+    Checked again right before: no app holds the store being replaced, and no side
+    file of it would be applied to the new one.
+    """
+    refuse_if_held(engine, final)
+    refuse_stale_side_files(engine, final)
+    clear_side_files(engine, final)
+    place(partial, final)
+    crash_point("placed")
+    for sidecar in engine.store_paths(partial):
+        remove_path(sidecar)
+    remove_path(done_mark(partial))

@@ -1,0 +1,84 @@
+"""One convert: both stores, what to copy, and how the run is told to stop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..checkpoint import fingerprint
+from ..engines.base import Engine
+from ..progress import Progress
+from .destination import done_mark, partial_path
+from .report import ConvertReport
+
+
+@dataclass
+class Job:
+    """What :func:`~statemigrate.pipeline.convert` was asked to do, resolved.
+
+    Attributes:
+        src_engine: the source's engine.
+        src_path: the source store.
+        src_options: reader options of the source's engine.
+        dst_engine: the destination's engine.
+        final: where the destination goes.
+        dst_options: writer options of the destination's engine.
+        tables: only these tables (all when None).
+        batch_records: records per batch at most.
+        batch_bytes: payload bytes per batch at most.
+        overwrite: an existing destination may be replaced.
+        verify: read the built store back before placing it.
+        resume: go on from what an interrupted run left.
+        force: skip the free-space check.
+        progress: receives progress events.
+        should_stop: polled between batches.
+    """
+
+    src_engine: type[Engine]
+    src_path: Path
+    src_options: dict[str, Any] | None
+    dst_engine: type[Engine]
+    final: Path
+    dst_options: dict[str, Any] | None
+    tables: list[str] | None
+    batch_records: int
+    batch_bytes: int
+    overwrite: bool
+    verify: bool
+    resume: bool
+    force: bool
+    progress: Progress
+    should_stop: Callable[[], bool]
+
+    @property
+    def partial(self) -> Path:
+        """Where the destination is built (``DST.partial``)."""
+        return partial_path(self.final)
+
+    @property
+    def done_mark(self) -> Path:
+        """Beside ``DST.partial`` once every batch is written and synced."""
+        return done_mark(self.partial)
+
+    @property
+    def resume_hint(self) -> str:
+        """What to tell the user when the run stops with its work kept."""
+        return f"run the same command with --resume to finish ({self.partial} holds it)"
+
+    def source_fingerprint(self) -> dict[str, Any]:
+        """The source's files as a checkpoint records them (its volatile files left out)."""
+        engine = self.src_engine
+        return fingerprint(
+            engine.name,
+            self.src_path,
+            engine.store_paths(self.src_path)[1:],
+            engine.volatile_files,
+        )
+
+    def new_report(self) -> ConvertReport:
+        """An empty report naming both stores."""
+        return ConvertReport(
+            str(self.src_path), self.src_engine.name, str(self.final), self.dst_engine.name
+        )

@@ -1,0 +1,69 @@
+"""Reading the built store back: it must hold exactly what was copied."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..digest import Digest
+from ..engines.base import Engine
+from ..errors import DestinationError, SourceError
+from ..fsutil import crash_point
+from ..model import TableInfo
+from ..progress import Progress
+from .copy import digest_store
+
+
+def check_built(
+    dst_engine: type[Engine],
+    partial: Path,
+    chosen: list[TableInfo],
+    expected: dict[str, Digest],
+    progress: Progress,
+    should_stop: Callable[[], bool] | None,
+    hint: str | None,
+) -> None:
+    """The built store holds exactly the chosen tables, with their kinds and digests.
+
+    Raises:
+        DestinationError: it does not, or it does not read back (exit 5).
+    """
+    try:
+        got = read_built(dst_engine, partial, chosen, progress, should_stop, hint)
+    except SourceError as exc:  # the built store does not read back: the destination failed
+        raise DestinationError(
+            f"verification failed: {exc.message}", hint="the destination was not put in place"
+        ) from exc
+    for t in chosen:
+        if got[t.name] != expected[t.name]:
+            raise DestinationError(
+                f"{partial}: verification failed for table {t.name!r}: "
+                f"{got[t.name].count} records read back, {expected[t.name].count} written",
+                hint="the destination was not put in place",
+            )
+
+
+def read_built(
+    dst_engine: type[Engine],
+    partial: Path,
+    chosen: list[TableInfo],
+    progress: Progress,
+    should_stop: Callable[[], bool] | None,
+    hint: str | None,
+) -> dict[str, Digest]:
+    """The built store's digests, once its tables and their kinds are the chosen ones."""
+    with dst_engine.open_reader(partial) as reader:
+        built = {t.name: t for t in reader.tables()}
+        want = {t.name: t for t in chosen}
+        if set(built) != set(want):
+            raise DestinationError(
+                f"{partial}: verification failed: tables differ ({sorted(set(built) ^ set(want))})",
+                hint="the destination was not put in place",
+            )
+        for name, t in want.items():
+            if built[name].kind is not t.kind:
+                raise DestinationError(
+                    f"{partial}: verification failed: table {name!r} lost its kind"
+                )
+        crash_point("verifying")
+        return digest_store(reader, chosen, str(partial), progress, should_stop, hint)
