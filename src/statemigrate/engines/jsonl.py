@@ -22,6 +22,7 @@ that offset and rebuilds the list of tables from the table and batch lines befor
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import os
 import re
@@ -31,7 +32,7 @@ from typing import Any, BinaryIO
 
 from ..digest import Digest, batch_digest, store_digest
 from ..errors import DestinationError, SourceError
-from ..model import MAX_VERSION, Batch, Record, TableInfo, TableKind
+from ..model import MAX_VERSION, Batch, TableInfo, TableKind
 from .base import (
     META_CHECKPOINT,
     META_REVISION,
@@ -39,9 +40,12 @@ from .base import (
     Capabilities,
     Engine,
     Reader,
+    StoreFacts,
     Writer,
     check_options,
+    take_batches,
 )
+from .errors import DriverErrors, Meaning, Rule
 
 FORMAT = 1
 CHECKPOINT_SUFFIX = ".checkpoint"
@@ -159,6 +163,22 @@ def _why(exc: BaseException) -> str:
     return "JSON nested too deeply" if isinstance(exc, RecursionError) else str(exc)
 
 
+# A damaged line of a table, as the base maps it while the table is read.
+JSONL_FACTS = StoreFacts(
+    errors=DriverErrors(
+        rules=(
+            Rule(
+                Meaning.DAMAGED,
+                types=("builtins.RecursionError",),
+                message="{where}: damaged line (JSON nested too deeply)",
+            ),
+        ),
+        driver=tuple(f"builtins.{e.__name__}" for e in _UNUSABLE),
+        scan_failed="{where}: damaged line ({text})",
+    )
+)
+
+
 def _whole(value: Any, what: str, limit: int) -> int:
     """``value`` if it is a JSON whole number from 0 to ``limit``, else ValueError."""
     if type(value) is not int or not 0 <= value <= limit:
@@ -201,6 +221,8 @@ def _footer_table(t: Any, first_line_end: int, footer_start: int) -> tuple[Table
 
 class JsonlReader(Reader):
     """Seeks to each table through the footer's offsets; checks batches as it reads."""
+
+    facts = JSONL_FACTS
 
     def __init__(self, path: Path):
         self.path = path
@@ -259,52 +281,52 @@ class JsonlReader(Reader):
     def list_tables(self) -> list[TableInfo]:
         return [info for info, _off in self._tables.values()]
 
-    def metadata(self) -> dict[str, bytes]:
+    def raw_metadata(self) -> dict[str, bytes]:
         return dict(self._meta)
 
-    def iter_records(self, table: TableInfo, after: bytes | None = None) -> Iterator[Record]:
-        for batch in self.read_batches(table, after):
-            yield from batch
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
+        """The records of the dump's batches, each batch checked before its records are used."""
+        rows = itertools.chain.from_iterable(self._checked_batches(table, after))
+        return take_batches(rows, max_records, max_bytes)
 
-    def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
-        """The dump's own batches (bounded when it was written), each checked first."""
+    def _checked_batches(self, table: TableInfo, after: bytes | None) -> Iterator[Batch]:
+        """The dump's own batches of ``table`` after ``after``, each checked against its line."""
         info, offset = self._tables[table.name]
         where = f"{self.path} table {table.name!r}"
         f = self.file
         assert f is not None, "read after close()"
-        try:
-            f.seek(offset)
-            head = json.loads(f.readline())
-            if not isinstance(head, dict) or head.get("table") != table.name:
-                raise SourceError(f"{where}: the footer points at the wrong line")
-            total = Digest()
-            batch: list = []
-            versioned = info.versioned
-            for line in f:
-                obj = json.loads(line)
-                if "k" in obj:
-                    if versioned:
-                        batch.append((_b64d(obj["k"]), _b64d(obj["v"]), _version(obj["ver"])))
-                    else:
-                        batch.append((_b64d(obj["k"]), _b64d(obj["v"])))
-                    continue
-                if "batch" not in obj:
-                    break  # next table or footer
-                got = batch_digest(batch, versioned)
-                if got.count != obj["records"] or got.hex() != obj["sum"]:
-                    raise SourceError(f"{where}: batch {obj['batch']} fails its checksum")
-                total = total + got
-                if after is not None:
-                    batch = [r for r in batch if r[0] > after]
-                if batch:
-                    yield batch
-                batch = []
+        f.seek(offset)
+        head = json.loads(f.readline())
+        if not isinstance(head, dict) or head.get("table") != table.name:
+            raise SourceError(f"{where}: the footer points at the wrong line")
+        total = Digest()
+        batch: list = []
+        versioned = info.versioned
+        for line in f:
+            obj = json.loads(line)
+            if "k" in obj:
+                if versioned:
+                    batch.append((_b64d(obj["k"]), _b64d(obj["v"]), _version(obj["ver"])))
+                else:
+                    batch.append((_b64d(obj["k"]), _b64d(obj["v"])))
+                continue
+            if "batch" not in obj:
+                break  # next table or footer
+            got = batch_digest(batch, versioned)
+            if got.count != obj["records"] or got.hex() != obj["sum"]:
+                raise SourceError(f"{where}: batch {obj['batch']} fails its checksum")
+            total = total + got
+            if after is not None:
+                batch = [r for r in batch if r[0] > after]
             if batch:
-                raise SourceError(f"{where}: records after the last batch line (truncated dump)")
-            if total != self._expect[table.name]:
-                raise SourceError(f"{where}: table digest differs from the footer's")
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-            raise SourceError(f"{where}: damaged line ({_why(exc)})") from exc
+                yield batch
+            batch = []
+        if batch:
+            raise SourceError(f"{where}: records after the last batch line (truncated dump)")
+        if total != self._expect[table.name]:
+            raise SourceError(f"{where}: table digest differs from the footer's")
 
     def close(self) -> None:
         f = getattr(self, "file", None)
