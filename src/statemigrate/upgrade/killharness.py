@@ -31,6 +31,10 @@ from ..testing.stores import store_path
 from .journal import CRASH_AT_ENV, CRASH_LOG_ENV, TMP_PREFIX
 from .sort import SORT_DIR_INFIX
 
+# Seconds an upgrade child may run before the harness fails as a hang (a hang guard far
+# above any upgrade of the harness's stores, not a time bound).
+HANG_GUARD = 1800
+
 SWITCH_LABELS = ("before commit", "committed", "step ", "copied", "journal done", " done")
 
 
@@ -44,6 +48,11 @@ class HarnessResult:
     kills: list[dict] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     seconds: float = 0.0
+
+    @property
+    def landed(self) -> int:
+        """How many kills landed (the child died of SIGKILL at its crash point)."""
+        return sum(1 for k in self.kills if k["landed"])
 
 
 def _copy(engine_name: str, src: Path, dst: Path) -> None:
@@ -75,6 +84,21 @@ def _upgrade_cmd(spec: str, schema: Path) -> list[str]:
         "--no-digest",
         "--json",
     ]
+
+
+def _run_upgrade(spec: str, schema: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The upgrade CLI in a child, under the hang guard (a hang fails as AssertionError)."""
+    try:
+        return subprocess.run(
+            _upgrade_cmd(spec, schema),
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=HANG_GUARD,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"the upgrade of {spec} hung for {HANG_GUARD}s (hang guard)") from exc
 
 
 def _evenly(items: list[int], k: int) -> list[int]:
@@ -140,7 +164,9 @@ def run_harness(
     _copy(eng.name, pristine, work)
     env = dict(os.environ, **{CRASH_LOG_ENV: str(log)})
     env.pop(CRASH_AT_ENV, None)
-    subprocess.run(_upgrade_cmd(spec, EXAMPLE), env=env, check=True, capture_output=True)
+    counted = _run_upgrade(spec, EXAMPLE, env)
+    if counted.returncode != 0:
+        raise AssertionError(f"the uninterrupted upgrade failed: {counted.stderr[-2000:]}")
     labels = [line.split(" ", 1)[1] for line in log.read_text().splitlines()]
     result.crash_points = len(labels)
     _remove(eng.name, work)
@@ -150,12 +176,16 @@ def run_harness(
         _copy(eng.name, pristine, work)
         env = dict(os.environ, **{CRASH_AT_ENV: str(point)})
         env.pop(CRASH_LOG_ENV, None)
-        run = subprocess.run(
-            _upgrade_cmd(spec, EXAMPLE), env=env, capture_output=True, text=True, check=False
-        )
-        kill = {"point": point, "label": labels[point - 1], "returncode": run.returncode}
+        run = _run_upgrade(spec, EXAMPLE, env)
+        landed = run.returncode == -signal.SIGKILL
+        kill = {
+            "point": point,
+            "label": labels[point - 1],
+            "returncode": run.returncode,
+            "landed": landed,
+        }
         where = f"{engine_name} kill at point {point} ({labels[point - 1]})"
-        if run.returncode != -signal.SIGKILL:
+        if not landed:  # not a kill: the point tested nothing, which is a failure
             result.failures.append(
                 f"{where}: the child was not killed (exit {run.returncode}): {run.stderr[-300:]}"
             )
