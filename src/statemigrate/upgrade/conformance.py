@@ -327,7 +327,11 @@ def stamp_check_and_changed_files(engine: type[Engine], tmp: Path) -> None:
 
 @case
 def busy_store_is_refused(engine: type[Engine], tmp: Path) -> None:
-    """A store held by a running app: StoreBusyError (exit 3), nothing changed."""
+    """A store held by another writer: StoreBusyError (exit 3), nothing changed.
+
+    The holder is statemigrate's own writer (any engine has one); stores held by a real
+    app with the engine's own driver are tests/test_safety_busy.py's (testing.holders).
+    """
     spec = seeded(engine, tmp)
     before = digest(spec)
     with held_by_app(spec):
