@@ -604,8 +604,8 @@ STOPPER_SCRIPT = (
     "from statemigrate.cli import _Stopper\n"
     "s = _Stopper()\n"
     "s.install()\n"
-    "print('ready', flush=True)\n"
     "try:\n"
+    "    print('ready', flush=True)\n"  # inside the try: the signal may land right after it
     "    open(sys.argv[1], 'rb')\n"
     "except KeyboardInterrupt:\n"
     "    sys.exit(6)\n"
