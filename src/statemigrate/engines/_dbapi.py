@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..errors import DestinationError, StateMigrateError
-from ..locks import lock_holder, refuse_if_held
+from ..locks import refuse_if_held
 from ..model import BATCH_RECORDS, Batch, TableInfo
 from ._sql import (
     LOCK_PROBES,
@@ -67,14 +67,9 @@ def map_error(exc: BaseException, path: Path, doing: str, *, source: bool) -> St
         source: an error no rule explains is the source's (exit 4), else the destination's.
     """
     err = DBAPI_ERRORS.error(
-        exc, path, doing, source=source, writing=not source, holder=holder_of(path)
+        exc, path, doing, source=source, writing=not source, holder=lambda: DBAPI_FACTS.holder(path)
     )
     return err or DestinationError(f"{path}: {doing} failed ({exc})")
-
-
-def holder_of(path: Path) -> Callable[[], int | None]:
-    """Finds the process holding the SQLite file at ``path`` (for a busy store's message)."""
-    return lambda: lock_holder(path, LOCK_PROBES)
 
 
 class DbapiLayout(SqlLayout):
@@ -388,8 +383,6 @@ class DbapiSqlEngine(SqlFileEngine):
             refuse_if_held(path, LOCK_PROBES)
         cls._check_writable(path)
         driver = cls.require_driver()
-        with DBAPI_ERRORS.mapped(
-            path, "opening for writing", source=False, writing=True, holder=holder_of(path)
-        ):
+        with DBAPI_FACTS.mapped(path, "opening for writing", writing=True):
             conn = driver.connect(str(path), isolation_level=None)
         return DbapiSqlWriter(cls, path, conn)

@@ -208,6 +208,34 @@ class StoreFacts:
     private_metadata: tuple[str, ...] = ()
     busy_hint: str | None = None
 
+    def holder(self, path: Path) -> int | None:
+        """The pid of another process holding the store at ``path`` (-1: unknown), or None."""
+        return lock_holder(path, self.locks) if self.locks else None
+
+    def mapped(
+        self, path: Path, doing: str = "", *, writing: bool, **how: Any
+    ) -> AbstractContextManager[None]:
+        """Driver errors raised inside the ``with`` block as the contract's.
+
+        Readers and writers use it through :meth:`StoreAccess.errors`; an engine's
+        class methods use it for driver calls made before one exists.
+
+        Args:
+            path: the store.
+            doing: what the block does, for the message.
+            writing: the block writes the store (a disk failure is then the destination's).
+            **how: as for :meth:`DriverErrors.error` (``source`` defaults to reading).
+        """
+        how.setdefault("source", not writing)
+        return self.errors.mapped(
+            path,
+            doing,
+            writing=writing,
+            holder=lambda: self.holder(path),
+            busy_hint=self.busy_hint,
+            **how,
+        )
+
 
 class StoreAccess(ABC):
     """What a :class:`Reader` and a :class:`Writer` share: the plumbing written once.
@@ -303,12 +331,8 @@ class StoreAccess(ABC):
         """
         return _scanned(self, table, after, max_records, max_bytes)
 
-    def holder(self) -> int | None:
-        """The pid of another process holding the store (-1: unknown), or None."""
-        return lock_holder(self.path, self.facts.locks) if self.facts.locks else None
-
     def errors(self, doing: str = "", **how: Any) -> AbstractContextManager[None]:
-        """Driver errors raised inside the ``with`` block as the contract's.
+        """Driver errors raised inside the ``with`` block as the contract's (:meth:`StoreFacts.mapped`).
 
         Args:
             doing: what the block does, for the message.
@@ -317,9 +341,7 @@ class StoreAccess(ABC):
         """
         how.setdefault("source", self.reads_source)
         how.setdefault("writing", not self.reads_source)
-        return self.facts.errors.mapped(
-            self.path, doing, holder=self.holder, busy_hint=self.facts.busy_hint, **how
-        )
+        return self.facts.mapped(self.path, doing, **how)
 
 
 class Reader(StoreAccess):

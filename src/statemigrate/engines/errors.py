@@ -37,24 +37,28 @@ class Meaning(enum.Enum):
 
     BUSY = "busy"  # another process holds the store: exit 3
     DAMAGED = "damaged"  # the store's bytes are wrong: exit 4
+    UNSUPPORTED = "unsupported"  # a store (format, version) the engine cannot read: exit 4
     OUTSIDE_MODEL = "outside_model"  # a record the state model cannot hold: exit 4
     FULL = "full"  # no space left: exit 5
     TOO_BIG = "too_big"  # a key, value or transaction over the engine's limits: exit 5
     CONFLICT = "conflict"  # a duplicate or out-of-order key: exit 5
     READ_ONLY = "read_only"  # the destination cannot be written: exit 5
+    REFUSED = "refused"  # the destination cannot hold what it is given: exit 5
     IO = "io"  # the disk failed: exit 5 writing, 4 reading
     FAILED = "failed"  # anything else: exit 4 when the source fails, 5 otherwise
 
 
 _MESSAGES: dict[Meaning, str] = {
     Meaning.DAMAGED: "{where}: the store is damaged ({text})",
+    Meaning.UNSUPPORTED: "{where}: not supported ({text})",
+    Meaning.REFUSED: "{path}: {text}",
     Meaning.OUTSIDE_MODEL: "{where}: a record outside the model ({text})",
     Meaning.FULL: "{path}: disk full ({text})",
     Meaning.TOO_BIG: "{where}: over the engine's limits ({text})",
     Meaning.CONFLICT: "{path}: duplicate or out-of-order key ({text})",
     Meaning.READ_ONLY: "{path}: not writable ({text})",
 }
-_SOURCE = (Meaning.DAMAGED, Meaning.OUTSIDE_MODEL)
+_SOURCE = (Meaning.DAMAGED, Meaning.UNSUPPORTED, Meaning.OUTSIDE_MODEL)
 
 
 class _Fields(dict[str, Any]):
@@ -72,9 +76,11 @@ def _class_names(exc: BaseException) -> set[str]:
     return names
 
 
-def first_line(exc: BaseException) -> str:
-    """The first line of an error's text, private read copies named as the store."""
-    return _PRIVATE_DIR.sub("", str(exc).split("\n")[0])
+def first_line(exc: BaseException, whole: bool = False) -> str:
+    """The first line of an error's text (or all of it on one line), private read copies
+    named as the store."""
+    text = " ".join(str(exc).split()) if whole else str(exc).split("\n")[0]
+    return _PRIVATE_DIR.sub("", text)
 
 
 def disk_nearly_full(path: Path) -> bool:
@@ -132,6 +138,7 @@ class DriverErrors:
         failed: the message of an error no rule matches.
         source_failed: the same, when reading a source (default: ``failed``).
         scan_failed: the same, for an error while a table is read (default: the others).
+        whole_text: the driver's whole message on one line, not its first line.
     """
 
     rules: tuple[Rule, ...] = ()
@@ -139,6 +146,7 @@ class DriverErrors:
     failed: str = "{path}: {doing} failed ({text})"
     source_failed: str | None = None
     scan_failed: str | None = None
+    whole_text: bool = False
 
     def error(
         self,
@@ -171,7 +179,7 @@ class DriverErrors:
         names = _class_names(exc)
         if "PanicException" not in names and not names.intersection(self.driver):
             return None
-        text = first_line(exc)
+        text = first_line(exc, self.whole_text)
         fields = {"path": path, "where": path, "doing": doing, "text": text, **fields}
         rule = next((r for r in self.rules if r.matches(names, text, path, writing)), None)
         meaning = rule.meaning if rule else Meaning.FAILED

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MissingDriverError
-from ._dbapi import DBAPI_ERRORS, DbapiSqlEngine, DbapiSqlReader, holder_of, map_error
+from ._dbapi import DBAPI_FACTS, DbapiSqlEngine, DbapiSqlReader, map_error
 from ._sql import CAPABILITIES, uri_path
 from .base import Reader
 
@@ -72,9 +72,7 @@ class LibsqlEngine(DbapiSqlEngine):
     def _reader(cls, path: Path, options: Mapping[str, Any]) -> Reader:
         driver = cls.require_driver()
         uri = "file:" + uri_path(path) + "?mode=ro"
-        with DBAPI_ERRORS.mapped(
-            path, "opening", source=True, writing=False, holder=holder_of(path)
-        ):
+        with DBAPI_FACTS.mapped(path, "opening", writing=False):
             conn = driver.connect(uri, isolation_level=None)
             conn.execute("PRAGMA busy_timeout=3000").fetchall()
         return DbapiSqlReader(cls, path, conn, options)

@@ -17,25 +17,24 @@ that wrote the source opens the result; ``redb_format`` converts on purpose.
 from __future__ import annotations
 
 import json
-import os
 import struct
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any, ClassVar
 
-from ..errors import DestinationError, SourceError, StateMigrateError, StoreBusyError, UsageError
-from ..model import METADATA_TABLE, Batch, Record, TableInfo, TableKind, shown_name
+from ..errors import DestinationError, SourceError, UsageError
+from ..locks import LockProbe
+from ..model import METADATA_TABLE, Batch, TableInfo, TableKind, shown_name
 from .base import (
-    DEFAULT_BATCH_BYTES,
-    DEFAULT_BATCH_RECORDS,
     META_TABLE_PREFIX,
     Capabilities,
     Engine,
     Reader,
+    StoreFacts,
     Writer,
     check_options,
 )
+from .errors import DriverErrors, Meaning, Rule
 
 MAGIC = b"redb\x1a\n\xa9\r\n"
 HEADER_LEN = 320  # 64-byte header + two 128-byte commit slots
@@ -89,74 +88,55 @@ def read_header(path: Path) -> dict[str, Any]:
     }
 
 
-def holder_pid(path: Path) -> int | None:
-    """The pid holding a ``flock`` on ``path`` (every redb version takes one), from /proc/locks."""
-    try:
-        inode = path.stat().st_ino
-        lines = Path("/proc/locks").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        parts = line.split()
-        # "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF" (a blocked waiter has "->")
-        if len(parts) >= 6 and parts[1] == "FLOCK" and "->" not in parts:
-            dev_inode = parts[5].rsplit(":", 1)
-            if len(dev_inode) == 2 and dev_inode[1] == str(inode) and parts[4].isdigit():
-                pid = int(parts[4])
-                if pid > 0 and pid != os.getpid():
-                    return pid
-    return None
+# What the binding's errors mean (its exception classes), and where a holder shows: every
+# redb version takes a flock on its file.
+REDB_FACTS = StoreFacts(
+    errors=DriverErrors(
+        rules=(
+            Rule(Meaning.BUSY, types=("RedbBusyError",)),
+            Rule(
+                Meaning.UNSUPPORTED,
+                types=("RedbUnsupportedError",),
+                message="{path}: unsupported redb {text}",
+            ),
+            Rule(
+                Meaning.DAMAGED,
+                types=("RedbCorruptError",),
+                message="{path}: corrupt redb file ({text})",
+            ),
+            Rule(Meaning.REFUSED, types=("RedbRefusedError",)),
+            # redb asserts on some corrupt pages; the binding turns the panic into an exception.
+            Rule(
+                Meaning.FAILED,
+                types=("PanicException",),
+                message="{path}: corrupt redb file (redb stopped: {text})",
+            ),
+        ),
+        driver=(
+            "RedbBusyError",
+            "RedbUnsupportedError",
+            "RedbCorruptError",
+            "RedbRefusedError",
+            "RedbError",
+        ),
+        failed="{path}: redb error: {text}",
+        whole_text=True,
+    ),
+    locks=(LockProbe("", "flock"),),
+    busy_hint="stop the application that uses it",
+)
 
 
-def _one_line(msg: object) -> str:
-    return " ".join(str(msg).split())
-
-
-def _native_error(exc: BaseException, path: Path, *, writing: bool) -> StateMigrateError | None:
-    """The contract's error for an error raised by the native binding (None: not one of them)."""
-    from .. import _native
-
-    msg = _one_line(exc)
-    if isinstance(exc, _native.RedbBusyError):
-        from ..locks import busy_message
-
-        return StoreBusyError(
-            busy_message(path, holder_pid(path)), hint="stop the application that uses it"
-        )
-    if isinstance(exc, _native.RedbUnsupportedError):
-        return SourceError(f"{path}: unsupported redb {msg}")
-    if isinstance(exc, _native.RedbCorruptError):
-        return SourceError(f"{path}: corrupt redb file ({msg})")
-    if isinstance(exc, _native.RedbRefusedError):
-        return DestinationError(f"{path}: {msg}")
-    if isinstance(exc, _native.RedbError):
-        cls = DestinationError if writing else SourceError
-        return cls(f"{path}: redb error: {msg}")
-    if type(exc).__name__ == "PanicException":
-        # redb asserts on some corrupt pages; the binding turns the panic into an exception.
-        cls = DestinationError if writing else SourceError
-        return cls(f"{path}: corrupt redb file (redb stopped: {msg})")
-    return None
-
-
-class _Mapped:
-    """Context manager turning native errors into the contract's errors."""
-
-    def __init__(self, path: Path, *, writing: bool = False) -> None:
-        self.path = path
-        self.writing = writing
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc is None or isinstance(exc, StateMigrateError):
+def _native_batches(
+    handle: Any, desc: dict[str, Any], after: bytes | None, max_records: int, max_bytes: int
+) -> Iterator[Batch]:
+    """Whole batches from the binding, each read with the GIL released."""
+    while True:
+        batch = handle.read_batch(desc, after, max_records, max_bytes)
+        if not batch:
             return
-        mapped = _native_error(exc, self.path, writing=self.writing)
-        if mapped is not None:
-            raise mapped from exc
+        yield batch
+        after = batch[-1][0]
 
 
 def table_info(desc: Mapping[str, Any], fmt: int) -> TableInfo:
@@ -351,6 +331,8 @@ def _meta_updates(metadata: Mapping[str, bytes | None] | None) -> list[tuple[str
 class RedbReader(Reader):
     """One read transaction over a redb file (read-only; never modifies it)."""
 
+    facts = REDB_FACTS
+
     def __init__(self, path: Path, native: Any) -> None:
         self.path = path
         self._native = native
@@ -358,14 +340,14 @@ class RedbReader(Reader):
 
     def list_tables(self) -> list[TableInfo]:
         """Every table and multimap table, typed ones with their redb types in ``meta``."""
-        with _Mapped(self.path):
+        with self.errors():
             descs = self._native.list_tables()
         self._descs = {d["name"]: d for d in descs}
         return [table_info(d, self._native.format) for d in descs]
 
-    def metadata(self) -> dict[str, bytes]:
+    def raw_metadata(self) -> dict[str, bytes]:
         """The ``__statemigrate__`` table."""
-        with _Mapped(self.path):
+        with self.errors():
             return dict(self._native.metadata())
 
     def _desc_of(self, table: TableInfo) -> dict[str, Any]:
@@ -376,28 +358,13 @@ class RedbReader(Reader):
             raise SourceError(f"{self.path}: no table {table.name!r}")
         return desc
 
-    def read_batches(
-        self,
-        table: TableInfo,
-        after: bytes | None = None,
-        *,
-        max_records: int = DEFAULT_BATCH_RECORDS,
-        max_bytes: int = DEFAULT_BATCH_BYTES,
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
     ) -> Iterator[Batch]:
         """Whole batches from the binding, each read with the GIL released."""
-        desc = self._desc_of(table)
-        while True:
-            with _Mapped(self.path):
-                batch = self._native.read_batch(desc, after, max_records, max_bytes)
-            if not batch:
-                return
-            yield batch
-            after = batch[-1][0]
-
-    def iter_records(self, table: TableInfo, after: bytes | None = None) -> Iterator[Record]:
-        """Records of ``table`` in key order, strictly after ``after``."""
-        for batch in self.read_batches(table, after):
-            yield from batch
+        yield from _native_batches(
+            self._native, self._desc_of(table), after, max_records, max_bytes
+        )
 
     def close(self) -> None:
         """Release the read transaction and the file."""
@@ -411,6 +378,8 @@ class RedbWriter(Writer):
     (see :func:`choose_format`): the first metadata a convert writes holds every
     table's meta, so the whole store decides it.
     """
+
+    facts = REDB_FACTS
 
     def __init__(
         self,
@@ -433,7 +402,7 @@ class RedbWriter(Writer):
         """The native writer, creating the file (in the format ``metas`` record) if needed."""
         if self._native is None:
             fmt, redb2 = choose_format(self._options.get("redb_format"), metas)
-            with _Mapped(self.path, writing=True):
+            with self.errors():
                 self._native = self._module.RedbWriter(str(self.path), fmt, True, redb2)
             self._target = _Target(self._module, fmt, redb2, self._options)
         return self._native
@@ -449,14 +418,14 @@ class RedbWriter(Writer):
         """Tables that exist in the file being written."""
         if self._native is None:
             return []
-        with _Mapped(self.path, writing=True):
+        with self.errors():
             return [table_info(d, self.target.format) for d in self._native.list_tables()]
 
-    def metadata(self) -> dict[str, bytes]:
+    def raw_metadata(self) -> dict[str, bytes]:
         """The metadata committed so far."""
         if self._native is None:
             return {}
-        with _Mapped(self.path, writing=True):
+        with self.errors():
             return dict(self._native.metadata())
 
     def _kind(self, table: TableInfo) -> tuple[str, dict[str, Any]]:
@@ -469,7 +438,7 @@ class RedbWriter(Writer):
     def create_table(self, table: TableInfo) -> None:
         """Create an empty table: default layout, or the redb types its meta records."""
         kind, desc = self._kind(table)
-        with _Mapped(self.path, writing=True):
+        with self.errors():
             self._handle().create_table(desc, "typed" if kind in _TYPED else kind)
 
     def write_batch(
@@ -477,37 +446,26 @@ class RedbWriter(Writer):
     ) -> None:
         """Insert a batch and update the metadata in one commit."""
         kind, desc = self._kind(table)
-        with _Mapped(self.path, writing=True):
+        with self.errors():
             self._handle().write_batch(desc, kind, batch, _meta_updates(metadata))
 
-    def read_batches(
-        self,
-        table: TableInfo,
-        after: bytes | None = None,
-        *,
-        max_records: int = DEFAULT_BATCH_RECORDS,
-        max_bytes: int = DEFAULT_BATCH_BYTES,
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
     ) -> Iterator[Batch]:
         """Batches of ``table`` as committed so far (in-place upgrades)."""
         if self._native is None:
             return
         _, desc = self._kind(table)
-        while True:
-            with _Mapped(self.path, writing=True):
-                batch = self._native.read_batch(desc, after, max_records, max_bytes)
-            if not batch:
-                return
-            yield batch
-            after = batch[-1][0]
+        yield from _native_batches(self._native, desc, after, max_records, max_bytes)
 
     def drop_table(self, name: str) -> None:
         """Drop a table and its ``table:`` metadata in one commit (nothing if absent)."""
-        with _Mapped(self.path, writing=True):
+        with self.errors():
             self._handle().drop_table(name, [(META_TABLE_PREFIX + name, None)])
 
     def sync(self) -> None:
         """Make every commit so far durable (intermediate batches are not)."""
-        with _Mapped(self.path, writing=True):
+        with self.errors():
             self._handle().sync()
 
     def backup(self, path: Path) -> None:
@@ -520,12 +478,12 @@ class RedbWriter(Writer):
     def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
         """Commit metadata updates alone (the first creates the file, see the class)."""
         handle = self._handle(_table_facts(metadata))
-        with _Mapped(self.path, writing=True):
+        with self.errors():
             handle.put_metadata(_meta_updates(metadata))
 
     def finish(self) -> None:
         """Durable commit, then compaction (redb fsyncs on a durable commit)."""
-        with _Mapped(self.path, writing=True):
+        with self.errors():
             self._handle().finish()
 
     def close(self) -> None:
@@ -590,7 +548,7 @@ class RedbEngine(Engine):
         native = cls.require_driver()
         fmt = cls._source_format(path)
         try:
-            with _Mapped(path):
+            with REDB_FACTS.mapped(path, writing=False):
                 handle = native.RedbReader(str(path), fmt)
         except SourceError as exc:
             if "unsupported redb file format" in exc.message:
@@ -641,7 +599,7 @@ class RedbEngine(Engine):
                 f"{path}: redb file format {fmt} ({FORMAT_WRITERS[fmt]}) cannot be written"
             )
         redb2 = fmt == 3 and cls._written_by_redb2(path, fmt)
-        with _Mapped(path, writing=True):
+        with REDB_FACTS.mapped(path, writing=True):
             handle = native.RedbWriter(str(path), fmt, False, redb2)
         return RedbWriter(path, native, opts, handle, redb2)
 
@@ -653,7 +611,7 @@ class RedbEngine(Engine):
         its allocator state in a way redb 2.6 no longer opens.
         """
         native = cls.require_driver()
-        with _Mapped(path):
+        with REDB_FACTS.mapped(path, writing=False):
             reader = native.RedbReader(str(path), fmt)
             try:
                 descs = reader.list_tables()
