@@ -139,6 +139,7 @@ class DriverErrors:
         source_failed: the same, when reading a source (default: ``failed``).
         scan_failed: the same, for an error while a table is read (default: the others).
         whole_text: the driver's whole message on one line, not its first line.
+        noise: fragments the driver adds to every message, left out of it.
     """
 
     rules: tuple[Rule, ...] = ()
@@ -147,6 +148,7 @@ class DriverErrors:
     source_failed: str | None = None
     scan_failed: str | None = None
     whole_text: bool = False
+    noise: tuple[str, ...] = ()
 
     def error(
         self,
@@ -180,12 +182,17 @@ class DriverErrors:
         if "PanicException" not in names and not names.intersection(self.driver):
             return None
         text = first_line(exc, self.whole_text)
+        for fragment in self.noise:
+            text = text.replace(fragment, "")
         fields = {"path": path, "where": path, "doing": doing, "text": text, **fields}
         rule = next((r for r in self.rules if r.matches(names, text, path, writing)), None)
         meaning = rule.meaning if rule else Meaning.FAILED
         if meaning is Meaning.BUSY:
-            pid = holder() if holder is not None else None
-            return StoreBusyError(busy_message(path, pid), hint=(rule and rule.hint) or busy_hint)
+            if rule and rule.message:  # the driver names no process: the rule says who
+                message = rule.message.format_map(_Fields(fields))
+            else:
+                message = busy_message(path, holder() if holder is not None else None)
+            return StoreBusyError(message, hint=(rule and rule.hint) or busy_hint)
         template = rule.message if rule and rule.message else _MESSAGES.get(meaning)
         if template is None:  # IO or FAILED
             template = failed or (self.source_failed if source else None) or self.failed

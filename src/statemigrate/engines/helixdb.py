@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import base64
 import heapq
+import itertools
 import json
 import os
 import pickle
@@ -77,11 +78,13 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
-from ..errors import DestinationError, SourceError, StateMigrateError, StoreBusyError
+from ..errors import DestinationError, SourceError, StoreBusyError
 from ..fsutil import store_size
-from ..locks import busy_message, fcntl_holder
+from ..locks import LockProbe, busy_message, lock_holder, refuse_if_held
 from ..model import METADATA_TABLE, Batch, Record, TableInfo, TableKind
-from .base import Capabilities, Engine, Reader, Writer, check_options
+from . import _snapshot
+from .base import Capabilities, Engine, Reader, StoreFacts, Writer, check_options, take_batches
+from .errors import DriverErrors, Meaning, Rule
 
 TABLE_PREFIX = "helixdb.table:"
 KIND_PREFIX = "kind:"  # DESIGN.md: the kind of a table where the layout cannot show it
@@ -105,24 +108,24 @@ def label_of(name: str) -> str:
     return "t" + name.encode("utf-8").hex()
 
 
-def _msg(exc: BaseException) -> str:
-    text = str(exc).split("\n")[0]
-    return text.replace("embedded HelixDB error: ", "")
-
-
-def _map(exc: BaseException, path: Path, doing: str, *, source: bool) -> StateMigrateError:
-    text = _msg(exc)
-    low = text.lower()
-    if "newer db client" in low or "fenced" in low:
-        return StoreBusyError(
-            f"{path}: store is in use by another process (another HelixDB client "
-            f"opened it for writing while {doing})"
-        )
-    if "no space" in low or "disk full" in low:
-        return DestinationError(f"{path}: disk full ({text})")
-    if source:
-        return SourceError(f"{path}: not a readable HelixDB store while {doing} ({text})")
-    return DestinationError(f"{path}: {doing} failed ({text})")
+# The driver's errors are told by their message; our writer's lock file shows a holder.
+HELIX_FACTS = StoreFacts(
+    errors=DriverErrors(
+        rules=(
+            Rule(
+                Meaning.BUSY,
+                words=("newer db client", "fenced"),
+                message="{path}: store is in use by another process (another HelixDB client "
+                "opened it for writing while {doing})",
+            ),
+            Rule(Meaning.FULL, words=("no space", "disk full")),
+        ),
+        source_failed="{path}: not a readable HelixDB store while {doing} ({text})",
+        noise=("embedded HelixDB error: ",),
+    ),
+    locks=(LockProbe(LOCK_NAME),),
+    private_metadata=(TABLE_PREFIX, KIND_PREFIX),
+)
 
 
 def other_helix_process(path: Path) -> int | None:
@@ -255,15 +258,6 @@ def _read_meta(hx: _Helix) -> dict[str, bytes]:
 def _registry(meta: Mapping[str, bytes]) -> dict[str, dict[str, Any]]:
     return {
         k[len(TABLE_PREFIX) :]: json.loads(v) for k, v in meta.items() if k.startswith(TABLE_PREFIX)
-    }
-
-
-def _layout_metadata(meta: Mapping[str, bytes]) -> dict[str, bytes]:
-    """The metadata without the keys that describe the layout (tables and their kinds)."""
-    return {
-        k: v
-        for k, v in meta.items()
-        if not k.startswith(TABLE_PREFIX) and not k.startswith(KIND_PREFIX)
     }
 
 
@@ -459,9 +453,9 @@ def helix_safe(name: str) -> bool:
 
 
 def private_copy(path: Path, into: Path) -> Path:
-    """A private image of the store: hard links where possible (SlateDB never rewrites a file
-    in place, it writes new ones), copies otherwise. The manifests are taken first, so that
-    every file they name is still there."""
+    """A private image of the store (:mod:`._snapshot`): hard links where possible (SlateDB
+    never rewrites a file in place, it writes new ones), copies otherwise. The manifests are
+    taken first, so that every file they name is still there."""
     dest = into / "store"
     subdirs = sorted((p for p in path.iterdir() if p.is_dir()), key=lambda p: p.name != "manifest")
     dest.mkdir()
@@ -470,10 +464,7 @@ def private_copy(path: Path, into: Path) -> Path:
             target = dest / Path(root).relative_to(path)
             target.mkdir(parents=True, exist_ok=True)
             for name in files:
-                try:
-                    os.link(Path(root) / name, target / name)
-                except OSError:
-                    shutil.copy2(Path(root) / name, target / name)
+                _snapshot.link(Path(root) / name, target / name)
     return dest
 
 
@@ -583,79 +574,59 @@ def sorted_by_scan(
                     buf, size = [], 0
         if buf:
             spill(buf)
-        batch: list[Record] = []
-        nbytes = 0
-        prev: bytes | None = None
-        for rec in heapq.merge(*(replay(r) for r in runs), key=lambda r: r[0]):
-            if prev is not None and rec[0] == prev:
-                raise SourceError(f"{path}: table {table.name!r} holds key {prev[:32].hex()} twice")
-            prev = rec[0]
-            batch.append(rec)
-            nbytes += len(rec[0]) + len(rec[1])
-            if len(batch) >= max_records or nbytes >= max_bytes:
-                yield batch
-                batch, nbytes = [], 0
-        if batch:
-            yield batch
+
+        def merged() -> Iterator[Record]:
+            prev: bytes | None = None
+            for rec in heapq.merge(*(replay(r) for r in runs), key=lambda r: r[0]):
+                if prev is not None and rec[0] == prev:
+                    raise SourceError(
+                        f"{path}: table {table.name!r} holds key {prev[:32].hex()} twice"
+                    )
+                prev = rec[0]
+                yield rec
+
+        yield from take_batches(merged(), max_records, max_bytes)
 
 
-def read_table(
-    hx: _Helix,
-    path: Path,
-    table: TableInfo,
-    after: bytes | None,
-    max_records: int,
-    max_bytes: int,
-    *,
-    source: bool,
-) -> Iterator[Batch]:
-    """Batches of a table through its range index: pages of ``k > last``, sized to the records."""
+def _pages(
+    hx: _Helix, path: Path, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+) -> Iterator[list[Record]]:
+    """Pages of a table's records through its range index (``k > last``), sized to the records."""
     helix = hx.helix
     label = label_of(table.name)
     last = after.hex() if after is not None else None
     size = max(1, min(max_records, FIRST_PAGE))
-    pending: list[Record] = []
-    done = False
+    while True:
+        where = (
+            helix.SourcePredicate.gte("k", "")
+            if last is None
+            else helix.SourcePredicate.gt("k", last)
+        )
+        rows = hx.read("o", helix.g().n_with_label_where(label, where).limit(size).value_map(PROPS))
+        records = decode_rows(path, rows, last, table)
+        if not records:
+            return
+        yield records
+        if len(rows) < size:
+            return
+        last = records[-1][0].hex()
+        avg = max(1, sum(len(r[0]) + len(r[1]) for r in records) // len(records))
+        size = max(1, min(MAX_PAGE, max_records, max_bytes // avg))
+
+
+def read_table(
+    hx: _Helix, path: Path, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+) -> Iterator[Batch]:
+    """Batches of a table through its range index, taken natively from its pages."""
     yielded = after
     try:
-        while True:
-            batch: list[Record] = []
-            nbytes = 0
-            while len(batch) < max_records and nbytes < max_bytes:
-                if not pending:
-                    if done:
-                        break
-                    where = (
-                        helix.SourcePredicate.gte("k", "")
-                        if last is None
-                        else helix.SourcePredicate.gt("k", last)
-                    )
-                    rows = hx.read(
-                        "o", helix.g().n_with_label_where(label, where).limit(size).value_map(PROPS)
-                    )
-                    done = len(rows) < size
-                    pending = decode_rows(path, rows, last, table)
-                    if pending:
-                        last = pending[-1][0].hex()
-                        avg = max(1, sum(len(r[0]) + len(r[1]) for r in pending) // len(pending))
-                        size = max(1, min(MAX_PAGE, max_records, max_bytes // avg))
-                    pending.reverse()
-                    if not pending:
-                        break
-                rec = pending.pop()
-                batch.append(rec)
-                nbytes += len(rec[0]) + len(rec[1])
-            if not batch:
-                return
+        rows = itertools.chain.from_iterable(_pages(hx, path, table, after, max_records, max_bytes))
+        for batch in take_batches(rows, max_records, max_bytes):
             yielded = batch[-1][0]
             yield batch
     except OutOfOrder:
         # Never seen, but then the index cannot be paged by key: sort without it.
         yield from sorted_by_scan(hx, path, table, yielded, max_records, max_bytes)
-    except StateMigrateError:
-        raise
-    except Exception as exc:
-        raise _map(exc, path, f"reading table {table.name!r}", source=source) from exc
 
 
 class HelixdbReader(Reader):
@@ -668,44 +639,39 @@ class HelixdbReader(Reader):
     its start is checked to yield every node of its label.
     """
 
+    facts = HELIX_FACTS
+
     def __init__(self, engine: type[HelixdbEngine], path: Path, *, skip_foreign: bool = False):
         self.path = path
         self.hx: _Helix | None = None
-        self.tmpdir: str | None = tempfile.mkdtemp(prefix="statemigrate-helixdb-")
+        self.tmpdir: Path | None = None
         try:
             database = database_of(path)
             if database is None:
                 raise SourceError(f"{path}: not a HelixDB store")
-            image = private_copy(database, Path(self.tmpdir))
-            self.hx = _Helix(engine, image, reader=True, shown=path)
-            self._meta = _read_meta(self.hx)
-            self._tables, self._counts = discover_tables(
-                self.hx, path, self._meta, skip_foreign=skip_foreign, timeout=scan_timeout(image)
-            )
-            self._registry = _registry(self._meta)
-            _wait_for_indexes(self.hx, list(self._registry.values()), path, source=True)
-        except StateMigrateError:
+            try:
+                self.tmpdir = _snapshot.private_dir("helixdb")
+                image = private_copy(database, self.tmpdir)
+            except OSError as exc:
+                raise SourceError(f"{path}: cannot make a private image to read ({exc})") from exc
+            with self.errors("opening"):
+                self.hx = _Helix(engine, image, reader=True, shown=path)
+                meta = _read_meta(self.hx)
+                self.snapshot_tables, self._counts = discover_tables(
+                    self.hx, path, meta, skip_foreign=skip_foreign, timeout=scan_timeout(image)
+                )
+                self.snapshot_metadata = meta
+                self._registry = _registry(meta)
+                _wait_for_indexes(self.hx, list(self._registry.values()), path, source=True)
+        except BaseException:
             self.close()
             raise
-        except Exception as exc:
-            self.close()
-            if isinstance(exc, OSError):
-                raise SourceError(f"{path}: cannot make a private image to read ({exc})") from exc
-            raise _map(exc, path, "opening", source=True) from exc
 
-    def list_tables(self) -> list[TableInfo]:
-        return list(self._tables)
-
-    def metadata(self) -> dict[str, bytes]:
-        return _layout_metadata(self._meta)
-
-    def iter_records(self, table: TableInfo, after: bytes | None = None) -> Iterator[Record]:
-        for batch in self.read_batches(table, after):
-            yield from batch
-
-    def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
         assert self.hx is not None
-        batches = read_table(self.hx, self.path, table, after, max_records, max_bytes, source=True)
+        batches = read_table(self.hx, self.path, table, after, max_records, max_bytes)
         nodes = self._counts.get(table.name)
         if after is not None or nodes is None:
             return batches
@@ -737,13 +703,14 @@ class HelixdbReader(Reader):
                 hx, self.hx = self.hx, None
                 hx.close()
         finally:
-            if self.tmpdir is not None:
-                shutil.rmtree(self.tmpdir, ignore_errors=True)
-                self.tmpdir = None
+            _snapshot.remove(self.tmpdir)
+            self.tmpdir = None
 
 
 class HelixdbWriter(Writer):
     """Each batch is one write batch (records and metadata together)."""
+
+    facts = HELIX_FACTS
 
     def __init__(self, engine: type[HelixdbEngine], path: Path, create: bool):
         self.path = path
@@ -773,23 +740,22 @@ class HelixdbWriter(Writer):
             self._unlock()
             raise StoreBusyError(busy_message(path, pid))
         try:
-            self.hx = _Helix(engine, database, reader=False)
-        except Exception as exc:
+            with self.errors("opening for writing"):
+                self.hx = _Helix(engine, database, reader=False)
+        except BaseException:
             self._unlock()
-            raise _map(exc, path, "opening for writing", source=False) from exc
+            raise
         self.helix = self.hx.helix
         try:
-            self._meta = _read_meta(self.hx)
-            # Foreign labels are left alone: a writer touches only the tables it is given.
-            tables: list[TableInfo] = []
-            if not create:
-                tables = discover_tables(self.hx, path, self._meta, skip_foreign=True)[0]
-        except StateMigrateError:
+            with self.errors("reading metadata"):
+                self._meta = _read_meta(self.hx)
+                # Foreign labels are left alone: a writer touches only the tables it is given.
+                tables: list[TableInfo] = []
+                if not create:
+                    tables = discover_tables(self.hx, path, self._meta, skip_foreign=True)[0]
+        except BaseException:
             self.close()
             raise
-        except Exception as exc:
-            self.close()
-            raise _map(exc, path, "reading metadata", source=False) from exc
         self._tables = {t.name: t for t in tables}
         g, PI = self.helix.g, self.helix.PropertyInput
         self._meta_body = self.helix.write_batch().var_as(
@@ -798,9 +764,7 @@ class HelixdbWriter(Writer):
 
     def _lock(self) -> None:
         lock = self.path / LOCK_NAME
-        pid = fcntl_holder(lock)
-        if pid is not None:
-            raise StoreBusyError(busy_message(self.path, pid))
+        refuse_if_held(self.path, self.facts.locks)
         import fcntl
 
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
@@ -808,7 +772,7 @@ class HelixdbWriter(Writer):
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(fd)
-            raise StoreBusyError(busy_message(self.path, fcntl_holder(lock))) from exc
+            raise StoreBusyError(busy_message(self.path, self.facts.holder(self.path))) from exc
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self.lock_fd = fd
@@ -820,10 +784,8 @@ class HelixdbWriter(Writer):
             self.lock_fd = None
 
     def _run(self, batch: Any, doing: str, **params: Any) -> None:
-        try:
+        with self.errors(doing):
             self.hx.query(batch, **params)
-        except Exception as exc:
-            raise _map(exc, self.path, doing, source=False) from exc
 
     def _with_meta(
         self, batch: Any, metadata: Mapping[str, bytes | None]
@@ -852,20 +814,18 @@ class HelixdbWriter(Writer):
     def list_tables(self) -> list[TableInfo]:
         return sorted(self._tables.values(), key=lambda t: t.name.encode("utf-8"))
 
-    def metadata(self) -> dict[str, bytes]:
-        return _layout_metadata(self._meta)
+    def raw_metadata(self) -> dict[str, bytes]:
+        return dict(self._meta)
 
     def create_table(self, table: TableInfo) -> None:
         label = label_of(table.name)
         spec = self.helix.IndexSpec.node_range(label, "k")
-        try:
+        with self.errors(f"creating table {table.name!r}"):
             answer = self.hx.query(
                 self.helix.write_batch()
                 .var_as("ix", self.helix.g().create_index_if_not_exists(spec))
                 .returning(["ix"])
             )
-        except Exception as exc:
-            raise _map(exc, self.path, f"creating table {table.name!r}", source=False) from exc
         op = answer.get("ix", {}).get("operation_id")
         entry = {"name": table.name, "kind": table.kind.value, "index_op": op}
         # kind: is what DESIGN.md documents (an empty table has no other trace).
@@ -919,11 +879,13 @@ class HelixdbWriter(Writer):
     # In-place methods (schema upgrades); no multi-step transaction (each write batch
     # commits on its own), so upgrades stage their work and rename by copying.
 
-    def read_batches(self, table, after=None, *, max_records=10_000, max_bytes=8 << 20):  # type: ignore[override]
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
         entry = _registry(self._meta).get(label_of(table.name))
         if entry is not None:
             _wait_for_indexes(self.hx, [entry], self.path, source=False)
-        return read_table(self.hx, self.path, table, after, max_records, max_bytes, source=False)
+        yield from read_table(self.hx, self.path, table, after, max_records, max_bytes)
 
     def drop_table(self, name: str) -> None:
         label = label_of(name)
@@ -951,14 +913,10 @@ class HelixdbWriter(Writer):
             self.helix = self.hx.helix
 
     def finish(self) -> None:
-        try:
+        with self.errors("waiting for index builds"):
             _wait_for_indexes(
                 self.hx, list(_registry(self._meta).values()), self.path, source=False
             )
-        except StateMigrateError:
-            raise
-        except Exception as exc:
-            raise _map(exc, self.path, "waiting for index builds", source=False) from exc
 
     def close(self) -> None:
         hx = getattr(self, "hx", None)
@@ -1029,5 +987,5 @@ class HelixdbEngine(Engine):
         manifests = sorted((database / "manifest").glob("*.manifest"))
         return {
             "manifest": manifests[-1].name if manifests else None,
-            "writer_lock_pid": fcntl_holder(path / LOCK_NAME),
+            "writer_lock_pid": lock_holder(path, HELIX_FACTS.locks),
         }
