@@ -70,7 +70,7 @@ def test_the_names_resolve_on_first_use() -> None:
     out = python(
         "import sys, statemigrate\n"
         "assert 'statemigrate.api' not in sys.modules\n"
-        "f = statemigrate.checksum\n"
+        "f = statemigrate.inspect\n"
         "print(f.__module__, 'statemigrate.api' in sys.modules, statemigrate.__version__)\n"
     )
     module, loaded, version = out.split()

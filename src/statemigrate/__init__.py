@@ -54,46 +54,9 @@ if TYPE_CHECKING:
         UpgradeInterruptedError,
     )
 
-_VERBS = (
-    "check",
-    "checksum",
-    "convert",
-    "current",
-    "downgrade",
-    "engines",
-    "finish_interrupted",
-    "history",
-    "inspect",
-    "open_store",
-    "revision",
-    "stamp",
-    "upgrade",
-    "verify",
-    "verify_manifest",
-)
-_ERRORS = (
-    "DestinationError",
-    "InterruptedByUser",
-    "MissingDriverError",
-    "SourceError",
-    "StateMigrateError",
-    "StoreBusyError",
-    "UsageError",
-)
-_SCHEMA_ERRORS = (
-    "OffRevisionError",
-    "RevisionFailedError",
-    "RevisionUnknownError",
-    "SchemaError",
-    "StoreMissingError",
-    "UpgradeInterruptedError",
-)
-# Where each public name lives; resolved on first access (PEP 562).
-_LAZY = {
-    **dict.fromkeys(_VERBS, ".api"),
-    **dict.fromkeys(_ERRORS, ".errors"),
-    **dict.fromkeys(_SCHEMA_ERRORS, ".schema.errors"),
-}
+# Where the public names live, light modules first; each is resolved on first access
+# (PEP 562), so that asking for an error class does not load the verbs.
+_HOMES = (".errors", ".schema.errors", ".api")
 
 
 def _version() -> str:
@@ -109,10 +72,11 @@ def _version() -> str:
 def __getattr__(name: str) -> Any:
     if name == "op":  # the module revisions import: ``from statemigrate import op``
         value: Any = importlib.import_module(".schema.op", __name__)
-    elif name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
     elif name == "__version__":
         value = _version()
+    elif name in __all__:
+        homes = (importlib.import_module(home, __name__) for home in _HOMES)
+        value = next(getattr(module, name) for module in homes if hasattr(module, name))
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value  # looked up once

@@ -12,10 +12,14 @@ from functools import cache, lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
+from typing import TypeAlias
 
 from .engines.base import Engine
 from .errors import SourceError, UsageError
 from .fsutil import kind_of
+
+# What every verb takes for a store: a path, or a string naming the engine too (ENGINE:PATH).
+StorePath: TypeAlias = str | os.PathLike[str]
 
 GROUP = "statemigrate.engines"
 # Where the built-in engines live, for a source tree without installed metadata.
@@ -142,12 +146,13 @@ def detect_engine(path: Path) -> type[Engine]:
     return max(engines, key=lambda eng: eng.detect_priority)
 
 
-def parse_store(spec: str, engine: str | None = None) -> tuple[type[Engine] | None, Path]:
+def parse_store(spec: StorePath, engine: str | None = None) -> tuple[type[Engine] | None, Path]:
     """Split ``ENGINE:PATH`` (or a plain path with an optional engine name).
 
     Returns:
         The named engine (None when it is left to detection) and the path.
     """
+    spec = os.fspath(spec)
     name, sep, rest = spec.partition(":")
     if sep and name in _entry_points() and rest:
         if engine and engine != name:
@@ -156,7 +161,7 @@ def parse_store(spec: str, engine: str | None = None) -> tuple[type[Engine] | No
     return (get_engine(engine) if engine else None), Path(spec)
 
 
-def resolve_source(spec: str, engine: str | None = None) -> tuple[type[Engine], Path]:
+def resolve_source(spec: StorePath, engine: str | None = None) -> tuple[type[Engine], Path]:
     """An existing store: its engine (given or detected) and path.
 
     Every verb that reads a store comes through here, so the store's files are looked

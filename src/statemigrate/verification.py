@@ -8,6 +8,7 @@ falls back to a record-by-record merge that lists the differences.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from .model import Record, TableInfo, TableKind, check_source_tables
 from .pipeline.copy import digest_checked, digest_store
 from .prefetch import prefetch
 from .progress import Progress
-from .registry import resolve_source
+from .registry import StorePath, resolve_source
 
 MANIFEST_FORMAT = 1
 
@@ -88,7 +89,7 @@ class ChecksumReport:
 
 
 def checksum(
-    store: str,
+    store: StorePath,
     *,
     engine: str | None = None,
     options: dict[str, Any] | None = None,
@@ -205,8 +206,8 @@ def _merge(
 
 
 def verify(
-    a: str,
-    b: str,
+    a: StorePath,
+    b: StorePath,
     *,
     engine_a: str | None = None,
     engine_b: str | None = None,
@@ -337,11 +338,27 @@ def load_manifest(path: Path) -> dict[str, Any]:
         raise UsageError(f"{path}: not a statemigrate manifest ({exc})") from exc
 
 
-def verify_manifest(store: str, manifest: str, *, engine: str | None = None) -> VerifyReport:
-    """Check a store against a saved manifest (per-table counts and digests)."""
+def verify_manifest(
+    store: StorePath, manifest: str | os.PathLike[str], *, engine: str | None = None
+) -> VerifyReport:
+    """Check a store against a saved manifest (per-table counts and digests).
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        manifest: a manifest written by ``checksum --json``.
+        engine: the engine, when not detected.
+
+    Returns:
+        A :class:`VerifyReport`; ``equal`` is False when anything differs.
+
+    Raises:
+        UsageError: the manifest is missing or malformed (exit 2).
+    """
     saved = load_manifest(Path(manifest))
     now = checksum(store, engine=engine)
-    report = VerifyReport(now.store, manifest, digest_a=now.digest, digest_b=saved["digest"])
+    report = VerifyReport(
+        now.store, os.fspath(manifest), digest_a=now.digest, digest_b=saved["digest"]
+    )
     current = {t["table"]: t for t in now.tables}
     for name in sorted(set(current) | set(saved["tables"]), key=lambda n: n.encode()):
         x, y = current.get(name), saved["tables"].get(name)

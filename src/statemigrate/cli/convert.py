@@ -5,13 +5,17 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from .. import api
 from ..errors import EXIT_INTERRUPTED, UsageError
+from ..model import BATCH_BYTES, BATCH_RECORDS
 from .output import echo, emit_json, print_convert, print_engines, print_inspect, print_verify
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _Stopper:
@@ -89,6 +93,13 @@ def _engine_options(
     return src or None, dst or None
 
 
+def _count_option(flag: str, default: int, help: str, minimum: int = 1) -> Callable[[F], F]:
+    """An option taking a count of at least ``minimum``, its default shown in the help."""
+    return click.option(
+        flag, type=click.IntRange(min=minimum), default=default, show_default=True, help=help
+    )
+
+
 @click.command()
 @click.argument("source")
 @click.argument("destination")
@@ -102,20 +113,8 @@ def _engine_options(
     help="Destination engine (from ENGINE:PATH or the suffix).",
 )
 @click.option("--tables", metavar="NAMES", help="Only these tables, comma-separated.")
-@click.option(
-    "--batch-records",
-    type=click.IntRange(min=1),
-    default=10_000,
-    show_default=True,
-    help="Records per batch at most.",
-)
-@click.option(
-    "--batch-bytes",
-    type=click.IntRange(min=1),
-    default=8 << 20,
-    show_default=True,
-    help="Payload bytes per batch at most.",
-)
+@_count_option("--batch-records", BATCH_RECORDS, "Records per batch at most.")
+@_count_option("--batch-bytes", BATCH_BYTES, "Payload bytes per batch at most.")
 @click.option(
     "--overwrite",
     is_flag=True,
@@ -237,13 +236,7 @@ def convert(
     type=click.Path(dir_okay=False),
     help="Compare A with a manifest from `checksum --json`.",
 )
-@click.option(
-    "--limit",
-    type=click.IntRange(min=0),
-    default=20,
-    show_default=True,
-    help="Differences to list.",
-)
+@_count_option("--limit", 20, "Differences to list.", minimum=0)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def verify(a: str, b: str | None, manifest: str | None, limit: int, as_json: bool) -> None:
     """Check that stores A and B (any engines) hold the same state.

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
 
-from ..digest import Digest, batch_digest, store_digest
 from ..engines.base import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_RECORDS,
@@ -28,6 +28,7 @@ from ..engines.base import (
 )
 from ..errors import DestinationError, StateMigrateError, UsageError
 from ..model import TableInfo
+from ..registry import StorePath
 from . import op as op_module
 from .errors import RevisionFailedError, RevisionUnknownError
 from .journal import (
@@ -47,6 +48,7 @@ from .store import (
     MISSING_HINT,
     atomic,
     create_store,
+    digest_tables,
     digest_writer,
     in_place_engine,
     is_missing,
@@ -108,24 +110,18 @@ def _peek(eng: type[Engine], path: Path) -> tuple[dict[str, bytes], list[TableIn
 
 
 def _digest_reader(reader: Reader) -> str:
-    parts = []
-    for table in reader.tables():
-        total = Digest()
-        for batch in reader.read_batches(table):
-            total = total + batch_digest(batch, table.versioned)
-        parts.append((table.name, table.kind, total))
-    return store_digest(parts)
+    return digest_tables(reader.tables(), reader.read_batches)
 
 
 def _migrate(
-    store: str,
-    schema_dir: str | Path,
+    store: StorePath,
+    schema_dir: str | os.PathLike[str],
     target: str,
     up: bool,
     *,
     engine: str | None,
     dry_run: bool,
-    backup: str | Path | None,
+    backup: str | os.PathLike[str] | None,
     digests: bool,
     batch_records: int,
     batch_bytes: int,
@@ -133,6 +129,7 @@ def _migrate(
 ) -> UpgradeReport:
     started = time.monotonic()
     created = False
+    store = os.fspath(store)
     if create and is_missing(store, engine):
         schema = Schema(schema_dir)  # a broken schema is refused before anything exists
         if dry_run:
@@ -264,13 +261,13 @@ def _run_step(
 
 
 def upgrade(
-    store: str,
-    schema: str | Path,
+    store: StorePath,
+    schema: str | os.PathLike[str],
     *,
     to: str = "head",
     engine: str | None = None,
     dry_run: bool = False,
-    backup: str | Path | None = None,
+    backup: str | os.PathLike[str] | None = None,
     digests: bool = True,
     batch_records: int = DEFAULT_BATCH_RECORDS,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
@@ -317,20 +314,35 @@ def upgrade(
 
 
 def downgrade(
-    store: str,
-    schema: str | Path,
+    store: StorePath,
+    schema: str | os.PathLike[str],
     *,
     to: str,
     engine: str | None = None,
     dry_run: bool = False,
-    backup: str | Path | None = None,
+    backup: str | os.PathLike[str] | None = None,
     digests: bool = True,
     batch_records: int = DEFAULT_BATCH_RECORDS,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
 ) -> UpgradeReport:
-    """Take a store back to an earlier revision (``base``, an id, ``-N``) through the downgrades.
+    """Take a store back to an earlier revision through the revisions' downgrades.
 
-    Arguments, result and errors as :func:`upgrade`.
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        schema: the schema directory.
+        to: the target: ``base``, a revision id, ``-N``.
+        engine: the engine, when not detected.
+        dry_run: only list the revisions and operations that would run.
+        backup: first write an engine-native backup of the store there.
+        digests: compute the store digest before and after (for the report).
+        batch_records: records per batch at most.
+        batch_bytes: payload bytes per batch at most.
+
+    Returns:
+        An :class:`UpgradeReport` (status ``downgraded``, or ``up_to_date``).
+
+    Raises:
+        StateMigrateError: as :func:`upgrade`.
     """
     return _migrate(
         store,
@@ -347,8 +359,8 @@ def downgrade(
 
 
 def stamp(
-    store: str,
-    schema: str | Path,
+    store: StorePath,
+    schema: str | os.PathLike[str],
     revision: str,
     *,
     engine: str | None = None,
@@ -357,6 +369,20 @@ def stamp(
     """Set the store's revision without running anything (Alembic's ``stamp``).
 
     The checksums of the stamped revisions and their ancestors are recorded as applied.
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        schema: the schema directory.
+        revision: a revision id, ``head`` or ``base``.
+        engine: the engine, when not detected.
+        dry_run: say what the stamp would be; change nothing.
+
+    Returns:
+        An :class:`UpgradeReport` (status ``stamped``, or ``dry_run``).
+
+    Raises:
+        StateMigrateError: the store is missing (exit 4), busy (exit 3), or the
+            revision is not the schema's (exit 2).
     """
     started = time.monotonic()
     eng, path = in_place_engine(store, engine)
@@ -388,9 +414,9 @@ def stamp(
 
 
 def current(
-    store: str,
+    store: StorePath,
     *,
-    schema: str | Path | None = None,
+    schema: str | os.PathLike[str] | None = None,
     engine: str | None = None,
 ) -> CurrentReport:
     """The store's stamped revision(s); with a schema, whether it is at head.
@@ -442,7 +468,7 @@ def current(
     return report
 
 
-def finish_interrupted(store: str, *, engine: str | None = None) -> str | None:
+def finish_interrupted(store: StorePath, *, engine: str | None = None) -> str | None:
     """Finish (or roll back) an interrupted upgrade, and nothing else; no schema needed.
 
     ``upgrade`` and ``downgrade`` do this first on their own; this is for a caller
@@ -469,9 +495,16 @@ def finish_interrupted(store: str, *, engine: str | None = None) -> str | None:
     return done
 
 
-def check(store: str, schema: str | Path, *, engine: str | None = None) -> CurrentReport:
+def check(
+    store: StorePath, schema: str | os.PathLike[str], *, engine: str | None = None
+) -> CurrentReport:
     """Whether the store is at the schema's head, no applied revision file changed and no
     upgrade is unfinished (read only, as :func:`current`).
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        schema: the schema directory.
+        engine: the engine, when not detected.
 
     Returns:
         A :class:`CurrentReport`; ``report.ok`` is the answer (the CLI exits 0 or 1).
@@ -479,13 +512,30 @@ def check(store: str, schema: str | Path, *, engine: str | None = None) -> Curre
     return current(store, schema=schema, engine=engine)
 
 
-def history(schema: str | Path) -> list[dict[str, Any]]:
-    """The schema's revisions, newest first (id, down revisions, message, head/merge/branch)."""
+def history(schema: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The schema's revisions, newest first.
+
+    Args:
+        schema: the schema directory.
+
+    Returns:
+        One dict per revision: id, down revisions, message, head/merge/branch point.
+    """
     return Schema(schema).history()
 
 
 def revision(
-    schema: str | Path, message: str, *, head: str = "head", rev_id: str | None = None
+    schema: str | os.PathLike[str], message: str, *, head: str = "head", rev_id: str | None = None
 ) -> str:
-    """Write a new revision file from the schema's ``script.py.mako``; returns its path."""
+    """Write a new revision file from the schema's ``script.py.mako``.
+
+    Args:
+        schema: the schema directory.
+        message: what the revision does.
+        head: the revision it follows.
+        rev_id: the revision id (random by default, as Alembic makes them).
+
+    Returns:
+        The new file's path.
+    """
     return Schema(schema).new_revision(message, head=head, rev_id=rev_id)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,7 +69,7 @@ def file_checksum(path: str | Path) -> str:
 class Schema:
     """A schema directory and its revision graph."""
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
         try:
             from alembic.config import Config
             from alembic.script import ScriptDirectory

@@ -10,29 +10,30 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ..digest import Digest, batch_digest, store_digest
 from ..engines.base import META_REVISION, Engine, Writer
 from ..errors import DestinationError, StateMigrateError, StoreBusyError, UsageError
+from ..model import Batch, TableInfo
 from ..perms import no_wider_than
-from ..registry import parse_store, resolve_source
+from ..registry import StorePath, parse_store, resolve_source
 from .errors import StoreMissingError
 
 MISSING_HINT = "check the path"
 CREATE_HINT = "check the path; on a first install, `statemigrate upgrade --create` makes the store"
 
 
-def is_missing(store: str, engine: str | None) -> bool:
+def is_missing(store: StorePath, engine: str | None) -> bool:
     """Whether nothing at all is at the store's path (not even a dangling link)."""
     _eng, path = parse_store(store, engine)
     return not (path.exists() or path.is_symlink())
 
 
 def resolve_store(
-    store: str, engine: str | None, missing_hint: str = MISSING_HINT
+    store: StorePath, engine: str | None, missing_hint: str = MISSING_HINT
 ) -> tuple[type[Engine], Path]:
     """The store's engine and path; a path where nothing is gets its own error (exit 4)."""
     if is_missing(store, engine):
@@ -45,7 +46,7 @@ def resolve_store(
 
 
 def in_place_engine(
-    store: str, engine: str | None, missing_hint: str = MISSING_HINT
+    store: StorePath, engine: str | None, missing_hint: str = MISSING_HINT
 ) -> tuple[type[Engine], Path]:
     """The store's engine and path, refused (exit 2) if the engine cannot upgrade in place."""
     eng, path = resolve_store(store, engine, missing_hint)
@@ -203,12 +204,19 @@ def stamped_revisions(eng: type[Engine], path: Path, meta: dict[str, bytes]) -> 
     return sorted(json.loads(raw)) if raw else []
 
 
-def digest_writer(writer: Writer) -> str:
-    """The store digest, read through the writer (it sees what the writer sees)."""
+def digest_tables(
+    tables: list[TableInfo], read_batches: Callable[[TableInfo], Iterable[Batch]]
+) -> str:
+    """The store digest of ``tables``, each read through ``read_batches``."""
     parts = []
-    for table in writer.list_tables():
+    for table in tables:
         total = Digest()
-        for batch in writer.read_batches(table):
+        for batch in read_batches(table):
             total = total + batch_digest(batch, table.versioned)
         parts.append((table.name, table.kind, total))
     return store_digest(parts)
+
+
+def digest_writer(writer: Writer) -> str:
+    """The store digest, read through the writer (it sees what the writer sees)."""
+    return digest_tables(writer.list_tables(), writer.read_batches)

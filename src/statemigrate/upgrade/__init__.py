@@ -58,22 +58,3 @@ class _CallableModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallableModule
-
-__all__ = [
-    "CurrentReport",
-    "OffRevisionError",
-    "RevisionFailedError",
-    "RevisionUnknownError",
-    "SchemaError",
-    "StoreMissingError",
-    "UpgradeInterruptedError",
-    "UpgradeReport",
-    "check",
-    "current",
-    "downgrade",
-    "finish_interrupted",
-    "history",
-    "revision",
-    "stamp",
-    "upgrade",
-]
