@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, final
 
 from typing_extensions import Self
 
@@ -262,17 +262,16 @@ class StoreAccess(ABC):
     def close(self) -> None:
         """Release the store."""
 
+    @final
     def metadata(self) -> dict[str, bytes]:
         """The store's metadata entries (empty when it has none), the engine's own hidden."""
         return public_metadata(self.raw_metadata(), self.facts.private_metadata)
 
+    @abstractmethod
     def raw_metadata(self) -> dict[str, bytes]:
-        """Every entry of the store's metadata, the engine's private ones included.
+        """Every entry of the store's metadata, the engine's private ones included."""
 
-        Every engine implements it (or, until it moves to :meth:`scan`, :meth:`metadata`).
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not read metadata")
-
+    @abstractmethod
     def scan(
         self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
     ) -> Iterator[Batch]:
@@ -280,8 +279,7 @@ class StoreAccess(ABC):
 
         Each batch holds at most ``max_records`` records and stops at the record that
         brings its payload to ``max_bytes``; an empty table yields nothing. Driver
-        errors raised here are mapped by the base (``facts.errors``). Every engine
-        implements it (or, until it moves to it, overrides :meth:`read_batches`).
+        errors raised here are mapped by the base (``facts.errors``).
 
         Args:
             table: the table to read.
@@ -289,7 +287,6 @@ class StoreAccess(ABC):
             max_records: records per batch at most.
             max_bytes: payload bytes per batch at most.
         """
-        raise NotImplementedError(f"{type(self).__name__} does not scan tables")
 
     def confirm_end(self, table: TableInfo, after: bytes | None, last: bytes | None) -> None:
         """Confirm that a scan whose last record was ``last`` reached the table's real end.
@@ -307,6 +304,7 @@ class StoreAccess(ABC):
             SourceError: the scan stopped early.
         """
 
+    @final
     def read_batches(
         self,
         table: TableInfo,
@@ -377,6 +375,7 @@ class Reader(StoreAccess):
             out.append(t)
         return sorted(out, key=lambda t: t.name.encode("utf-8"))
 
+    @final
     def iter_records(self, table: TableInfo, after: bytes | None = None) -> Iterator[Record]:
         """Records of ``table`` in key order, strictly after ``after`` when given."""
         for batch in self.read_batches(table, after):

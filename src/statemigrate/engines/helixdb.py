@@ -837,7 +837,9 @@ class HelixdbWriter(Writer):
         )
         self._tables[table.name] = TableInfo(table.name, table.kind)
 
-    def write_batch(self, table: TableInfo, batch: Batch, metadata=None) -> None:  # type: ignore[override]
+    def write_batch(
+        self, table: TableInfo, batch: Batch, metadata: Mapping[str, bytes | None] | None = None
+    ) -> None:
         g, PI = self.helix.g, self.helix.PropertyInput
         props = [("k", PI.param("k")), ("v", PI.param("v"))]
         if table.versioned:

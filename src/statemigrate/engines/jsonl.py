@@ -519,7 +519,7 @@ class JsonlWriter(Writer):
     def list_tables(self) -> list[TableInfo]:
         return [TableInfo(t["name"], TableKind(t["kind"]), t["meta"]) for t in self.tables]
 
-    def metadata(self) -> dict[str, bytes]:
+    def raw_metadata(self) -> dict[str, bytes]:
         return dict(self.meta)
 
     def create_table(self, table: TableInfo) -> None:
@@ -533,7 +533,9 @@ class JsonlWriter(Writer):
         self.tables.append(entry)
         self._save()
 
-    def write_batch(self, table: TableInfo, batch: Batch, metadata=None) -> None:  # type: ignore[override]
+    def write_batch(
+        self, table: TableInfo, batch: Batch, metadata: Mapping[str, bytes | None] | None = None
+    ) -> None:
         if not self.tables or self.tables[-1]["name"] != table.name:
             raise DestinationError(f"{self.path}: tables of a dump are written one after another")
         self._check_stamp(metadata)
