@@ -25,6 +25,16 @@ TMP_TABLE_PREFIX = "__sm_tmp__"
 # Metadata entries an unfinished upgrade leaves: its journal once the revision
 # committed, the private tables it created before that (statemigrate.upgrade.journal).
 UPGRADE_ENTRIES = ("upgrade_journal", "upgrade_pending")
+# Keys of the store metadata (the ``__statemigrate__`` table of each engine).
+META_SCHEMA = "schema"
+META_REVISION = "revision"  # JSON list of revision ids
+META_CHECKPOINT = "checkpoint"  # JSON, only while a conversion runs
+META_TABLE_PREFIX = "table:"  # + table name: JSON of TableInfo.meta
+# + table name: b"versioned", where the layout cannot show a table's kind (DESIGN.md);
+# engine-private (see engines.access.StoreFacts.private_metadata).
+META_KIND_PREFIX = "kind:"
+
+
 # How large a batch grows: records, and payload bytes (keys plus values; the record
 # that reaches the limit is the batch's last). One definition for every reader.
 BATCH_RECORDS = 10_000
@@ -168,23 +178,3 @@ def encode_versioned(batch: Batch) -> list[tuple[bytes, bytes]]:
         ``(key, u64be(version) + value)`` pairs, in the batch's order.
     """
     return [(k, ver.to_bytes(VERSION_BYTES, "big") + v) for k, v, ver in batch]
-
-
-def decode_versioned(
-    pairs: list[tuple[bytes, bytes]], where: str
-) -> list[tuple[bytes, bytes, int]]:
-    """Inverse of :func:`encode_versioned`.
-
-    Args:
-        pairs: ``(key, stored value)`` pairs.
-        where: the store and table, for the message.
-
-    Returns:
-        ``(key, value, version)`` records.
-
-    Raises:
-        SourceError: a stored value is shorter than its version.
-    """
-    if any(len(v) < VERSION_BYTES for _k, v in pairs):
-        raise SourceError(f"{where}: a versioned record is shorter than its 8-byte version")
-    return [(k, v[VERSION_BYTES:], int.from_bytes(v[:VERSION_BYTES], "big")) for k, v in pairs]
