@@ -148,18 +148,14 @@ class DbapiSqlReader(Reader):
         self.engine = engine
         self.path = path
         self.conn = conn
-        try:
-            with self.errors("reading the schema"):
-                conn.execute("BEGIN")
-                names = table_names(conn)  # the first read fixes the snapshot
-                tables, self.foreign_tables = layout_tables(conn, names, path)
-                self.snapshot_metadata = read_metadata(conn, names)
-                self.snapshot_tables, self._sql = _real_names(tables, self.snapshot_metadata)
+        with self.opening("reading the schema"):
+            conn.execute("BEGIN")
+            names = table_names(conn)  # the first read fixes the snapshot
+            tables, self.foreign_tables = layout_tables(conn, names, path)
+            self.snapshot_metadata = read_metadata(conn, names)
+            self.snapshot_tables, self._sql = _real_names(tables, self.snapshot_metadata)
             if self.foreign_tables and not options.get("skip_foreign_tables"):
                 refuse_foreign(path, self.foreign_tables)
-        except BaseException:
-            self.close()
-            raise
 
     def scan(
         self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
@@ -189,16 +185,12 @@ class DbapiSqlWriter(Writer):
         self._in_tx = False
         self.in_place = False  # set by transaction(): only in-place upgrades use it
         self.was_wal = False  # the file's journal mode when opened, for an upgrade to keep
-        try:
-            with self.errors("opening for writing"):
-                mode = conn.execute("PRAGMA journal_mode").fetchall()
-                self.was_wal = bool(mode) and str(mode[0][0]).lower() == "wal"
-                for pragma in engine.writer_pragmas:
-                    conn.execute(pragma).fetchall()
-                conn.execute(SqlLayout.META_CREATE)
-        except BaseException:
-            self.close()
-            raise
+        with self.opening("opening for writing"):
+            mode = conn.execute("PRAGMA journal_mode").fetchall()
+            self.was_wal = bool(mode) and str(mode[0][0]).lower() == "wal"
+            for pragma in engine.writer_pragmas:
+                conn.execute(pragma).fetchall()
+            conn.execute(SqlLayout.META_CREATE)
 
     def _tx(self, work: Callable[[], None], doing: str) -> None:
         """``work`` in one transaction; inside :meth:`transaction` it joins that one."""

@@ -290,6 +290,17 @@ class StoreAccess(ABC):
         how.setdefault("writing", not self.reads_source)
         return self.facts.mapped(self.path, doing, **how)
 
+    @contextlib.contextmanager
+    def opening(self, doing: str = "opening", **how: Any) -> Iterator[None]:
+        """As :meth:`errors`, around opening the store: on any failure, what was opened so
+        far is released (:meth:`close` must cope with a half-opened reader or writer)."""
+        try:
+            with self.errors(doing, **how):
+                yield
+        except BaseException:
+            self.close()
+            raise
+
 
 class Reader(StoreAccess):
     """A read-only view of one consistent snapshot of a store (see :class:`StoreAccess`).

@@ -645,7 +645,7 @@ class HelixdbReader(Reader):
         self.path = path
         self.hx: _Helix | None = None
         self.tmpdir: Path | None = None
-        try:
+        with self.opening():
             database = database_of(path)
             if database is None:
                 raise SourceError(f"{path}: not a HelixDB store")
@@ -654,18 +654,14 @@ class HelixdbReader(Reader):
                 image = private_copy(database, self.tmpdir)
             except OSError as exc:
                 raise SourceError(f"{path}: cannot make a private image to read ({exc})") from exc
-            with self.errors("opening"):
-                self.hx = _Helix(engine, image, reader=True, shown=path)
-                meta = _read_meta(self.hx)
-                self.snapshot_tables, self._counts = discover_tables(
-                    self.hx, path, meta, skip_foreign=skip_foreign, timeout=scan_timeout(image)
-                )
-                self.snapshot_metadata = meta
-                self._registry = _registry(meta)
-                _wait_for_indexes(self.hx, list(self._registry.values()), path, source=True)
-        except BaseException:
-            self.close()
-            raise
+            self.hx = _Helix(engine, image, reader=True, shown=path)
+            meta = _read_meta(self.hx)
+            self.snapshot_tables, self._counts = discover_tables(
+                self.hx, path, meta, skip_foreign=skip_foreign, timeout=scan_timeout(image)
+            )
+            self.snapshot_metadata = meta
+            self._registry = _registry(meta)
+            _wait_for_indexes(self.hx, list(self._registry.values()), path, source=True)
 
     def scan(
         self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
@@ -746,16 +742,12 @@ class HelixdbWriter(Writer):
             self._unlock()
             raise
         self.helix = self.hx.helix
-        try:
-            with self.errors("reading metadata"):
-                self._meta = _read_meta(self.hx)
-                # Foreign labels are left alone: a writer touches only the tables it is given.
-                tables: list[TableInfo] = []
-                if not create:
-                    tables = discover_tables(self.hx, path, self._meta, skip_foreign=True)[0]
-        except BaseException:
-            self.close()
-            raise
+        with self.opening("reading metadata"):
+            self._meta = _read_meta(self.hx)
+            # Foreign labels are left alone: a writer touches only the tables it is given.
+            tables: list[TableInfo] = []
+            if not create:
+                tables = discover_tables(self.hx, path, self._meta, skip_foreign=True)[0]
         self._tables = {t.name: t for t in tables}
         g, PI = self.helix.g, self.helix.PropertyInput
         self._meta_body = self.helix.write_batch().var_as(

@@ -172,17 +172,13 @@ class LmdbReader(Reader):
         self.path = path
         self.locked = lock_holder(path, OPEN_PROBES) is not None
         check_data_file(path / "data.mdb")
-        try:
-            with self.errors(failed="{path}: not a readable LMDB store ({text})"):
-                n = _count_dbs(path, lmdb, self.locked)
-                self.env = _open_ro(path, lmdb, self.locked, n + 1)
-                self.txn = self.env.begin(buffers=False)
-                self.txnid = self._last_txnid()
-                self.dbs = _table_dbs(self.env, self.txn, lmdb, path)
-                self.snapshot_metadata = self._read_meta()
-        except BaseException:
-            self.close()
-            raise
+        with self.opening(failed="{path}: not a readable LMDB store ({text})"):
+            n = _count_dbs(path, lmdb, self.locked)
+            self.env = _open_ro(path, lmdb, self.locked, n + 1)
+            self.txn = self.env.begin(buffers=False)
+            self.txnid = self._last_txnid()
+            self.dbs = _table_dbs(self.env, self.txn, lmdb, path)
+            self.snapshot_metadata = self._read_meta()
         self.snapshot_tables = recorded_tables(self.snapshot_metadata, self.dbs)
 
     def _last_txnid(self) -> int:

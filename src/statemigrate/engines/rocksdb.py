@@ -213,20 +213,16 @@ class RocksdbReader(_Scans, Reader):
             self.shadow: Path | None = _shadow(path)
         except OSError as exc:
             raise SourceError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
-        try:
-            with self.errors(failed="{path}: not a readable RocksDB store ({text})"):
-                names = rd.Rdict.list_cf(str(self.shadow), opts)
-                self.db = rd.Rdict(
-                    str(self.shadow),
-                    opts,
-                    column_families={n: opts for n in names if n != DEFAULT_CF},
-                    access_type=rd.AccessType.read_only(),
-                )
+        # On a failure, close() removes the private link directory: they must not pile up.
+        with self.opening(failed="{path}: not a readable RocksDB store ({text})"):
+            names = rd.Rdict.list_cf(str(self.shadow), opts)
+            families = {n: opts for n in names if n != DEFAULT_CF}
+            read_only = rd.AccessType.read_only()
+            self.db = rd.Rdict(
+                str(self.shadow), opts, column_families=families, access_type=read_only
+            )
             self.snapshot_metadata = self._read_meta(names)
             self.snapshot_tables = self._list(names)
-        except BaseException:
-            self.close()  # the private link directory must not pile up
-            raise
 
     def _list(self, names: list[str]) -> list[TableInfo]:
         # The default family always exists: a table when it has data or a kind.
