@@ -90,6 +90,29 @@ def test_upgrade_is_the_function_and_the_machinery_is_statemigrate_schema() -> N
     assert out.split() == ["True", "True", "True"]
 
 
+def test_the_verbs_never_load_the_old_package(tmp_path: Path) -> None:
+    store = seeded(get_engine("sqlite"), tmp_path, events=5)
+    code = (
+        "import sys, statemigrate\n"
+        "statemigrate.upgrade(sys.argv[1], sys.argv[2], to='0003')\n"
+        "statemigrate.current(sys.argv[1], schema=sys.argv[2])\n"
+        "statemigrate.checksum(sys.argv[1])\n"
+        "statemigrate.convert(sys.argv[1], sys.argv[3])\n"
+        "import statemigrate.api, statemigrate.cli\n"
+        "print('statemigrate.upgrade' in sys.modules, "
+        "statemigrate.upgrade is statemigrate.api.upgrade)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, store, str(EXAMPLE), str(tmp_path / "copy.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True"]
+
+
 def test_old_import_paths_are_the_same_modules_and_upgrade_stays_callable() -> None:
     out = python(
         "import statemigrate\n"

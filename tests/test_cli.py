@@ -352,6 +352,9 @@ def test_resume_of_a_complete_destination_says_there_is_nothing_to_do(
     assert res.stdout.splitlines()[0] == f"nothing to do: {dst} is already complete"
     assert "converted" not in res.stdout
     assert run("verify", src, dst).exit_code == 0
+    report = json.loads(run("convert", "--resume", src, dst, "--json").stdout)
+    assert report["already_complete"] is True
+    assert {t["name"]: t["bytes"] for t in report["tables"]} == _payload_bytes(src)
 
 
 def test_inspect_text_reports_an_interrupted_upgrade(tmp_path: Path) -> None:
@@ -373,3 +376,37 @@ def test_inspect_text_reports_an_interrupted_upgrade(tmp_path: Path) -> None:
 
 def _clean_store(tmp_path: Path) -> Path:
     return write_store(SqliteEngine, tmp_path / "c.sqlite", {TableInfo("events"): [(b"k", b"v")]})
+
+
+def _payload_bytes(store: Path) -> dict[str, int]:
+    """Each table's key and value bytes, as inspect reads them from the store."""
+    return {
+        t["table"]: t["bytes"] for t in json.loads(run("inspect", store, "--json").stdout)["tables"]
+    }
+
+
+def test_convert_json_reports_each_tables_payload_bytes(src: Path, tmp_path: Path, monkeypatch):
+    expected = _payload_bytes(src)
+    assert expected["events"] == sum(len(b"e%03d" % i) + len(b"payload %d" % i) for i in range(50))
+    assert expected["settings"] == len(b"s1on") + len(b"s2off")
+    fresh = json.loads(run("convert", src, tmp_path / "fresh.jsonl", "--json").stdout)
+    assert {t["name"]: t["bytes"] for t in fresh["tables"]} == expected
+    # Stopped after two batches, then resumed: the report covers the whole tables, not
+    # only what the second run copied.
+    from statemigrate import pipeline
+
+    calls = {"n": 0}
+
+    def stop_after_two(*a, **kw):
+        def should_stop():
+            calls["n"] += 1
+            return calls["n"] >= 2
+
+        return pipeline.convert(*a, **{**kw, "should_stop": should_stop})
+
+    dst = tmp_path / "b.rocksdb"
+    monkeypatch.setattr("statemigrate.api.convert", stop_after_two)
+    assert run("convert", src, dst, "--batch-records", "10").exit_code == 6
+    monkeypatch.setattr("statemigrate.api.convert", pipeline.convert)
+    resumed = json.loads(run("convert", src, dst, "--resume", "--json").stdout)
+    assert resumed["resumed"] and {t["name"]: t["bytes"] for t in resumed["tables"]} == expected

@@ -9,23 +9,12 @@ subclasses carrying the contract's exit code.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import pipeline
-from .engines.base import (
-    DEFAULT_BATCH_BYTES,
-    DEFAULT_BATCH_RECORDS,
-    META_REVISION,
-    META_SCHEMA,
-    Engine,
-    Reader,
-)
+from .engines.base import META_REVISION, META_SCHEMA, Engine, Reader
 from .errors import StoreBusyError
-from .pipeline import ConvertReport, TableReport
-from .progress import Progress
+from .pipeline import ConvertReport, TableReport, convert
 from .registry import StorePath, engine_names, get_engine, resolve_source
 from .schema.reports import CurrentReport, UpgradeReport
 from .verification import ChecksumReport, VerifyReport, checksum, verify, verify_manifest
@@ -42,74 +31,8 @@ if TYPE_CHECKING:
         upgrade,
     )
 
-# --- conversion and verification -------------------------------------------------------
-# verify, verify_manifest and checksum are statemigrate.verification's.
-
-
-def convert(
-    source: StorePath,
-    destination: StorePath,
-    *,
-    from_engine: str | None = None,
-    to_engine: str | None = None,
-    tables: list[str] | None = None,
-    batch_records: int = DEFAULT_BATCH_RECORDS,
-    batch_bytes: int = DEFAULT_BATCH_BYTES,
-    overwrite: bool = False,
-    verify: bool = True,
-    resume: bool = False,
-    force: bool = False,
-    source_options: dict[str, Any] | None = None,
-    destination_options: dict[str, Any] | None = None,
-    progress: Progress | None = None,
-    should_stop: Callable[[], bool] = lambda: False,
-) -> ConvertReport:
-    """Convert a store to another engine (or the same one), verified, never in place.
-
-    The destination is built at ``DST.partial``, read back and compared with the
-    source's digests, synced, and only then renamed into place.
-
-    Args:
-        source: the source path, or ``ENGINE:PATH``.
-        destination: the destination path, or ``ENGINE:PATH``.
-        from_engine: the source engine, when not detected.
-        to_engine: the destination engine, when not given in ``destination`` or its suffix.
-        tables: only these tables (all by default).
-        batch_records: records per batch at most.
-        batch_bytes: payload bytes per batch at most (one record may exceed it).
-        overwrite: replace an existing destination (kept until the new one verified).
-        verify: read the destination back and compare digests before renaming it.
-        resume: continue a ``DST.partial`` left by an interrupted run.
-        force: skip the free-space check.
-        source_options: engine options for the reader.
-        destination_options: engine options for the writer.
-        progress: receives progress events (nothing is printed by default).
-        should_stop: polled between batches; True stops with a resumable checkpoint.
-
-    Returns:
-        A :class:`~statemigrate.pipeline.ConvertReport` (``already_complete`` when a
-        ``resume`` found the destination already in place).
-
-    Raises:
-        StateMigrateError: a subclass carrying the exit code of the contract.
-    """
-    return pipeline.convert(
-        os.fspath(source),
-        os.fspath(destination),
-        from_engine=from_engine,
-        to_engine=to_engine,
-        tables=tables,
-        batch_records=batch_records,
-        batch_bytes=batch_bytes,
-        overwrite=overwrite,
-        verify=verify,
-        resume=resume,
-        force=force,
-        source_options=source_options,
-        destination_options=destination_options,
-        progress=progress,
-        should_stop=should_stop,
-    )
+# convert is statemigrate.pipeline's; verify, verify_manifest and checksum are
+# statemigrate.verification's; the schema verbs statemigrate.schema.runner's.
 
 
 def open_store(

@@ -26,7 +26,7 @@ from ..fsutil import crash_point, fsync_tree, lexists, recover_placement
 from ..model import TableInfo, check_source_tables
 from ..perms import keep_owner, no_wider_than
 from ..progress import Progress
-from ..registry import resolve_source
+from ..registry import StorePath, resolve_source
 from .copy import carried_metadata, check_keys, copy_tables
 from .destination import (
     check_destination,
@@ -55,8 +55,8 @@ from .source import open_source, select_tables
 
 
 def convert(
-    source: str,
-    destination: str,
+    source: StorePath,
+    destination: StorePath,
     *,
     from_engine: str | None = None,
     to_engine: str | None = None,
@@ -165,7 +165,7 @@ def _convert_locked(job: Job) -> ConvertReport:
         crash_point("verified")
         check_built_side_files(job.dst_engine, job.partial)
     _place(job)
-    fill_report(report, chosen, digests)
+    fill_report(report, chosen, digests, job.sizes)
     return report
 
 
@@ -273,6 +273,7 @@ def _copy_and_finish(
             job.should_stop,
             str(job.src_path),
             job.resume_hint,
+            job.sizes,
         )
         writer.put_metadata({META_CHECKPOINT: None})
         crash_point("copied")

@@ -46,12 +46,17 @@ def digest_store(
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
     hint: str | None = None,
+    sizes: dict[str, int] | None = None,
 ) -> dict[str, Digest]:
-    """Per-table digests of a store, streaming; ``should_stop`` is polled between batches."""
+    """Per-table digests of a store, streaming; ``should_stop`` is polled between batches.
+
+    ``sizes``, when given, receives each table's payload bytes (keys and values).
+    """
     out = {}
     for table in tables:
         total = Digest()
         last = None
+        nbytes_total = 0
         if progress:
             progress.start_table(table.name, None)
         for batch in reader.read_batches(table):
@@ -59,12 +64,15 @@ def digest_store(
                 raise InterruptedByUser("interrupted; the work done so far is kept", hint=hint)
             d, nbytes = digest_checked(batch, table, last, where)
             total = total + d
+            nbytes_total += nbytes
             last = batch[-1][0]
             if progress:
                 progress.advance(d.count, nbytes)
         if progress:
             progress.end_table()
         out[table.name] = total
+        if sizes is not None:
+            sizes[table.name] = nbytes_total
     return out
 
 
@@ -137,6 +145,7 @@ def copy_tables(
     should_stop: Callable[[], bool],
     where: str,
     hint: str,
+    sizes: dict[str, int] | None = None,
 ) -> dict[str, Digest]:
     """Stream every table into the writer, committing the checkpoint with each batch.
 
@@ -154,6 +163,7 @@ def copy_tables(
         should_stop: True stops the copy with its work kept.
         where: the source, as named in errors.
         hint: how to go on after a stop.
+        sizes: receives the payload bytes this run copied of each table.
 
     Returns:
         Each table's digest, as read from the source.
@@ -170,7 +180,7 @@ def copy_tables(
                 if table.name not in existing:
                     writer.create_table(table)
                 cp.table, cp.last_key, cp.so_far = table.name, None, Digest()
-            total = _copy_table(
+            total, copied = _copy_table(
                 reader,
                 writer,
                 table,
@@ -181,6 +191,8 @@ def copy_tables(
                 where,
                 hint,
             )
+            if sizes is not None:
+                sizes[table.name] = copied
             cp.done[table.name] = total
             cp.table, cp.last_key, cp.so_far = None, None, Digest()
             writer.put_metadata({META_CHECKPOINT: cp.to_bytes()})
@@ -199,9 +211,10 @@ def _copy_table(
     should_stop: Callable[[], bool],
     where: str,
     hint: str,
-) -> Digest:
-    """Copy one table from the checkpoint's last key on; its whole digest."""
+) -> tuple[Digest, int]:
+    """Copy one table from the checkpoint's last key on; its whole digest, the bytes copied."""
     after, total = cp.last_key, cp.so_far
+    copied = 0
     progress.start_table(table.name, None)
     batches = reader.read_batches(table, after, max_records=bounds[0], max_bytes=bounds[1])
     for batch in prefetch(batches) if reader.threadsafe_reads else batches:
@@ -211,10 +224,11 @@ def _copy_table(
         cp.last_key, cp.so_far = after, total
         writer.write_batch(table, batch, {META_CHECKPOINT: cp.to_bytes()})
         crash_point("batch")
+        copied += nbytes
         progress.advance(d.count, nbytes)
         _stop_if_told(should_stop, hint)
     progress.end_table()
-    return total
+    return total, copied
 
 
 def _stop_if_told(should_stop: Callable[[], bool], hint: str) -> None:

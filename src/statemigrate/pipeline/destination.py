@@ -20,11 +20,11 @@ from ..engines.base import Engine
 from ..errors import DestinationError, StoreBusyError, UsageError
 from ..fsutil import crash_point, is_within, kind_of, lexists, place, remove_path, store_size
 from ..locks import busy_message, require_fcntl, store_holder
-from ..registry import engine_for_suffix, parse_store
+from ..registry import StorePath, engine_for_suffix, parse_store
 from .sidefiles import clear_side_files, refuse_stale_side_files
 
 
-def resolve_destination(spec: str, engine: str | None) -> tuple[type[Engine], Path]:
+def resolve_destination(spec: StorePath, engine: str | None) -> tuple[type[Engine], Path]:
     """The destination's engine (given, ``ENGINE:PATH``, or from the file suffix) and path."""
     eng, path = parse_store(spec, engine)
     if path.name in ("", ".", ".."):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ class Job:
         force: skip the free-space check.
         progress: receives progress events.
         should_stop: polled between batches.
+        sizes: each source table's payload bytes, from the last whole read of it.
     """
 
     src_engine: type[Engine]
@@ -51,6 +52,7 @@ class Job:
     force: bool
     progress: Progress
     should_stop: Callable[[], bool]
+    sizes: dict[str, int] = field(default_factory=dict)
 
     @property
     def partial(self) -> Path:

@@ -54,10 +54,17 @@ class ConvertReport:
         return out
 
 
-def fill_report(report: ConvertReport, chosen: list[TableInfo], digests: dict[str, Digest]) -> None:
-    """Set the report's tables and store digest from the source's digests."""
+def fill_report(
+    report: ConvertReport,
+    chosen: list[TableInfo],
+    digests: dict[str, Digest],
+    sizes: dict[str, int],
+) -> None:
+    """Set the report's tables and store digest from the source's digests and sizes."""
     report.tables = [
-        TableReport(t.name, t.kind.value, digests[t.name].count, 0, digests[t.name].hex())
+        TableReport(
+            t.name, t.kind.value, digests[t.name].count, sizes.get(t.name, 0), digests[t.name].hex()
+        )
         for t in chosen
     ]
     report.store_digest = store_digest((t.name, t.kind, digests[t.name]) for t in chosen)

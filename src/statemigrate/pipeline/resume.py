@@ -129,7 +129,7 @@ def settle_finished(
         return None
     job.progress.phase("checking the interrupted destination")
     digests = digest_store(
-        reader, chosen, str(job.src_path), None, job.should_stop, job.resume_hint
+        reader, chosen, str(job.src_path), None, job.should_stop, job.resume_hint, job.sizes
     )
     if partial_is_complete(
         job.dst_engine,
@@ -173,14 +173,16 @@ def already_in_place(job: Job) -> ConvertReport | None:
     """
     with open_source(job.src_engine, job.src_path, job.src_options) as reader:
         chosen = select_tables(reader.tables(), job.tables)
-        expected = digest_store(reader, chosen, str(job.src_path), None, job.should_stop)
+        expected = digest_store(
+            reader, chosen, str(job.src_path), None, job.should_stop, sizes=job.sizes
+        )
     try:
         check_built(job.dst_engine, job.final, chosen, expected, Progress(), job.should_stop, None)
     except (DestinationError, SourceError):
         return None
     report = job.new_report()
     report.resumed = report.verified = report.already_complete = True
-    fill_report(report, chosen, expected)
+    fill_report(report, chosen, expected, job.sizes)
     return report
 
 
@@ -196,7 +198,10 @@ def check_source_unchanged(
         SourceError: the source changed (exit 4).
     """
     with open_source(job.src_engine, job.src_path, job.src_options) as again:
-        now = digest_store(again, chosen, str(job.src_path), None, job.should_stop, job.resume_hint)
+        # The whole source is read: its sizes replace those of the part this run copied.
+        now = digest_store(
+            again, chosen, str(job.src_path), None, job.should_stop, job.resume_hint, job.sizes
+        )
     if now != source_digests:
         raise SourceError(
             f"{job.src_path}: the source changed while the conversion was interrupted",
