@@ -1,12 +1,12 @@
-"""The verbs: upgrade, downgrade, stamp, current, check, history, revision.
+"""The verbs that change a store: upgrade, downgrade, stamp, finish_interrupted.
+
+``current``, ``check``, ``history`` and ``revision`` change no store: they are
+:mod:`.queries`', importable from here too.
 
 Order of an upgrade (the installer contract): take the store's lock (busy: exit 3),
 read its stamp (a revision the schema does not know: exit 1, nothing changed),
 finish or roll back what an interrupted run left, back up if asked, then run each
 revision atomically with its stamp (see :mod:`.journal`).
-
-Only ``upgrade``, ``downgrade`` and ``stamp`` write. ``current`` and ``check`` read:
-they report an interrupted upgrade and never finish it.
 """
 
 from __future__ import annotations
@@ -34,11 +34,10 @@ from .errors import RevisionFailedError, RevisionUnknownError
 from .journal import (
     META_CHECKSUMS,
     crash_point,
-    interrupted,
     needs_recovery,
     recover,
-    unrecorded_private,
 )
+from .queries import check, current, history, revision
 from .reports import CurrentReport, UpgradeReport
 from .scripts import Schema, Step
 from .sort import remove_leftovers
@@ -54,7 +53,6 @@ from .store import (
     is_missing,
     new_store_engine,
     open_writer,
-    resolve_store,
     stamped_revisions,
 )
 
@@ -413,61 +411,6 @@ def stamp(
     return report
 
 
-def current(
-    store: StorePath,
-    *,
-    schema: str | os.PathLike[str] | None = None,
-    engine: str | None = None,
-) -> CurrentReport:
-    """The store's stamped revision(s); with a schema, whether it is at head.
-
-    Read only: the store is never changed. An upgrade that was interrupted is reported
-    in ``interrupted`` (``upgrade`` or ``downgrade`` finishes it, or
-    :func:`finish_interrupted`); the revision named is the stamp, the one the store is
-    at once that is done.
-
-    Args:
-        store: a path or ``ENGINE:PATH``.
-        schema: the schema directory, to say whether the store is at its head.
-        engine: the engine, when not detected.
-
-    Returns:
-        A :class:`CurrentReport`.
-
-    Raises:
-        StoreMissingError: nothing is at the path (exit 4).
-    """
-    eng, path = resolve_store(store, engine)
-    with eng.open_reader(path) as reader:
-        meta = reader.metadata()
-        tables = reader.list_tables()
-    raw = meta.get(META_REVISION)
-    report = CurrentReport(
-        str(path),
-        eng.name,
-        sorted(json.loads(raw)) if raw else [],
-        checksums=json.loads(meta.get(META_CHECKSUMS) or b"{}"),
-        interrupted=interrupted(meta),
-        unrecorded_private=unrecorded_private(meta, tables),
-    )
-    if schema is not None:
-        sch = Schema(schema)
-        report.heads = sch.heads
-        report.unknown = [r for r in report.current if not sch.knows(r)]
-        report.at_head = set(report.current) == set(report.heads)
-        for rev, recorded in sorted(report.checksums.items()):
-            if sch.knows(rev) and sch.checksum(rev) != recorded:
-                report.changed_files.append(
-                    {
-                        "revision": rev,
-                        "path": sch.path_of(rev),
-                        "applied": recorded,
-                        "now": sch.checksum(rev),
-                    }
-                )
-    return report
-
-
 def finish_interrupted(store: StorePath, *, engine: str | None = None) -> str | None:
     """Finish (or roll back) an interrupted upgrade, and nothing else; no schema needed.
 
@@ -495,47 +438,16 @@ def finish_interrupted(store: StorePath, *, engine: str | None = None) -> str | 
     return done
 
 
-def check(
-    store: StorePath, schema: str | os.PathLike[str], *, engine: str | None = None
-) -> CurrentReport:
-    """Whether the store is at the schema's head, no applied revision file changed and no
-    upgrade is unfinished (read only, as :func:`current`).
-
-    Args:
-        store: a path or ``ENGINE:PATH``.
-        schema: the schema directory.
-        engine: the engine, when not detected.
-
-    Returns:
-        A :class:`CurrentReport`; ``report.ok`` is the answer (the CLI exits 0 or 1).
-    """
-    return current(store, schema=schema, engine=engine)
-
-
-def history(schema: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The schema's revisions, newest first.
-
-    Args:
-        schema: the schema directory.
-
-    Returns:
-        One dict per revision: id, down revisions, message, head/merge/branch point.
-    """
-    return Schema(schema).history()
-
-
-def revision(
-    schema: str | os.PathLike[str], message: str, *, head: str = "head", rev_id: str | None = None
-) -> str:
-    """Write a new revision file from the schema's ``script.py.mako``.
-
-    Args:
-        schema: the schema directory.
-        message: what the revision does.
-        head: the revision it follows.
-        rev_id: the revision id (random by default, as Alembic makes them).
-
-    Returns:
-        The new file's path.
-    """
-    return Schema(schema).new_revision(message, head=head, rev_id=rev_id)
+__all__ = [
+    "CurrentReport",
+    "UpgradeReport",
+    "check",
+    "current",
+    "digest_writer",
+    "downgrade",
+    "finish_interrupted",
+    "history",
+    "revision",
+    "stamp",
+    "upgrade",
+]
