@@ -48,17 +48,7 @@ SLOW_EXAMPLES = {"helixdb": 500 if LONG else 80}
 
 # Bugs found in engines owned by others: strict xfail (the example fails an assertion),
 # so the test turns red once the engine is fixed and the mark must go.
-BUGS: dict[str, str] = {
-    "lmdb": (
-        "BUG in the lmdb engine: mutated fixtures make lmdb.open raise OverflowError (exit 70) "
-        "or the reader die of SIGBUS (a mapped page past the end of data.mdb)"
-    ),
-    "turso": (
-        "BUG in the turso engine: on a damaged file, _check_copy's PRAGMA integrity_check "
-        "(the standard library's sqlite3) raises UnicodeDecodeError on non-UTF-8 text "
-        "(exit 70, not 4)"
-    ),
-}
+BUGS: dict[str, str] = {}
 
 
 @contextmanager

@@ -59,13 +59,15 @@ _FULL_HINT = "free some space, then run the same command with --resume"
 LMDB_ERRORS = DriverErrors(
     rules=(
         Rule(Meaning.OUTSIDE_MODEL, types=("builtins.ValueError",), message="{where}: {text}"),
+        # py-lmdb turns a damaged meta or branch page's huge size into an OverflowError.
+        Rule(Meaning.DAMAGED, types=("builtins.OverflowError",)),
         Rule(Meaning.TOO_BIG, types=("lmdb.BadValsizeError",), message=_KEY_REFUSED),
         Rule(Meaning.TOO_BIG, types=("lmdb.MapFullError",), message=_MAP_FULL),
         # LMDB reports a short write on a full disk as EIO, so the free space is looked at.
         Rule(Meaning.FULL, words=("no space", "enospc"), message=_FULL, hint=_FULL_HINT),
         Rule(Meaning.FULL, nearly_full=True, message=_FULL, hint=_FULL_HINT),
     ),
-    driver=("lmdb.Error", "builtins.ValueError"),
+    driver=("lmdb.Error", "builtins.ValueError", "builtins.OverflowError"),
     scan_failed="{where}: read failed ({text})",
 )
 LMDB_FACTS = StoreFacts(

@@ -84,12 +84,18 @@ def _check_copy(path: Path, copy: Path) -> None:
 
     try:
         con = sqlite3.connect(f"file:{uri_path(copy)}", uri=True)
+        # A damaged file's integrity report may quote bytes that are not UTF-8.
+        con.text_factory = lambda raw: raw.decode("utf-8", "replace")
         try:
             rows = con.execute("PRAGMA integrity_check").fetchall()
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:
         raise SourceError(f"{path}: not a readable SQLite/Turso database ({exc})") from exc
+    except UnicodeDecodeError as exc:  # sqlite3 decodes SQLite's messages, which may quote damage
+        raise SourceError(
+            f"{path}: the database is damaged (SQLite's report holds bytes that are not UTF-8)"
+        ) from exc
     if rows != [("ok",)]:
         first = " ".join(str(rows[0][0]).split())[:200] if rows else "no answer"  # one line
         raise SourceError(f"{path}: the database is damaged (integrity_check: {first})")
