@@ -32,7 +32,7 @@ from statemigrate.testing.safety import (
 )
 from statemigrate.testing.stores import read_store
 
-BOUND = 20  # seconds: a hang fails the test
+BOUND = 120  # seconds: a hang guard (a hang fails the test); generous, never a timing check
 
 ENGINES = engine_names()
 FRACTIONS = [0.0, 0.02, 0.3, 0.6, 0.95]
@@ -49,7 +49,9 @@ def cases(kind: str, *more: list) -> list:
     out = []
     for combo in itertools.product(ENGINES, *more):
         reason = BUGS.get((combo[0], kind)) or BUGS.get((combo[0], kind, *combo[1:]))
-        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        marks = (
+            [pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)] if reason else []
+        )
         out.append(pytest.param(*combo, marks=marks, id="-".join(map(str, combo))))
     return out
 
