@@ -41,10 +41,11 @@ bench: install  ## the benchmark runner (1M records; several minutes)
 fixtures: install  ## remake the small fixture stores made by the Python drivers
 	$(PYTHON) fixtures/make_fixtures.py
 
-lint: install  ## the gate CI runs before the tests: ruff (lint, format) and mypy
+lint: install  ## the gate CI runs before the tests: ruff (lint, format), mypy and clippy
 	$(PYTHON) -m ruff check src tests benchmarks
 	$(PYTHON) -m ruff format --check src tests benchmarks
 	$(PYTHON) -m mypy src/statemigrate
+	cd rust && cargo clippy --release --quiet -- -D warnings
 
 # The release wheel, on demand (minutes of compiling: CI does not build it). Its own Cargo
 # target directory, so the development build in rust/target is not invalidated.

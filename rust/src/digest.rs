@@ -22,11 +22,6 @@ pub fn record_hash_into(buf: &mut Vec<u8>, key: &[u8], value: &[u8], version: Op
     xxh3_128(buf)
 }
 
-/// Hash of one record, as the contract defines it.
-pub fn record_hash(key: &[u8], value: &[u8], version: Option<u64>) -> u128 {
-    record_hash_into(&mut Vec::with_capacity(key.len() + value.len() + 24), key, value, version)
-}
-
 /// Digest a list of `(key, value)` or `(key, value, version)` tuples.
 ///
 /// Returns `(count, sum, unsorted, nbytes)`: the sum of the record hashes modulo 2^128, and

@@ -7,12 +7,14 @@ use pyo3::prelude::*;
 
 mod batch;
 mod digest;
+mod lmdb_check;
 mod redb_engine;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(digest::batch_digest, m)?)?;
     m.add_function(wrap_pyfunction!(batch::take_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(lmdb_check::lmdb_check, m)?)?;
     redb_engine::register(m)?;
     Ok(())
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import threading
@@ -18,6 +19,7 @@ from statemigrate.engines.lmdb import LmdbEngine
 from statemigrate.errors import DestinationError, SourceError, StoreBusyError
 from statemigrate.model import TableInfo, TableKind
 from statemigrate.registry import get_engine
+from statemigrate.testing.safety import run_cli
 from statemigrate.testing.stores import read_store, tree_sha256, write_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -251,3 +253,62 @@ def test_a_truncated_data_file_is_refused_before_it_is_mapped(tmp_path, fraction
     assert err.value.exit_code == 4
     with pytest.raises(DestinationError, match="truncated"):
         LmdbEngine.open_writer(path)
+
+
+def _store_with_sizes(path: Path) -> dict[bytes, int]:
+    """A store written by py-lmdb alone: one value on overflow pages, small ones inline."""
+    sizes = {b"big-value-key": 10_000, b"inline-key": 100, b"last-key": 50}
+    env = lmdb.open(str(path), subdir=True, max_dbs=4, map_size=1 << 24)
+    db = env.open_db(b"events")
+    with env.begin(write=True, db=db) as txn:
+        for key, size in sizes.items():
+            txn.put(key, b"v" * size)
+    env.close()
+    return sizes
+
+
+@pytest.mark.parametrize("key", [b"big-value-key", b"inline-key", b"last-key"])
+def test_a_value_size_damaged_past_the_end_of_the_file_is_exit_4_not_sigbus(key, tmp_path):
+    """A leaf node's size field (mn_lo/mn_hi, LMDB 0.9's MDB_node) grown by 16 MiB.
+
+    LMDB does not check a value's size against its page or overflow run: the read
+    runs past the end of data.mdb inside LMDB's map and the process dies of SIGBUS (CI
+    found it by fuzzing, 2026-11). The node is found by its bytes, as LMDB lays it out:
+    size low and high halves, flags (F_BIGDATA = 1 for an overflow value), key size, key.
+    """
+    path = tmp_path / "s.lmdb"
+    sizes = _store_with_sizes(path)
+    assert run_cli(["checksum", f"lmdb:{path}"]).returncode == 0
+    data = path / "data.mdb"
+    raw = bytearray(data.read_bytes())
+    flags = 1 if sizes[key] > 4000 else 0
+    node = bytes(struct.pack("<HHHH", sizes[key], 0, flags, len(key))) + key
+    assert raw.count(node) == 1, "the node must be found exactly once"
+    at = raw.index(node)
+    raw[at + 2 : at + 4] = struct.pack("<H", 0x100)  # + 256 << 16 bytes
+    data.write_bytes(bytes(raw))
+    run = run_cli(["checksum", f"lmdb:{path}"])
+    assert run.returncode == 4, (run.returncode, run.stderr)
+    assert "data.mdb is damaged" in run.stderr and run.stderr.count("\n") <= 2, run.stderr
+
+
+def test_a_branch_link_past_the_end_of_the_file_is_exit_4(tmp_path):
+    """A store big enough for branch pages, one child link pointed past the file's end."""
+    path = tmp_path / "s.lmdb"
+    env = lmdb.open(str(path), subdir=True, max_dbs=4, map_size=1 << 26)
+    db = env.open_db(b"events")
+    with env.begin(write=True, db=db) as txn:
+        for i in range(5_000):
+            txn.put(b"key-%06d" % i, b"x" * 200)
+    env.close()
+    data = path / "data.mdb"
+    raw = bytearray(data.read_bytes())
+    psize = struct.unpack_from("<I", raw, 40)[0]
+    # The first branch page (flags P_BRANCH = 1 at byte 10) and its first node's link.
+    page = next(p for p in range(2, len(raw) // psize) if raw[p * psize + 10] == 1)
+    node = struct.unpack_from("<H", raw, page * psize + 16)[0]
+    struct.pack_into("<HH", raw, page * psize + node, 0xFFFF, 0x00FF)  # page ~16M
+    data.write_bytes(bytes(raw))
+    run = run_cli(["checksum", f"lmdb:{path}"])
+    assert run.returncode == 4, (run.returncode, run.stderr)
+    assert "data.mdb is damaged" in run.stderr, run.stderr

@@ -79,11 +79,13 @@ LMDB_FACTS = StoreFacts(
 
 
 def check_data_file(data: Path) -> None:
-    """Refuse a ``data.mdb`` shorter than its newest meta page says, before LMDB maps it.
+    """Refuse a damaged ``data.mdb`` before LMDB maps it.
 
-    LMDB trusts the file: reading a page past the end of a file cut short is a SIGBUS
-    that kills the interpreter. The meta pages (pages 0 and 1: magic, page size, last
-    page, transaction id) tell how long the file must be.
+    LMDB trusts the file: reading a page past the end of a file cut short, or a value
+    whose damaged size runs past the end, is a SIGBUS that kills the interpreter. The
+    meta pages (pages 0 and 1: magic, page size, last page, transaction id) tell how
+    long the file must be; then the native walk (``_native.lmdb_check``) visits every
+    page the newest meta reaches and checks each link and size LMDB would follow.
     """
     metas: list[tuple[int, int, int]] = []  # (page size, last page, transaction id)
     try:
@@ -109,6 +111,11 @@ def check_data_file(data: Path) -> None:
             f"{data.parent}: data.mdb is truncated ({size:,} bytes; its last page ends at "
             f"{(last_pg + 1) * psize:,})"
         )
+    from .. import _native
+
+    problem = _native.lmdb_check(str(data))
+    if problem is not None:
+        raise SourceError(f"{data.parent}: data.mdb is damaged ({problem})")
 
 
 def _table_dbs(env: Any, txn: Any, lmdb: Any, where: Path) -> dict[str, Any]:
