@@ -22,8 +22,6 @@ mutex layout on Linux) and refuse with exit 3 naming the pid.
 from __future__ import annotations
 
 import contextlib
-import os
-import struct
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -46,7 +44,6 @@ from .errors import DriverErrors, Meaning, Rule
 
 META_DB = METADATA_TABLE.encode()
 MIN_MAP_SIZE = 64 << 20
-LOCK_MAGIC = 0xBEEFC0DE
 LOCK_FILE = "lock.mdb"
 # Every process with the environment open holds a POSIX read lock on lock.mdb; a writer
 # also owns the writer mutex inside it (a second writer would wait for it forever).
@@ -83,39 +80,20 @@ def check_data_file(data: Path) -> None:
 
     LMDB trusts the file: reading a page past the end of a file cut short, or a value
     whose damaged size runs past the end, is a SIGBUS that kills the interpreter. The
-    meta pages (pages 0 and 1: magic, page size, last page, transaction id) tell how
-    long the file must be; then the native walk (``_native.lmdb_check``) visits every
-    page the newest meta reaches and checks each link and size LMDB would follow.
+    native walk (``_native.lmdb_check``) reads the meta pages (the newest tells how long
+    the file must be), then visits every page it reaches and checks each link and size
+    LMDB would follow, with plain reads.
     """
-    metas: list[tuple[int, int, int]] = []  # (page size, last page, transaction id)
-    try:
-        with open(data, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            offset = 0
-            for _ in range(2):
-                f.seek(offset)
-                page = f.read(152)
-                if len(page) < 152 or struct.unpack_from("<I", page, 16)[0] != LOCK_MAGIC:
-                    break
-                psize = struct.unpack_from("<I", page, 40)[0]
-                last_pg, txnid = struct.unpack_from("<QQ", page, 136)
-                metas.append((psize, last_pg, txnid))
-                offset = psize  # the second meta page is page 1
-    except OSError as exc:
-        raise SourceError(f"{data.parent}: cannot read data.mdb ({exc.strerror})") from exc
-    if not metas or not 512 <= metas[0][0] <= 1 << 16:
-        raise SourceError(f"{data.parent}: not an LMDB store (data.mdb has no valid meta page)")
-    psize, last_pg, _txnid = max(metas, key=lambda m: m[2])
-    if size < (last_pg + 1) * psize:
-        raise SourceError(
-            f"{data.parent}: data.mdb is truncated ({size:,} bytes; its last page ends at "
-            f"{(last_pg + 1) * psize:,})"
-        )
     from .. import _native
 
     problem = _native.lmdb_check(str(data))
-    if problem is not None:
-        raise SourceError(f"{data.parent}: data.mdb is damaged ({problem})")
+    if problem is None:
+        return
+    if problem.startswith(("has no valid meta page", "is too short")):
+        raise SourceError(f"{data.parent}: not an LMDB store (data.mdb {problem})")
+    if problem.startswith(("cannot be read", "is truncated")):
+        raise SourceError(f"{data.parent}: data.mdb {problem}")
+    raise SourceError(f"{data.parent}: data.mdb is damaged ({problem})")
 
 
 def _table_dbs(env: Any, txn: Any, lmdb: Any, where: Path) -> dict[str, Any]:
