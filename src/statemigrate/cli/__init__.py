@@ -19,7 +19,16 @@ import click
 from . import convert as _convert
 from . import schema as _schema
 from .convert import _Stopper as _Stopper  # the signal handler; tests import it from here
-from .output import StdoutClosed, describe, fail, options_of, silence_stdout
+from .output import (
+    Failure,
+    StdoutClosed,
+    describe,
+    emit_failure,
+    fail,
+    json_requested,
+    options_of,
+    silence_stdout,
+)
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -34,6 +43,7 @@ Exit codes:
 """
 
 _TRACEBACK = "statemigrate.traceback"
+_ARGS = "statemigrate.args"
 
 
 def _note_traceback(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -61,18 +71,38 @@ class _Main(click.Group):
         cmd.params.append(_traceback_option(hidden=True))
         super().add_command(cmd, name)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_ARGS] = list(args)  # a usage error's JSON object needs to know of --json
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except StdoutClosed:
             silence_stdout()  # the reader has what it wanted (`| head -1`): not an error
             ctx.exit(0)
+        except click.UsageError as exc:
+            self._usage_json(ctx, exc)
+            raise
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort, SystemExit):
             raise
         except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - a bug is one line too
             if ctx.meta.get(_TRACEBACK) and not isinstance(exc, KeyboardInterrupt):
                 _traceback.print_exc()
             fail(describe(exc, self._options(ctx)))
+
+    def _usage_json(self, ctx: click.Context, exc: click.UsageError) -> None:
+        """With ``--json``, click's usage error is one JSON object on stdout too."""
+        args = ctx.meta.get(_ARGS, [])
+        name = ctx.invoked_subcommand
+        command = self.get_command(ctx, name) if name else None
+        if command is None or "--json" not in options_of(command) or not json_requested(args):
+            return
+        failure = Failure(exc.format_message(), f"see `statemigrate {name} --help`", exc.exit_code)
+        try:
+            emit_failure(name or "", None, failure, {})
+        except StdoutClosed:
+            silence_stdout()
 
     def _options(self, ctx: click.Context) -> set[str]:
         """The options of the group and of the command that ran."""

@@ -13,7 +13,16 @@ import click
 from .. import api
 from ..errors import EXIT_INTERRUPTED, UsageError
 from ..model import BATCH_BYTES, BATCH_RECORDS
-from .output import echo, emit_json, print_convert, print_engines, print_inspect, print_verify
+from .output import (
+    echo,
+    emit_json,
+    emit_report,
+    print_convert,
+    print_engines,
+    print_inspect,
+    print_verify,
+    reported,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -199,31 +208,37 @@ def convert(
     Example:
       statemigrate convert --from redb --to sqlite state.redb state.sqlite
     """
-    src_options, dst_options = _engine_options(
-        source_opts, dest_opts, skip_foreign_tables, rocksdb_format_version, redb_format,
-        bytewise_keys,
-    )  # fmt: skip
-    stopper = _Stopper()
-    stopper.install()
-    report = api.convert(
-        source,
-        destination,
-        from_engine=from_engine,
-        to_engine=to_engine,
-        tables=[t for t in tables.split(",") if t] if tables else None,
-        batch_records=batch_records,
-        batch_bytes=batch_bytes,
-        overwrite=overwrite,
-        verify=not no_verify,
-        resume=resume,
-        force=force,
-        source_options=src_options,
-        destination_options=dst_options,
-        progress=_progress(quiet or as_json),
-        should_stop=stopper.poll,
-    )
+    context = {"source": source, "destination": destination}
+
+    def run() -> api.ConvertReport:
+        src_options, dst_options = _engine_options(
+            source_opts, dest_opts, skip_foreign_tables, rocksdb_format_version, redb_format,
+            bytewise_keys,
+        )  # fmt: skip
+        stopper = _Stopper()
+        stopper.install()
+        return api.convert(
+            source,
+            destination,
+            from_engine=from_engine,
+            to_engine=to_engine,
+            tables=[t for t in tables.split(",") if t] if tables else None,
+            batch_records=batch_records,
+            batch_bytes=batch_bytes,
+            overwrite=overwrite,
+            verify=not no_verify,
+            resume=resume,
+            force=force,
+            source_options=src_options,
+            destination_options=dst_options,
+            progress=_progress(quiet or as_json),
+            should_stop=stopper.poll,
+        )
+
+    report = reported("convert", as_json, context, run)
     if as_json:
-        emit_json(report.to_json())
+        status = "already_complete" if report.already_complete else "converted"
+        emit_report("convert", status, 0, report.to_json())
     elif not quiet:
         print_convert(report)
 
@@ -244,17 +259,21 @@ def verify(a: str, b: str | None, manifest: str | None, limit: int, as_json: boo
     Lists the first differences (key in hex, which side misses it, value or version
     differs) and the per-table digests. Exit 0 when equal, 1 when different.
     """
-    if manifest is not None and b is None:
-        report = api.verify_manifest(a, manifest)
-    elif manifest is None and b is not None:
-        report = api.verify(a, b, limit=limit)
-    else:
+
+    def run() -> api.VerifyReport:
+        if manifest is not None and b is None:
+            return api.verify_manifest(a, manifest)
+        if manifest is None and b is not None:
+            return api.verify(a, b, limit=limit)
         raise UsageError("give either a second store B or --manifest M")
+
+    report = reported("verify", as_json, {"a": a, "b": b, "manifest": manifest}, run)
+    code = 0 if report.equal else 1
     if as_json:
-        emit_json(report.to_json())
+        emit_report("verify", "equal" if report.equal else "different", code, report.to_json())
     else:
         print_verify(report)
-    sys.exit(0 if report.equal else 1)
+    sys.exit(code)
 
 
 @click.command()
@@ -271,9 +290,9 @@ def checksum(store: str, as_json: bool) -> None:
     The digest is engine-independent (XXH3-128 per record, summed; see the README):
     the same state gives the same digest on every engine.
     """
-    report = api.checksum(store)
+    report = reported("checksum", as_json, {"store": store}, lambda: api.checksum(store))
     if as_json:
-        emit_json(report.to_json())
+        emit_report("checksum", "ok", 0, report.to_json())
         return
     for t in report.tables:
         echo(f"{t['table']}\t{t['kind']}\t{t['count']}\t{t['sum']}")
@@ -285,9 +304,9 @@ def checksum(store: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def inspect(store: str, as_json: bool) -> None:
     """Describe STORE: engine, format, tables (kind, records, bytes), schema revision."""
-    report = api.inspect(store)
+    report = reported("inspect", as_json, {"store": store}, lambda: api.inspect(store))
     if as_json:
-        emit_json(report.to_json())
+        emit_report("inspect", "ok", 0, report.to_json())
     else:
         print_inspect(report)
 

@@ -12,18 +12,30 @@ import os
 import re
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 
 from ..errors import (
+    EXIT_BUSY,
     EXIT_DESTINATION,
+    EXIT_DIFFERENT,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_SOURCE,
+    EXIT_USAGE,
     StateMigrateError,
 )
+from ..schema.errors import StoreMissingError
+
+# The version of the ``--json`` report shapes (docs/schemas/*.schema.json): raised when
+# a field is removed or changes meaning, not when one is added.
+JSON_SCHEMA_VERSION = 1
+
+
+T = TypeVar("T")
 
 
 class StdoutClosed(Exception):
@@ -156,6 +168,89 @@ def hint_for(hint: str | None, options: set[str]) -> str | None:
         if set(_OPTION.findall(clause)) <= options:
             kept += (sep if kept else "") + clause
     return kept or None
+
+
+# --- one JSON object on every path ----------------------------------------------------
+
+# The status a failure has in ``--json``, one per exit code: an installer or a script
+# branches on either and finds the same answer.
+_FAILURE_STATUS = {
+    EXIT_DIFFERENT: "too_new",  # the only failure raised with exit 1: a newer app's store
+    EXIT_USAGE: "usage_error",
+    EXIT_BUSY: "busy",
+    EXIT_SOURCE: "unreadable",
+    EXIT_DESTINATION: "failed",
+    EXIT_INTERRUPTED: "interrupted",
+}
+
+
+def failure_status(exc: BaseException | None, exit_code: int) -> str:
+    """The installer's word for a failure (``--json``'s ``status``).
+
+    ``missing`` (nothing at the path) is told apart from ``unreadable``: both exit 4.
+    """
+    if exit_code == EXIT_SOURCE and _is_missing(exc):
+        return "missing"
+    return _FAILURE_STATUS.get(exit_code, "error")
+
+
+def _is_missing(exc: BaseException | None) -> bool:
+    if isinstance(exc, StoreMissingError):
+        return True
+    return isinstance(exc, StateMigrateError) and isinstance(exc.__cause__, FileNotFoundError)
+
+
+def envelope(command: str, status: str, exit_code: int) -> dict[str, Any]:
+    """The fields every ``--json`` object starts with, success or not."""
+    return {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "command": command,
+        "status": status,
+        "exit_code": exit_code,
+        "error": None,
+        "hint": None,
+    }
+
+
+def emit_report(command: str, status: str, exit_code: int, report: dict[str, Any]) -> None:
+    """Print a successful (or exit-1) report as one JSON object with its envelope."""
+    emit_json({**envelope(command, status, exit_code), **report})
+
+
+def emit_failure(
+    command: str, exc: BaseException | None, failure: Failure, context: dict[str, Any]
+) -> None:
+    """Print a failure as one JSON object: the envelope and what the command was given."""
+    out = envelope(command, failure_status(exc, failure.exit_code), failure.exit_code)
+    emit_json({**out, **failure.to_json(), **context})
+
+
+def reported(command: str, as_json: bool, context: dict[str, Any], fn: Callable[[], T]) -> T:
+    """Run ``fn``; with ``--json`` a failure is also one JSON object on stdout.
+
+    The group then prints the one line on stderr and exits with the same code
+    (click's own usage errors are the group's to report).
+
+    Args:
+        command: the command's name (``--json``'s ``command``).
+        as_json: whether ``--json`` was given.
+        context: what the command was given (``store``, ``source`` …), for the object.
+        fn: the library call.
+    """
+    try:
+        return fn()
+    except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort, StdoutClosed):
+        raise
+    except (Exception, KeyboardInterrupt) as exc:
+        if as_json:
+            ctx = click.get_current_context()
+            emit_failure(command, exc, describe(exc, options_of(ctx.command)), context)
+        raise
+
+
+def json_requested(args: list[str]) -> bool:
+    """Whether ``--json`` is among a command line's options (before a ``--``)."""
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
 
 
 def fail(failure: Failure) -> NoReturn:

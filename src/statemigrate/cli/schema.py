@@ -14,16 +14,8 @@ from typing import Any, TypeVar
 import click
 
 from .. import api
-from ..errors import (
-    EXIT_DESTINATION,
-    InterruptedByUser,
-    SourceError,
-    StateMigrateError,
-    StoreBusyError,
-    UsageError,
-)
-from ..schema.errors import RevisionUnknownError, StoreMissingError
-from .output import describe, echo, emit_json, options_of
+from ..errors import InterruptedByUser
+from .output import echo, emit_json, reported
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -56,44 +48,21 @@ def json_option(help: str = "Print the report as JSON.") -> Callable[[F], F]:
     return click.option("--json", "as_json", is_flag=True, help=help)
 
 
-def _status(exc: BaseException, exit_code: int) -> str:
-    """The installer's word for a failure (``--json``'s ``status``)."""
-    for kind, status in (
-        (StoreBusyError, "busy"),
-        (RevisionUnknownError, "too_new"),
-        (StoreMissingError, "missing"),
-        (SourceError, "unreadable"),
-        (UsageError, "usage_error"),
-        (InterruptedByUser, "interrupted"),
-        (StateMigrateError, "failed"),
-    ):
-        if isinstance(exc, kind):
-            return status
-    if isinstance(exc, OSError):
-        return "failed" if exit_code == EXIT_DESTINATION else "unreadable"
-    return "error"
-
-
 def _call(as_json: bool, store: str | None, fn: Callable[[], Any]) -> Any:
     """Run ``fn``; with ``--json`` every failure is also one JSON object on stdout.
 
     The group then prints the one line on stderr and exits with the same code.
     """
-    try:
+
+    def run() -> Any:
         try:
             return fn()
         except KeyboardInterrupt as exc:
             # Each revision is whole or not done: again, not --resume, finishes the work.
             raise InterruptedByUser("interrupted", hint=INTERRUPTED_HINT) from exc
-    except (click.exceptions.Exit, click.ClickException):
-        raise
-    except Exception as exc:
-        if as_json:
-            failure = describe(exc, options_of(click.get_current_context().command))
-            emit_json(
-                {"store": store, "status": _status(exc, failure.exit_code), **failure.to_json()}
-            )
-        raise
+
+    command = click.get_current_context().command.name or ""
+    return reported(command, as_json, {"store": store}, run)
 
 
 def _print_migration(report: Any) -> None:

@@ -46,11 +46,18 @@ class ConvertReport:
         """Records copied, over every table."""
         return sum(t.records for t in self.tables)
 
+    @property
+    def bytes(self) -> int:
+        """Payload bytes (keys and values) copied, over every table."""
+        return sum(t.bytes for t in self.tables)
+
     def to_json(self) -> dict[str, Any]:
-        """A JSON-friendly form (``convert --json``)."""
+        """A JSON-friendly form (``convert --json``; docs/schemas/convert.schema.json)."""
         out = {k: v for k, v in self.__dict__.items() if k != "tables"}
+        out["seconds"] = round(self.seconds, 3)
         out["tables"] = [t.to_json() for t in self.tables]
         out["records"] = self.records
+        out["bytes"] = self.bytes
         return out
 
 

@@ -1,0 +1,201 @@
+"""``--json``: one object on stdout on every path, valid against its published schema.
+
+The schemas are ``docs/schemas/<command>.schema.json``. Each command is run on success
+and on the failures a user meets (a missing store, the wrong engine, a usage error, a
+store an app holds, a damaged file, a refused destination), and every object printed
+is validated; the status and the exit code always agree.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from statemigrate.cli import main
+from statemigrate.cli.output import JSON_SCHEMA_VERSION
+from statemigrate.engines.sqlite import SqliteEngine
+from statemigrate.model import TableInfo, TableKind
+from statemigrate.testing.holders import app_holding
+from statemigrate.testing.stores import write_store
+
+SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schemas"
+COMMANDS = ["convert", "verify", "checksum", "inspect"]
+
+
+def schema_of(command: str) -> dict[str, Any]:
+    return json.loads((SCHEMAS / f"{command}.schema.json").read_text())
+
+
+def run_json(*args: object) -> tuple[int, dict[str, Any]]:
+    """Run a command with --json; its stdout must be exactly one object valid against
+    its command's schema, whose exit_code is the process's."""
+    res = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    command = str(args[0])
+    data = json.loads(res.stdout)  # one document, nothing else on stdout
+    jsonschema.validate(data, schema_of(command), cls=jsonschema.Draft202012Validator)
+    assert data["command"] == command and data["schema_version"] == JSON_SCHEMA_VERSION
+    assert data["exit_code"] == res.exit_code, (data, res.output)
+    if res.exit_code not in (0, 1):
+        assert res.stderr.startswith("statemigrate: error: ") or "Error:" in res.stderr
+    return res.exit_code, data
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    content = {
+        TableInfo("events"): [(b"e%03d" % i, b"payload %d" % i) for i in range(50)],
+        TableInfo("settings", TableKind.VERSIONED): [(b"s1", b"on", 3)],
+    }
+    return write_store(SqliteEngine, tmp_path / "a.sqlite", content)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_schema_is_a_valid_draft_2020_12_schema(command: str) -> None:
+    schema = schema_of(command)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["properties"]["command"] == {"const": command}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_the_schemas_can_fail(command: str) -> None:
+    """A status paired with another command's exit code, or a failure without its
+    error, is rejected: the schemas pin what they promise."""
+    base = {"schema_version": 1, "command": command, "error": "x", "hint": None}
+    validator = jsonschema.Draft202012Validator(schema_of(command))
+    assert validator.is_valid({**base, "status": "busy", "exit_code": 3})
+    assert not validator.is_valid({**base, "status": "failed", "exit_code": 4})
+    assert not validator.is_valid({**base, "status": "busy", "exit_code": 3, "error": None})
+    assert not validator.is_valid({**base, "status": "ok", "exit_code": 0})  # no report
+
+
+def test_success_objects(src: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "b.rocksdb"
+    code, conv = run_json("convert", src, dst, "--json")
+    assert code == 0 and conv["status"] == "converted" and conv["error"] is None
+    assert conv["records"] == 51 and conv["bytes"] == sum(t["bytes"] for t in conv["tables"]) > 0
+    assert conv["seconds"] == round(conv["seconds"], 3)
+    code, again = run_json("convert", src, dst, "--resume", "--json")
+    assert code == 0 and again["status"] == "already_complete"
+    code, ver = run_json("verify", src, dst, "--json")
+    assert code == 0 and ver["status"] == "equal" and ver["digest_a"] == conv["store_digest"]
+    code, summed = run_json("checksum", dst, "--json")
+    assert code == 0 and summed["status"] == "ok" and summed["digest"] == conv["store_digest"]
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps(summed))  # the envelope does not stop it being a manifest
+    code, against = run_json("verify", src, "--manifest", manifest, "--json")
+    assert code == 0 and against["status"] == "equal"
+    code, seen = run_json("inspect", src, "--json")
+    assert code == 0 and seen["status"] == "ok"
+    assert [(t["table"], t["records"]) for t in seen["tables"]] == [("events", 50), ("settings", 1)]
+
+
+def test_different_is_exit_1_with_status_different(src: Path, tmp_path: Path) -> None:
+    other = tmp_path / "c.sqlite"
+    write_store(SqliteEngine, other, {TableInfo("events"): [(b"e000", b"changed")]})
+    code, data = run_json("verify", src, other, "--json")
+    assert code == 1 and data["status"] == "different" and data["difference_count"] > 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["convert", "{missing}", "{out}"],
+        ["verify", "{missing}", "{src}"],
+        ["checksum", "{missing}"],
+        ["inspect", "{missing}"],
+    ],
+    ids=COMMANDS,
+)
+def test_missing_store_is_status_missing_exit_4(args, src: Path, tmp_path: Path) -> None:
+    values = {"missing": tmp_path / "nope.sqlite", "out": tmp_path / "o.sqlite", "src": src}
+    code, data = run_json(*[a.format(**values) for a in args], "--json")
+    assert code == 4 and data["status"] == "missing", data
+    assert "no such file" in data["error"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["convert", "rocksdb:{src}", "{out}"],
+        ["verify", "{src}", "rocksdb:{src}"],
+        ["checksum", "rocksdb:{src}"],
+        ["inspect", "rocksdb:{src}"],
+    ],
+    ids=COMMANDS,
+)
+def test_wrong_engine_is_status_unreadable_exit_4(args, src: Path, tmp_path: Path) -> None:
+    values = {"out": tmp_path / "o.sqlite", "src": src}
+    code, data = run_json(*[a.format(**values) for a in args], "--json")
+    assert code == 4 and data["status"] == "unreadable", data
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["convert", "{src}", "--json"],  # no destination
+        ["convert", "{src}", "{out}", "--batch-records", "0", "--json"],
+        ["verify", "{src}", "--json"],  # neither B nor --manifest: the library's usage error
+        ["checksum", "{src}", "--json", "--no-such-option"],
+        ["inspect", "--json"],
+    ],
+    ids=["convert-arg", "convert-range", "verify", "checksum", "inspect"],
+)
+def test_usage_error_is_one_object_exit_2(args, src: Path, tmp_path: Path) -> None:
+    values = {"out": tmp_path / "o.sqlite", "src": src}
+    code, data = run_json(*[a.format(**values) for a in args])
+    assert code == 2 and data["status"] == "usage_error" and data["error"], data
+    assert not (tmp_path / "o.sqlite").exists()
+
+
+def test_busy_store_is_status_busy_exit_3(tmp_path: Path) -> None:
+    store = tmp_path / "held.rocksdb"
+    write_store(
+        __import__("statemigrate.registry", fromlist=["get_engine"]).get_engine("rocksdb"),
+        store,
+        {TableInfo("t"): [(b"k", b"v")]},
+    )
+    with app_holding("rocksdb", store) as pid:
+        results = [
+            run_json("convert", store, tmp_path / "o.sqlite", "--json"),
+            run_json("verify", store, store, "--json"),
+            run_json("checksum", store, "--json"),
+            run_json("inspect", store, "--json"),
+        ]
+    for code, data in results:
+        assert code == 3 and data["status"] == "busy" and f"pid {pid}" in data["error"], data
+
+
+def test_damaged_store_is_status_unreadable_exit_4(src: Path, tmp_path: Path) -> None:
+    damaged = tmp_path / "cut.sqlite"
+    shutil.copy(src, damaged)
+    with damaged.open("r+b") as f:
+        f.truncate(damaged.stat().st_size // 2)
+    for args in (
+        ["convert", damaged, tmp_path / "o.sqlite"],
+        ["verify", damaged, src],
+        ["checksum", damaged],
+        ["inspect", damaged],
+    ):
+        code, data = run_json(*args, "--json")
+        assert code == 4 and data["status"] == "unreadable", data
+
+
+def test_refused_destination_is_status_failed_exit_5(src: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "taken.sqlite"
+    shutil.copy(src, dst)
+    code, data = run_json("convert", src, dst, "--json")
+    assert code == 5 and data["status"] == "failed" and data["hint"], data
+    assert data["source"] == str(src) and data["destination"] == str(dst)
+
+
+def test_schema_commands_print_the_envelope_on_usage_errors(tmp_path: Path) -> None:
+    res = CliRunner().invoke(main, ["upgrade", str(tmp_path / "s.sqlite"), "--json", "--bogus"])
+    data = json.loads(res.stdout)
+    assert res.exit_code == 2 and data["status"] == "usage_error" and data["exit_code"] == 2
+    assert data["command"] == "upgrade" and "--bogus" in data["error"]
