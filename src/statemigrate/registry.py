@@ -82,12 +82,13 @@ def get_engine(name: str) -> type[Engine]:
 
 
 def _engine_in(module: ModuleType, name: str) -> type[Engine] | None:
-    """The engine class named ``name`` that ``module`` defines, or None."""
+    """The engine class named ``name`` that ``module`` defines (or, a package, one of its
+    modules), or None."""
     for value in vars(module).values():
         if (
             isinstance(value, type)
             and issubclass(value, Engine)
-            and value.__module__ == module.__name__
+            and (value.__module__ + ".").startswith(module.__name__ + ".")
             and vars(value).get("name") == name
         ):
             return value

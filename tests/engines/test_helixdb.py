@@ -16,8 +16,8 @@ import pytest
 from helixdb import Client, Disk, PropertyInput, g, write_batch
 
 from statemigrate import convert, verify
-from statemigrate.engines import helixdb as helixdb_engine
 from statemigrate.engines.helixdb import HelixdbEngine, HelixdbReader, label_of
+from statemigrate.engines.helixdb import reader as helixdb_reader
 from statemigrate.errors import DestinationError, SourceError, StoreBusyError
 from statemigrate.fsutil import store_size
 from statemigrate.model import TableInfo, TableKind
@@ -80,26 +80,26 @@ def test_the_fallback_external_sort_is_exact_with_bounded_runs(tmp_path):
         # Runs of ~1 KB: dozens of spilled runs merged.
         got = [
             r
-            for b in helixdb_engine.sorted_by_scan(reader.hx, path, table, None, 50, 1 << 20, 1024)
+            for b in helixdb_reader.sorted_by_scan(reader.hx, path, table, None, 50, 1 << 20, 1024)
             for r in b
         ]
         assert [r[0] for r in got] == keys and all(r[1] == r[0] for r in got)
-        tail = helixdb_engine.sorted_by_scan(reader.hx, path, table, keys[500], 50, 1 << 20, 1024)
+        tail = helixdb_reader.sorted_by_scan(reader.hx, path, table, keys[500], 50, 1 << 20, 1024)
         assert [r[0] for b in tail for r in b] == keys[501:]
 
 
 def test_an_out_of_order_page_switches_to_the_sort(tmp_path, monkeypatch):
     path, keys = _shuffled_store(tmp_path, 800)
-    real = helixdb_engine.decode_rows
+    real = helixdb_reader.decode_rows
     calls = []
 
     def third_page_out_of_order(*args):
         calls.append(1)
         if len(calls) == 3:
-            raise helixdb_engine.OutOfOrder("simulated")
+            raise helixdb_reader.OutOfOrder("simulated")
         return real(*args)
 
-    monkeypatch.setattr(helixdb_engine, "decode_rows", third_page_out_of_order)
+    monkeypatch.setattr(helixdb_reader, "decode_rows", third_page_out_of_order)
     with HelixdbEngine.open_reader(path) as reader:
         got = [r[0] for b in reader.read_batches(reader.tables()[0], max_records=64) for r in b]
     assert len(calls) == 3

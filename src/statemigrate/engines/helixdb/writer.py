@@ -1,0 +1,254 @@
+"""Writing a store: one HelixDB write batch per batch, records and metadata together."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...errors import DestinationError, StoreBusyError
+from ...locks import busy_message, refuse_if_held
+from ...model import METADATA_TABLE, Batch, TableInfo
+from ..base import Writer
+from .client import (
+    DB_NAME,
+    FULL_MARGIN,
+    HELIX_FACTS,
+    I64_MAX,
+    KIND_PREFIX,
+    LOCK_NAME,
+    TABLE_PREFIX,
+    U64,
+    _Helix,
+    database_of,
+    helix_safe,
+    label_of,
+    other_helix_process,
+)
+from .reader import read_table
+from .tables import _read_meta, _registry, _wait_for_indexes, discover_tables
+
+if TYPE_CHECKING:
+    from .engine import HelixdbEngine
+
+
+class HelixdbWriter(Writer):
+    """Each batch is one write batch (records and metadata together)."""
+
+    facts = HELIX_FACTS
+
+    def __init__(self, engine: type[HelixdbEngine], path: Path, create: bool):
+        self.path = path
+        self.lock_fd: int | None = None
+        self.engine = engine
+        if create:
+            if path.exists() or path.is_symlink():
+                raise DestinationError(f"{path}: already exists")
+            try:
+                path.mkdir()
+            except OSError as exc:
+                raise DestinationError(f"{path}: cannot create ({exc.strerror})") from exc
+            database = path / DB_NAME
+        else:
+            found = database_of(path)
+            if found is None:
+                raise DestinationError(f"{path}: not a HelixDB store")
+            if found == path and not helix_safe(path.name):
+                raise DestinationError(
+                    f"{path}: HelixDB would encode this database name and write elsewhere",
+                    hint="rename the directory to ASCII letters, digits, '-', '_' and '.'",
+                )
+            database = found
+        self._lock()
+        pid = None if create else other_helix_process(path)
+        if pid is not None:
+            self._unlock()
+            raise StoreBusyError(busy_message(path, pid))
+        try:
+            with self.errors("opening for writing"):
+                self.hx = _Helix(engine, database, reader=False)
+        except BaseException:
+            self._unlock()
+            raise
+        self.helix = self.hx.helix
+        with self.opening("reading metadata"):
+            self._meta = _read_meta(self.hx)
+            # Foreign labels are left alone: a writer touches only the tables it is given.
+            tables: list[TableInfo] = []
+            if not create:
+                tables = discover_tables(self.hx, path, self._meta, skip_foreign=True)[0]
+        self._tables = {t.name: t for t in tables}
+        g, PI = self.helix.g, self.helix.PropertyInput
+        self._meta_body = self.helix.write_batch().var_as(
+            "m", g().add_n(METADATA_TABLE, [("key", PI.param("key")), ("value", PI.param("value"))])
+        )
+
+    def _lock(self) -> None:
+        lock = self.path / LOCK_NAME
+        refuse_if_held(self.path, self.facts.locks)
+        import fcntl
+
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise StoreBusyError(busy_message(self.path, self.facts.holder(self.path))) from exc
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self.lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self.lock_fd is not None:
+            (self.path / LOCK_NAME).unlink(missing_ok=True)
+            os.close(self.lock_fd)
+            self.lock_fd = None
+
+    def _run(self, batch: Any, doing: str, **params: Any) -> None:
+        with self.errors(doing):
+            self.hx.query(batch, **params)
+
+    def _with_meta(
+        self, batch: Any, metadata: Mapping[str, bytes | None]
+    ) -> tuple[Any, dict[str, Any]]:
+        g, SP = self.helix.g, self.helix.SourcePredicate
+        rows = []
+        for i, (key, value) in enumerate(metadata.items()):
+            batch = batch.var_as(
+                f"d{i}", g().n_with_label_where(METADATA_TABLE, SP.eq("key", key)).drop()
+            )
+            if value is not None:
+                rows.append({"key": key, "value": base64.b64encode(value).decode()})
+        params: dict[str, Any] = {}
+        if rows:
+            batch = batch.for_each_param("meta", self._meta_body)
+            params["meta"] = rows
+        return batch, params
+
+    def _commit_meta(self, metadata: Mapping[str, bytes | None]) -> None:
+        for key, value in metadata.items():
+            if value is None:
+                self._meta.pop(key, None)
+            else:
+                self._meta[key] = value
+
+    def list_tables(self) -> list[TableInfo]:
+        return sorted(self._tables.values(), key=lambda t: t.name.encode("utf-8"))
+
+    def raw_metadata(self) -> dict[str, bytes]:
+        return dict(self._meta)
+
+    def create_table(self, table: TableInfo) -> None:
+        label = label_of(table.name)
+        spec = self.helix.IndexSpec.node_range(label, "k")
+        with self.errors(f"creating table {table.name!r}"):
+            answer = self.hx.query(
+                self.helix.write_batch()
+                .var_as("ix", self.helix.g().create_index_if_not_exists(spec))
+                .returning(["ix"])
+            )
+        op = answer.get("ix", {}).get("operation_id")
+        entry = {"name": table.name, "kind": table.kind.value, "index_op": op}
+        # kind: is what DESIGN.md documents (an empty table has no other trace).
+        self.put_metadata(
+            {
+                TABLE_PREFIX + label: json.dumps(entry).encode(),
+                KIND_PREFIX + table.name: table.kind.value.encode(),
+            }
+        )
+        self._tables[table.name] = TableInfo(table.name, table.kind)
+
+    def write_batch(
+        self, table: TableInfo, batch: Batch, metadata: Mapping[str, bytes | None] | None = None
+    ) -> None:
+        g, PI = self.helix.g, self.helix.PropertyInput
+        props = [("k", PI.param("k")), ("v", PI.param("v"))]
+        if table.versioned:
+            props.append(("ver", PI.param("ver")))
+            rows = [
+                {
+                    "k": k.hex(),
+                    "v": base64.b64encode(v).decode(),
+                    "ver": ver - U64 if ver > I64_MAX else ver,
+                }
+                for k, v, ver in batch
+            ]
+        else:
+            rows = [{"k": r[0].hex(), "v": base64.b64encode(r[1]).decode()} for r in batch]
+        need = (
+            int(sum(len(r[0]) + len(r[1]) for r in batch) * self.engine.space_factor) + FULL_MARGIN
+        )
+        try:
+            free = shutil.disk_usage(self.path).free
+        except OSError:
+            free = need
+        if free < need:  # HelixDB would retry a write on a full disk forever
+            raise DestinationError(
+                f"{self.path}: disk full: {free:,} bytes free, this batch needs about {need:,}",
+                hint="free some space, then run the same command with --resume",
+            )
+        body = self.helix.write_batch().var_as("n", g().add_n(label_of(table.name), props))
+        query = self.helix.write_batch().for_each_param("rows", body)
+        query, params = self._with_meta(query, metadata or {})
+        self._run(query, f"writing table {table.name!r}", rows=rows, **params)
+        self._commit_meta(metadata or {})
+
+    def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
+        query, params = self._with_meta(self.helix.write_batch(), metadata)
+        self._run(query, "writing metadata", **params)
+        self._commit_meta(metadata)
+
+    # In-place methods (schema upgrades); no multi-step transaction (each write batch
+    # commits on its own), so upgrades stage their work and rename by copying.
+
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
+        entry = _registry(self._meta).get(label_of(table.name))
+        if entry is not None:
+            _wait_for_indexes(self.hx, [entry], self.path, source=False)
+        yield from read_table(self.hx, self.path, table, after, max_records, max_bytes)
+
+    def drop_table(self, name: str) -> None:
+        label = label_of(name)
+        if name not in self._tables:
+            return
+        # The range index stays: a table created again under the name finds it active.
+        query = self.helix.write_batch().var_as("x", self.helix.g().n_with_label(label).drop())
+        gone: dict[str, bytes | None] = {TABLE_PREFIX + label: None, KIND_PREFIX + name: None}
+        query, params = self._with_meta(query, gone)
+        self._run(query, f"dropping table {name!r}", **params)
+        self._commit_meta(gone)
+        del self._tables[name]
+
+    def backup(self, path: Path) -> None:
+        """A copy taken with the database closed, so that everything written is on disk."""
+        engine = self.engine
+        database = self.hx.path
+        self.hx.close()
+        try:
+            shutil.copytree(self.path, path, ignore=shutil.ignore_patterns(LOCK_NAME))
+        except OSError as exc:
+            raise DestinationError(f"{path}: cannot write the backup ({exc})") from exc
+        finally:
+            self.hx = _Helix(engine, database, reader=False)
+            self.helix = self.hx.helix
+
+    def finish(self) -> None:
+        with self.errors("waiting for index builds"):
+            _wait_for_indexes(
+                self.hx, list(_registry(self._meta).values()), self.path, source=False
+            )
+
+    def close(self) -> None:
+        hx = getattr(self, "hx", None)
+        try:
+            if hx is not None:
+                self.hx = None  # type: ignore[assignment]
+                hx.close()
+        finally:
+            self._unlock()

@@ -1,0 +1,55 @@
+"""The jsonl engine: its facts, detection and the doors to its reader and writer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ...errors import SourceError
+from ..base import Capabilities, Engine, Reader, Writer, check_options
+from .format import CHECKPOINT_SUFFIX
+from .reader import JsonlReader
+from .writer import JsonlWriter
+
+
+class JsonlEngine(Engine):
+    """The portable JSON-lines dump."""
+
+    name = "jsonl"
+    extra = "jsonl"
+    driver_module = "json"
+    description = "portable JSON-lines dump with batch and footer checksums"
+    capabilities = Capabilities(
+        atomic_multi_table=True,
+        read_only_open=True,
+        multi_process_readers=True,
+        directory=False,
+    )
+    sidecar_suffixes = (CHECKPOINT_SUFFIX,)
+    suffixes = (".jsonl",)
+    space_factor = 1.5
+
+    @classmethod
+    def detect(cls, path: Path) -> bool:
+        if not path.is_file():
+            return False
+        with open(path, "rb") as f:
+            return f.read(15) == b'{"statemigrate"'
+
+    @classmethod
+    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
+        check_options(cls, options, set())
+        if path.is_dir():
+            raise SourceError(f"{path}: is a directory, not a JSON-lines dump")
+        return JsonlReader(path)
+
+    @classmethod
+    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        check_options(cls, options, set())
+        return JsonlWriter(path, create=True)
+
+    @classmethod
+    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        check_options(cls, options, set())
+        return JsonlWriter(path, create=False)

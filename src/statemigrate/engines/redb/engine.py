@@ -1,0 +1,162 @@
+"""The redb engine: its facts, file formats, options and the doors to its reader and writer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ...errors import DestinationError, SourceError, UsageError
+from ...model import TableInfo
+from ..base import Capabilities, Engine, Reader, Writer, check_options
+from .header import DEFAULT_FORMAT, FORMAT_WRITERS, MAGIC, REDB_FACTS, WRITABLE_FORMATS, read_header
+from .reader import RedbReader
+from .tables import _Target, _written_by_redb2, choose_format, table_info
+from .writer import RedbWriter
+
+OPTIONS = {"redb_format", "bytewise_key_types"}
+
+
+class RedbEngine(Engine):
+    """redb files of format 1, 2 and 3 (read); 2 and 3 written, as the source was by default."""
+
+    name: ClassVar[str] = "redb"
+    extra: ClassVar[str] = "redb"
+    driver_module: ClassVar[str] = "statemigrate._native"
+    description: ClassVar[str] = "redb 1.x/2.x/4.x files through the bundled native binding"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        atomic_multi_table=True,
+        read_only_open=True,
+        multi_process_readers=False,
+        directory=False,
+        typed_keys=True,
+        in_place=True,
+        transactional_ddl=False,
+    )
+    space_factor: ClassVar[float] = 2.0
+    suffixes: ClassVar[tuple[str, ...]] = (".redb",)
+
+    @classmethod
+    def detect(cls, path: Path) -> bool:
+        """A file starting with redb's magic number (read with plain I/O)."""
+        if not path.is_file():
+            return False
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+
+    @classmethod
+    def format_info(cls, path: Path) -> dict[str, Any]:
+        """The file format (from the primary commit slot) and which redb versions write it."""
+        return read_header(path)
+
+    @classmethod
+    def _source_format(cls, path: Path) -> int:
+        info = read_header(path)
+        fmt = int(info["format"])
+        if fmt not in FORMAT_WRITERS:
+            known = "; ".join(f"{k} ({v})" for k, v in FORMAT_WRITERS.items())
+            raise SourceError(
+                f"{path}: unsupported redb file format {fmt}; this build reads formats {known}"
+            )
+        return fmt
+
+    @classmethod
+    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
+        """Open at one snapshot, read-only (redb 4.x) or through a copy-on-write view."""
+        check_options(cls, options, OPTIONS)
+        native = cls.require_driver()
+        fmt = cls._source_format(path)
+        try:
+            with REDB_FACTS.mapped(path, writing=False):
+                handle = native.RedbReader(str(path), fmt)
+        except SourceError as exc:
+            if "unsupported redb file format" in exc.message:
+                raise SourceError(
+                    f"{path}: unsupported redb file format {fmt} (written by {FORMAT_WRITERS[fmt]})"
+                ) from exc
+            raise
+        return RedbReader(path, handle)
+
+    @classmethod
+    def _writer_options(cls, options: Mapping[str, Any] | None) -> dict[str, Any]:
+        opts = check_options(cls, options, OPTIONS)
+        value = opts.get("redb_format")
+        text = str(value).strip()
+        if value is None:
+            fmt = None
+        elif not isinstance(value, bool) and text.isdigit() and int(text) in WRITABLE_FORMATS:
+            fmt = int(text)
+        else:
+            raise UsageError(
+                f"redb_format must be 2 or 3 (the redb engine writes file formats 2 and 3),"
+                f" not {value!r}"
+            )
+        opts["redb_format"] = fmt
+        return opts
+
+    @classmethod
+    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        """A writer of a new redb file, created at its first write (see :class:`RedbWriter`).
+
+        The file gets ``redb_format`` if given, else the format the tables were read
+        from (their meta), else the newest (3).
+        """
+        opts = cls._writer_options(options)
+        native = cls.require_driver()
+        if path.exists():
+            raise DestinationError(f"{path}: already exists")
+        return RedbWriter(path, native, opts)
+
+    @classmethod
+    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        """Open an existing redb file for writing, in the format it already has."""
+        opts = cls._writer_options(options)
+        native = cls.require_driver()
+        fmt = cls._source_format(path)
+        if fmt not in WRITABLE_FORMATS:
+            raise DestinationError(
+                f"{path}: redb file format {fmt} ({FORMAT_WRITERS[fmt]}) cannot be written"
+            )
+        redb2 = fmt == 3 and cls._written_by_redb2(path, fmt)
+        with REDB_FACTS.mapped(path, writing=True):
+            handle = native.RedbWriter(str(path), fmt, False, redb2)
+        return RedbWriter(path, native, opts, handle, redb2)
+
+    @classmethod
+    def _written_by_redb2(cls, path: Path, fmt: int) -> bool:
+        """Whether a format-3 file's own tables are spelt as redb 2.6 spells them.
+
+        Such a file is written through redb 2.6 again: redb 3.0 and later rewrite
+        its allocator state in a way redb 2.6 no longer opens.
+        """
+        native = cls.require_driver()
+        with REDB_FACTS.mapped(path, writing=False):
+            reader = native.RedbReader(str(path), fmt)
+            try:
+                descs = reader.list_tables()
+            finally:
+                reader.close()
+        return any(_written_by_redb2(table_info(d, fmt).meta) for d in descs)
+
+    @classmethod
+    def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
+        """Refuse, before anything is created, every table a new redb file cannot hold.
+
+        Names first (the engine's rules), then the types: the file format the tables
+        would be written in (see :func:`choose_format`), user-defined key types not
+        asserted bytewise, types the writer cannot produce; one error lists them all.
+
+        Raises:
+            DestinationError: exit 5, every offending table with its type and the
+                option that would allow it.
+        """
+        super().check_tables(tables, options)
+        opts = cls._writer_options(options)
+        first = None
+        try:
+            fmt, redb2 = choose_format(opts.get("redb_format"), [t.meta for t in tables])
+        except DestinationError as exc:
+            # Refused as a whole (format 1): the tables are checked for the newest
+            # format, so that the user learns everything at once.
+            first, fmt, redb2 = exc, DEFAULT_FORMAT, False
+        _Target(cls.require_driver(), fmt, redb2, opts).check(tables, "redb destination", first)
