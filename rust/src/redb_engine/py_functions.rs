@@ -1,0 +1,73 @@
+//! The module-level functions: a table's kind and problems without a file, a key's
+//! encoding, and the benchmarks' ceilings.
+use std::path::PathBuf;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::errors::detach;
+use super::plan::plan;
+use super::problems::problems;
+use super::pyconv::desc_from_py;
+use super::types::TypeExpr;
+use super::v4;
+use super::write::target_desc;
+
+/// redb's own fastest load (one transaction, `&[u8] -> &[u8]`), for the benchmark ceiling.
+#[pyfunction]
+pub fn redb_bulk_load(
+    py: Python<'_>,
+    path: PathBuf,
+    records: u64,
+    key_len: usize,
+    value_len: usize,
+) -> PyResult<()> {
+    detach(py, || v4::bulk_load(&path, records, key_len, value_len))?;
+    Ok(())
+}
+
+/// redb's own full scan of every plain table, for the benchmark ceiling: (records, bytes).
+#[pyfunction]
+pub fn redb_full_scan(py: Python<'_>, path: PathBuf) -> PyResult<(u64, u64)> {
+    Ok(detach(py, || v4::full_scan(&path))?)
+}
+
+/// The kind (`plain`, `versioned`, `typed`, `custom`) a table description gets from
+/// the writer of `format` (through redb 2.6 when `redb2`), without a file.
+#[pyfunction]
+#[pyo3(signature = (table, format, redb2=false))]
+pub fn redb_table_kind(
+    table: &Bound<'_, PyDict>,
+    format: u8,
+    redb2: bool,
+) -> PyResult<&'static str> {
+    Ok(plan(
+        format,
+        &target_desc(format, redb2 || format < 3, &desc_from_py(table)?).0,
+    )
+    .kind
+    .as_str())
+}
+
+/// Why the writer of `format` (through redb 2.6 when `redb2`) cannot write a table
+/// as described, without a file (to refuse before anything is created): one
+/// `(part, type name, reason)` per problem, the reason naming what would allow it.
+#[pyfunction]
+#[pyo3(signature = (table, format, redb2=false))]
+pub fn redb_table_problems(
+    table: &Bound<'_, PyDict>,
+    format: u8,
+    redb2: bool,
+) -> PyResult<Vec<(String, String, String)>> {
+    Ok(problems(format, redb2 || format < 3, &desc_from_py(table)?))
+}
+
+/// The order-preserving encoding of a stored key of redb type `type_name` (for tests and tools).
+#[pyfunction]
+#[pyo3(signature = (type_name, stored, legacy_tuples=false))]
+pub fn redb_encode_key(type_name: &str, stored: &[u8], legacy_tuples: bool) -> PyResult<Vec<u8>> {
+    let t = TypeExpr::parse(type_name, legacy_tuples)
+        .ok_or_else(|| PyValueError::new_err(format!("not a built-in key type: {type_name}")))?;
+    t.encode(stored).map_err(PyValueError::new_err)
+}

@@ -1,0 +1,155 @@
+//! `RedbReader`: a redb source at one snapshot, for the Python side.
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use super::desc::{OwnedRec, TableDesc};
+use super::errors::{detach, NErr};
+use super::plan::{plan, Kind};
+use super::pyconv::{desc_from_py, desc_to_py, recs_to_py};
+use super::read::{read_table, SortState};
+use super::{v1, v2, v4};
+
+enum ReaderImpl {
+    V1(v1::Reader),
+    V2(v2::Reader),
+    V4(v4::Reader),
+}
+
+macro_rules! each {
+    ($e:expr, $r:ident => $body:expr) => {
+        match $e {
+            ReaderImpl::V1($r) => $body,
+            ReaderImpl::V2($r) => $body,
+            ReaderImpl::V4($r) => $body,
+        }
+    };
+}
+
+struct ReaderState {
+    reader: Option<ReaderImpl>,
+    sorted: HashMap<String, SortState>,
+}
+
+/// A redb source at one snapshot (one read transaction); never modifies the file.
+#[pyclass(module = "statemigrate._native")]
+pub struct RedbReader {
+    format: u8,
+    state: Mutex<ReaderState>,
+}
+
+fn closed() -> NErr {
+    NErr::Other("the reader is closed".into())
+}
+
+impl ReaderState {
+    fn reader(&self) -> Result<&ReaderImpl, NErr> {
+        self.reader.as_ref().ok_or_else(closed)
+    }
+
+    fn read(
+        &mut self,
+        format: u8,
+        d: &TableDesc,
+        after: Option<&[u8]>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<OwnedRec>, NErr> {
+        let ReaderState { reader, sorted } = self;
+        let r = reader.as_ref().ok_or_else(closed)?;
+        each!(r, x => read_table(x, sorted, format, d, after, max_records, max_bytes))
+    }
+}
+
+#[pymethods]
+impl RedbReader {
+    /// Open `path` (a redb file of `format` 1, 2 or 3) read-only at one snapshot.
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf, format: u8) -> PyResult<Self> {
+        let reader = detach(py, || -> Result<ReaderImpl, NErr> {
+            Ok(match format {
+                1 => ReaderImpl::V1(v1::Reader::open(&path)?),
+                2 => ReaderImpl::V2(v2::Reader::open(&path)?),
+                3 => ReaderImpl::V4(v4::Reader::open(&path)?),
+                v => return Err(NErr::Unsupported(v)),
+            })
+        })?;
+        Ok(RedbReader {
+            format,
+            state: Mutex::new(ReaderState {
+                reader: Some(reader),
+                sorted: HashMap::new(),
+            }),
+        })
+    }
+
+    #[getter]
+    fn format(&self) -> u8 {
+        self.format
+    }
+
+    /// Every table and multimap table (not the metadata table), as dicts.
+    fn list_tables<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let descs = detach(py, || {
+            let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let r = st.reader()?;
+            each!(r, x => x.list_tables())
+        })?;
+        descs
+            .iter()
+            .map(|d| desc_to_py(py, d, self.format))
+            .collect()
+    }
+
+    /// The `__statemigrate__` table's entries.
+    fn metadata(&self, py: Python<'_>) -> PyResult<Vec<(String, Py<PyBytes>)>> {
+        let meta = detach(py, || {
+            let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let r = st.reader()?;
+            each!(r, x => x.metadata())
+        })?;
+        Ok(meta
+            .into_iter()
+            .map(|(k, v)| (k, PyBytes::new(py, &v).unbind()))
+            .collect())
+    }
+
+    /// One batch of `table` (a dict from `list_tables`) strictly after `after`.
+    #[pyo3(signature = (table, after=None, max_records=10000, max_bytes=8388608))]
+    fn read_batch<'py>(
+        &self,
+        py: Python<'py>,
+        table: &Bound<'py, PyDict>,
+        after: Option<Vec<u8>>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let d = desc_from_py(table)?;
+        let format = self.format;
+        let recs = detach(py, || {
+            let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            st.read(
+                format,
+                &d,
+                after.as_deref(),
+                max_records.max(1),
+                max_bytes.max(1),
+            )
+        })?;
+        recs_to_py(py, recs, plan(format, &d).kind == Kind::Versioned)
+    }
+
+    /// Release the snapshot and the file.
+    fn close(&self, py: Python<'_>) {
+        // Closing never raises: a damaged file may make redb fail even here.
+        let _ = detach(py, || {
+            let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            st.sorted.clear();
+            st.reader = None;
+            Ok(())
+        });
+    }
+}

@@ -1,0 +1,263 @@
+//! `RedbWriter`: a redb store being written, for the Python side.
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use super::errors::{detach, NErr};
+use super::plan::{plan, Kind};
+use super::pyconv::{desc_from_py, desc_to_py, records_from_py, recs_to_py};
+use super::read::{read_table, SortState};
+use super::write::{encode_batch, native_versioned, target_desc, Encoded};
+use super::{v2, v4};
+
+enum WriterImpl {
+    V2(v2::Writer),
+    V4(v4::Writer),
+}
+
+macro_rules! each_w {
+    ($e:expr, $w:ident => $body:expr) => {
+        match $e {
+            WriterImpl::V2($w) => $body,
+            WriterImpl::V4($w) => $body,
+        }
+    };
+}
+
+/// A redb store being written (format 3 through redb 4.x, or format 2 through redb 2.6).
+#[pyclass(module = "statemigrate._native")]
+pub struct RedbWriter {
+    format: u8,
+    /// Written through redb 2.6 (format 2, or format 3 as redb 2.6 writes it).
+    redb2: bool,
+    inner: Mutex<Option<WriterImpl>>,
+    /// Custom-order tables being read back in byte order (cleared by every write).
+    sorted: Mutex<HashMap<String, SortState>>,
+}
+
+type MetaUpdates = Vec<(String, Option<Vec<u8>>)>;
+
+fn wclosed() -> NErr {
+    NErr::Other("the writer is closed".into())
+}
+
+#[pymethods]
+impl RedbWriter {
+    /// Create (`create=True`, the path must not exist) or open a store of `format` 2 or 3.
+    /// `redb2` writes a format-3 file through redb 2.6 (as its format-3 option does),
+    /// which redb 2.6 still opens (redb 3.0 and later change its allocator state).
+    #[new]
+    #[pyo3(signature = (path, format, create, redb2=false))]
+    fn new(py: Python<'_>, path: PathBuf, format: u8, create: bool, redb2: bool) -> PyResult<Self> {
+        let w = detach(py, || -> Result<WriterImpl, NErr> {
+            Ok(match (format, create) {
+                (3, true) if redb2 => WriterImpl::V2(v2::Writer::create_format3(&path)?),
+                (3, false) if redb2 => WriterImpl::V2(v2::Writer::open(&path)?),
+                (2, true) => WriterImpl::V2(v2::Writer::create(&path)?),
+                (2, false) => WriterImpl::V2(v2::Writer::open(&path)?),
+                (3, true) => WriterImpl::V4(v4::Writer::create(&path)?),
+                (3, false) => WriterImpl::V4(v4::Writer::open(&path)?),
+                (v, _) => {
+                    return Err(NErr::Refused(format!(
+                        "redb file format {v} cannot be written"
+                    )))
+                }
+            })
+        })?;
+        let redb2 = matches!(w, WriterImpl::V2(_));
+        Ok(RedbWriter {
+            format,
+            redb2,
+            inner: Mutex::new(Some(w)),
+            sorted: Mutex::new(HashMap::new()),
+        })
+    }
+
+    #[getter]
+    fn format(&self) -> u8 {
+        self.format
+    }
+
+    fn list_tables<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let descs = detach(py, || {
+            let g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let w = g.as_ref().ok_or_else(wclosed)?;
+            each_w!(w, x => x.list_tables())
+        })?;
+        descs
+            .iter()
+            .map(|d| desc_to_py(py, d, self.format))
+            .collect()
+    }
+
+    fn metadata(&self, py: Python<'_>) -> PyResult<Vec<(String, Py<PyBytes>)>> {
+        let meta = detach(py, || {
+            let g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let w = g.as_ref().ok_or_else(wclosed)?;
+            each_w!(w, x => x.metadata())
+        })?;
+        Ok(meta
+            .into_iter()
+            .map(|(k, v)| (k, PyBytes::new(py, &v).unbind()))
+            .collect())
+    }
+
+    /// The kind (`plain`, `versioned`, `typed`, `custom`) a table description gets.
+    fn kind_of(&self, table: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+        Ok(plan(
+            self.format,
+            &target_desc(self.format, self.redb2, &desc_from_py(table)?).0,
+        )
+        .kind
+        .as_str())
+    }
+
+    /// Create an empty table: `kind` `plain`/`versioned`, or `typed` with the stored types in `table`.
+    fn create_table(&self, py: Python<'_>, table: &Bound<'_, PyDict>, kind: &str) -> PyResult<()> {
+        let d = target_desc(self.format, self.redb2, &desc_from_py(table)?).0;
+        let k = match kind {
+            "plain" => v4::TableKindN::Plain,
+            "versioned" if native_versioned(self.redb2, &d) => v4::TableKindN::Versioned,
+            _ => v4::TableKindN::Typed,
+        };
+        detach(py, || {
+            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let w = g.as_mut().ok_or_else(wclosed)?;
+            match w {
+                WriterImpl::V2(x) => x.create_table(
+                    &d,
+                    match k {
+                        v4::TableKindN::Plain => v2::TableKindN::Plain,
+                        v4::TableKindN::Versioned => v2::TableKindN::Versioned,
+                        v4::TableKindN::Typed => v2::TableKindN::Typed,
+                    },
+                ),
+                WriterImpl::V4(x) => x.create_table(&d, k),
+            }
+        })?;
+        Ok(())
+    }
+
+    /// Commit `records` (in key order) into `table` with `metadata` updates (None deletes), atomically.
+    ///
+    /// `kind` is `plain`, `versioned` (records carry a version), or `typed`/`custom`
+    /// (record keys are decoded back to the stored types described by `table`).
+    fn write_batch(
+        &self,
+        py: Python<'_>,
+        table: &Bound<'_, PyDict>,
+        kind: &str,
+        records: &Bound<'_, PyList>,
+        metadata: MetaUpdates,
+    ) -> PyResult<()> {
+        let (d, relayout) = target_desc(self.format, self.redb2, &desc_from_py(table)?);
+        let versioned = kind == "versioned";
+        let owned = records_from_py(records, kind)?;
+        let recs: Vec<(&[u8], &[u8], u64)> = owned
+            .iter()
+            .map(|(k, v, ver)| (k.as_bytes(), v.as_bytes(), *ver))
+            .collect();
+        let (format, redb2) = (self.format, self.redb2);
+        let kind = kind.to_string();
+        detach(py, || -> Result<(), NErr> {
+            self.sorted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
+            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let w = g.as_mut().ok_or_else(wclosed)?;
+            match encode_batch(format, redb2, &kind, &d, &relayout, &recs)? {
+                Encoded::Records => {
+                    each_w!(w, x => x.write_plain(&d.name, versioned, &recs, &metadata))
+                }
+                Encoded::Pairs(pairs, key_order, value_order) => {
+                    each_w!(w, x => x.write_raw(&d, key_order, value_order, &pairs, &metadata))
+                }
+            }
+        })?;
+        Ok(())
+    }
+
+    /// One batch of `table` as committed so far, strictly after `after` (in-place upgrades).
+    #[pyo3(signature = (table, after=None, max_records=10000, max_bytes=8388608))]
+    fn read_batch<'py>(
+        &self,
+        py: Python<'py>,
+        table: &Bound<'py, PyDict>,
+        after: Option<Vec<u8>>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let format = self.format;
+        let d = target_desc(format, self.redb2, &desc_from_py(table)?).0;
+        let recs = detach(py, || {
+            let g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let w = g.as_ref().ok_or_else(wclosed)?;
+            let mut sorted = self.sorted.lock().unwrap_or_else(PoisonError::into_inner);
+            let (after, n, b) = (after.as_deref(), max_records.max(1), max_bytes.max(1));
+            match w {
+                WriterImpl::V2(x) => read_table(x, &mut sorted, format, &d, after, n, b),
+                WriterImpl::V4(x) => read_table(x, &mut sorted, format, &d, after, n, b),
+            }
+        })?;
+        recs_to_py(py, recs, plan(format, &d).kind == Kind::Versioned)
+    }
+
+    /// Drop a table (nothing if it does not exist) and apply `metadata` updates, in one commit.
+    fn drop_table(&self, py: Python<'_>, name: String, metadata: MetaUpdates) -> PyResult<()> {
+        detach(py, || {
+            self.sorted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
+            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let w = g.as_mut().ok_or_else(wclosed)?;
+            each_w!(w, x => x.drop_table(&name, &metadata))
+        })?;
+        Ok(())
+    }
+
+    /// Make every commit so far durable.
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        detach(py, || {
+            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let w = g.as_mut().ok_or_else(wclosed)?;
+            each_w!(w, x => x.sync())
+        })?;
+        Ok(())
+    }
+
+    fn put_metadata(&self, py: Python<'_>, metadata: MetaUpdates) -> PyResult<()> {
+        detach(py, || {
+            self.sorted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
+            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let w = g.as_mut().ok_or_else(wclosed)?;
+            each_w!(w, x => x.put_metadata(&metadata))
+        })?;
+        Ok(())
+    }
+
+    /// A durable commit, then compaction.
+    fn finish(&self, py: Python<'_>) -> PyResult<()> {
+        detach(py, || {
+            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let w = g.as_mut().ok_or_else(wclosed)?;
+            each_w!(w, x => x.finish())
+        })?;
+        Ok(())
+    }
+
+    fn close(&self, py: Python<'_>) {
+        let _ = detach(py, || {
+            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            *g = None;
+            Ok(())
+        });
+    }
+}

@@ -1,0 +1,137 @@
+//! Table descriptions and records between Python objects and the binding's types.
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+use super::desc::{OwnedRec, TableDesc, TypeDesc};
+use super::plan::{is_composite, legacy_tuples, plan};
+
+pub fn desc_to_py<'py>(py: Python<'py>, d: &TableDesc, format: u8) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item("name", &d.name)?;
+    out.set_item("multimap", d.multimap)?;
+    out.set_item("kind", plan(format, d).kind.as_str())?;
+    for (field, t) in [("key", &d.key), ("value", &d.value)] {
+        let td = PyDict::new(py);
+        td.set_item("name", &t.name)?;
+        td.set_item("class", &t.class)?;
+        td.set_item("width", t.width)?;
+        // Only built-in composites have a tuple layout to speak of.
+        let composite = t.class != "UserDefined" && is_composite(&t.name);
+        td.set_item("legacy", composite && legacy_tuples(format, t))?;
+        out.set_item(field, td)?;
+    }
+    Ok(out)
+}
+
+pub fn desc_from_py(d: &Bound<'_, PyDict>) -> PyResult<TableDesc> {
+    let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
+        d.get_item(k)?
+            .ok_or_else(|| PyValueError::new_err(format!("table description lacks {k:?}")))
+    };
+    let ty = |k: &str| -> PyResult<TypeDesc> {
+        let t = get(k)?;
+        let t = t
+            .cast::<PyDict>()
+            .map_err(|_| PyValueError::new_err("a type description must be a dict"))?;
+        let item = |f: &str| {
+            t.get_item(f)
+                .ok()
+                .flatten()
+                .ok_or_else(|| PyValueError::new_err(format!("type lacks {f:?}")))
+        };
+        Ok(TypeDesc {
+            name: item("name")?.extract()?,
+            class: item("class")?.extract()?,
+            width: item("width")?.extract()?,
+            legacy: t
+                .get_item("legacy")
+                .ok()
+                .flatten()
+                .map(|x| x.extract::<bool>())
+                .transpose()?,
+        })
+    };
+    Ok(TableDesc {
+        name: get("name")?.extract()?,
+        multimap: get("multimap")
+            .map(|m| m.extract::<bool>().unwrap_or(false))
+            .unwrap_or(false),
+        key: ty("key")?,
+        value: ty("value")?,
+        exact: d
+            .get_item("exact")?
+            .map(|x| x.extract::<bool>())
+            .transpose()?
+            .unwrap_or(false),
+        bytewise: d
+            .get_item("bytewise")?
+            .map(|x| x.extract::<Vec<String>>())
+            .transpose()?
+            .unwrap_or_default(),
+    })
+}
+
+pub fn recs_to_py<'py>(
+    py: Python<'py>,
+    recs: Vec<OwnedRec>,
+    versioned: bool,
+) -> PyResult<Bound<'py, PyList>> {
+    let items: Vec<Bound<'py, PyTuple>> = recs
+        .into_iter()
+        .map(|(k, v, ver)| {
+            let k = PyBytes::new(py, &k);
+            let v = PyBytes::new(py, &v);
+            if versioned {
+                PyTuple::new(
+                    py,
+                    [
+                        k.into_any(),
+                        v.into_any(),
+                        ver.into_pyobject(py)?.into_any(),
+                    ],
+                )
+            } else {
+                PyTuple::new(py, [k, v])
+            }
+        })
+        .collect::<PyResult<_>>()?;
+    PyList::new(py, items)
+}
+
+/// A record as Python gave it: key, value and version (0 when not versioned).
+pub type PyRec<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>, u64);
+
+/// The records of a batch as Python gave them: `(key, value)` tuples of bytes, or
+/// `(key, value, version)` when `kind` is `versioned`.
+pub fn records_from_py<'py>(records: &Bound<'py, PyList>, kind: &str) -> PyResult<Vec<PyRec<'py>>> {
+    let versioned = kind == "versioned";
+    let want = if versioned { 3 } else { 2 };
+    let mut owned = Vec::with_capacity(records.len());
+    for item in records.iter() {
+        let t = item
+            .cast_into::<PyTuple>()
+            .map_err(|_| PyValueError::new_err("a record must be a tuple"))?;
+        if t.len() != want {
+            return Err(PyValueError::new_err(format!(
+                "a {kind} record has {want} fields, got {}",
+                t.len()
+            )));
+        }
+        let k = t
+            .get_item(0)?
+            .cast_into::<PyBytes>()
+            .map_err(|_| PyValueError::new_err("a key must be bytes"))?;
+        let v = t
+            .get_item(1)?
+            .cast_into::<PyBytes>()
+            .map_err(|_| PyValueError::new_err("a value must be bytes"))?;
+        let ver = if versioned {
+            t.get_item(2)?.extract::<u64>()?
+        } else {
+            0
+        };
+        owned.push((k, v, ver));
+    }
+    Ok(owned)
+}

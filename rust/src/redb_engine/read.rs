@@ -1,0 +1,183 @@
+//! One batch of a table from any snapshot: read in redb's order where the plan's
+//! encoding keeps it, or through an external sort (custom-order tables).
+use std::collections::HashMap;
+use std::ops::Bound as RBound;
+use std::sync::Arc;
+
+use super::desc::{OwnedRec, PairSink, Pairs, TableDesc};
+use super::errors::NErr;
+use super::plan::{plan, Kind};
+use super::sort::Sorter;
+use super::types::TypeExpr;
+
+/// What a table is read from: a reader's snapshot, or a writer's committed state.
+pub trait Snapshot {
+    /// A batch of a plain or versioned table strictly after `after`.
+    fn read_plain(
+        &self,
+        name: &str,
+        versioned: bool,
+        after: Option<&[u8]>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<OwnedRec>, NErr>;
+    /// Stored pairs of a typed table from `start`, in redb's order.
+    fn read_raw(
+        &self,
+        desc: &TableDesc,
+        key_order: Option<Arc<TypeExpr>>,
+        value_order: Option<Arc<TypeExpr>>,
+        start: RBound<&[u8]>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Pairs, NErr>;
+    /// Every stored pair of a typed table, in redb's order.
+    fn scan_raw(&self, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr>;
+}
+
+pub struct SortState {
+    sorter: Sorter,
+    last: Option<Vec<u8>>,
+}
+
+/// One batch of a table strictly after `after`, from any snapshot.
+pub fn read_table<S: Snapshot>(
+    r: &S,
+    sorted: &mut HashMap<String, SortState>,
+    format: u8,
+    d: &TableDesc,
+    after: Option<&[u8]>,
+    max_records: usize,
+    max_bytes: usize,
+) -> Result<Vec<OwnedRec>, NErr> {
+    let p = plan(format, d);
+    match p.kind {
+        Kind::Versioned if p.raw_versioned => {
+            let start = after.map_or(RBound::Unbounded, RBound::Excluded);
+            let pairs = r.read_raw(d, None, None, start, max_records, max_bytes)?;
+            let mut out = Vec::with_capacity(pairs.len());
+            for (k, v) in pairs {
+                // Legacy (u64, &[u8]): u32 length of the first element (8), the u64, the bytes.
+                if v.len() < 12 {
+                    return Err(NErr::Corrupt(format!(
+                        "a versioned value of table {:?} is too short",
+                        d.name
+                    )));
+                }
+                let ver = u64::from_le_bytes(v[4..12].try_into().unwrap());
+                out.push((k, v[12..].to_vec(), ver));
+            }
+            Ok(out)
+        }
+        Kind::Plain | Kind::Versioned => r.read_plain(
+            &d.name,
+            p.kind == Kind::Versioned,
+            after,
+            max_records,
+            max_bytes,
+        ),
+        Kind::Typed => {
+            // A key that is no encoding of the table's type (a bisection bound, say)
+            // starts from the beginning; records up to it are skipped by encoding.
+            let start = after.and_then(|a| p.stored(d.multimap, a, b"").ok());
+            // A multimap resumed inside a key starts at that key and skips by encoding.
+            let mut from: RBound<Vec<u8>> = match start {
+                Some((k, _)) if d.multimap => RBound::Included(k),
+                Some((k, _)) => RBound::Excluded(k),
+                None => RBound::Unbounded,
+            };
+            let mut out = Vec::new();
+            loop {
+                let b = match &from {
+                    RBound::Included(k) => RBound::Included(k.as_slice()),
+                    RBound::Excluded(k) => RBound::Excluded(k.as_slice()),
+                    RBound::Unbounded => RBound::Unbounded,
+                };
+                let pairs =
+                    r.read_raw(d, p.key.clone(), p.value.clone(), b, max_records, max_bytes)?;
+                let Some(last) = pairs.last().map(|(k, _)| k.clone()) else {
+                    break;
+                };
+                for (k, v) in &pairs {
+                    let rk = p.record_key(d.multimap, k, v)?;
+                    if let Some(a) = after {
+                        if rk.as_slice() <= a {
+                            continue;
+                        }
+                    }
+                    out.push((rk, if d.multimap { Vec::new() } else { v.clone() }, 0));
+                }
+                if !out.is_empty() {
+                    break;
+                }
+                from = RBound::Excluded(last);
+            }
+            // A multimap batch ends after a whole key's values; the next batch resumes
+            // inside the key, so the batch is cut at exactly `max_records`.
+            out.truncate(max_records);
+            Ok(out)
+        }
+        Kind::Custom => {
+            let resume = sorted
+                .get(&d.name)
+                .map(|s| s.last.as_deref() == after)
+                .unwrap_or(false);
+            if !resume {
+                let mut sorter = Sorter::new();
+                r.scan_raw(d, &mut |k: &[u8], v: &[u8]| {
+                    let rk = p.record_key(d.multimap, k, v)?;
+                    sorter.push(&rk, if d.multimap { b"" } else { v })
+                })?;
+                sorter.finish()?;
+                let mut st = SortState { sorter, last: None };
+                if let Some(a) = after {
+                    // Skip to the resume point.
+                    loop {
+                        match st.sorter.next()? {
+                            None => break,
+                            Some((k, v)) if k.as_slice() > a => {
+                                // Put back by yielding it first below.
+                                st.last = Some(a.to_vec());
+                                let mut out = vec![(k.clone(), v, 0)];
+                                fill(&mut st, &mut out, max_records, max_bytes)?;
+                                st.last = out.last().map(|r| r.0.clone());
+                                sorted.insert(d.name.clone(), st);
+                                return Ok(out);
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                }
+                st.last = after.map(|a| a.to_vec());
+                sorted.insert(d.name.clone(), st);
+            }
+            let st = sorted.get_mut(&d.name).unwrap();
+            let mut out = Vec::new();
+            fill(st, &mut out, max_records, max_bytes)?;
+            st.last = out.last().map(|r| r.0.clone()).or(st.last.take());
+            if out.is_empty() {
+                sorted.remove(&d.name);
+            }
+            Ok(out)
+        }
+    }
+}
+
+fn fill(
+    st: &mut SortState,
+    out: &mut Vec<OwnedRec>,
+    max_records: usize,
+    max_bytes: usize,
+) -> Result<(), NErr> {
+    let mut size: usize = out.iter().map(|r| r.0.len() + r.1.len()).sum();
+    while out.len() < max_records && size < max_bytes {
+        match st.sorter.next()? {
+            Some((k, v)) => {
+                size += k.len() + v.len();
+                out.push((k, v, 0));
+            }
+            None => break,
+        }
+    }
+    Ok(())
+}
