@@ -21,7 +21,7 @@ from statemigrate.model import TableInfo, TableKind
 from statemigrate.registry import get_engine
 from statemigrate.schema import errors as schema_errors
 from statemigrate.testing.stores import write_store
-from statemigrate.upgrade.conformance import EXAMPLE, schema_with, seeded
+from statemigrate.testing.upgrade_conformance import EXAMPLE, schema_with, seeded
 
 HANG_GUARD = 120  # seconds: a generous guard against a hung child, never a measurement
 

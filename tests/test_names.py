@@ -34,7 +34,7 @@ from statemigrate.testing.safety import (
     run_cli,
 )
 from statemigrate.testing.stores import read_store, write_store
-from statemigrate.upgrade.conformance import revision_file, schema_with
+from statemigrate.testing.upgrade_conformance import revision_file, schema_with
 from statemigrate.upgrade.errors import RevisionFailedError
 
 ENGINES = engine_names()

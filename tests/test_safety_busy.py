@@ -34,7 +34,7 @@ from statemigrate.testing.safety import (
     spec,
     store_file,
 )
-from statemigrate.upgrade.conformance import EXAMPLE, EXPECTED, seeded
+from statemigrate.testing.upgrade_conformance import EXAMPLE, EXPECTED, seeded
 
 HANG_GUARD = 120  # seconds: a command still running then has hung on the app's lock
 

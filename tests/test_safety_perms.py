@@ -22,7 +22,7 @@ from statemigrate.perms import creation_umask, keep_owner, mode_of_store, no_wid
 from statemigrate.registry import get_engine
 from statemigrate.testing.safety import run_cli, spec, store_file
 from statemigrate.testing.stores import write_store
-from statemigrate.upgrade.conformance import EXAMPLE, seeded, xfail_reason
+from statemigrate.testing.upgrade_conformance import EXAMPLE, seeded, xfail_reason
 
 # (the source's file mode, its directories' mode, the bits nothing created may have)
 PRIVATE = (0o600, 0o700, 0o077)  # nothing for group and others

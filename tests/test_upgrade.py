@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from statemigrate.registry import engine_names, get_engine
-from statemigrate.upgrade.conformance import CASES, xfail_raises, xfail_reason
+from statemigrate.testing.upgrade_conformance import CASES, xfail_raises, xfail_reason
 
 
 def _params():

@@ -16,10 +16,10 @@ import warnings
 
 import pytest
 
-from statemigrate.engines import helixdb as helixdb_engine
+from statemigrate.engines.helixdb import tables as helixdb_tables
 from statemigrate.registry import engine_names, get_engine
-from statemigrate.upgrade.conformance import xfail_raises, xfail_reason
-from statemigrate.upgrade.killharness import run_harness
+from statemigrate.testing.killharness import run_harness
+from statemigrate.testing.upgrade_conformance import xfail_raises, xfail_reason
 
 LONG = os.environ.get("STATEMIGRATE_LONG") == "1"
 EVENTS = int(os.environ.get("STATEMIGRATE_KILL_EVENTS", "200000"))
@@ -61,7 +61,7 @@ def test_kill_during_upgrade(engine_name: str, tmp_path, monkeypatch) -> None:
     engine = get_engine(engine_name)
     engine.require_driver()
     if engine_name == "helixdb":
-        monkeypatch.setattr(helixdb_engine, "INDEX_WAIT_SECONDS", STUCK_INDEX_GUARD)
+        monkeypatch.setattr(helixdb_tables, "INDEX_WAIT_SECONDS", STUCK_INDEX_GUARD)
     events = EVENTS if LONG else min(BOUNDED, SMALLER.get(engine_name, BOUNDED))
     result = run_harness(engine_name, tmp_path, events=events, points=None if LONG else 25)
     assert len(result.kills) >= min(25, result.crash_points)

@@ -45,8 +45,7 @@ from statemigrate.testing.safety import (
     small_filesystem,
     store_exists,
 )
-from statemigrate.upgrade import RevisionFailedError, current, upgrade
-from statemigrate.upgrade.conformance import (
+from statemigrate.testing.upgrade_conformance import (
     EXAMPLE,
     digest,
     empty_store,
@@ -56,6 +55,7 @@ from statemigrate.upgrade.conformance import (
     seeded,
     table_names,
 )
+from statemigrate.upgrade import RevisionFailedError, current, upgrade
 from statemigrate.upgrade.journal import CRASH_AT_ENV, CRASH_LOG_ENV
 
 IN_PLACE = [n for n in engine_names() if get_engine(n).capabilities.in_place]

@@ -11,7 +11,7 @@ from statemigrate.schema.errors import SchemaError
 from statemigrate.schema.journal import plan_switch
 from statemigrate.schema.scripts import Schema
 from statemigrate.schema.sort import SORT_DIR_INFIX, sorted_batches
-from statemigrate.upgrade.conformance import EXAMPLE, revision_file, schema_with
+from statemigrate.testing.upgrade_conformance import EXAMPLE, revision_file, schema_with
 
 
 def test_external_sort_spills_and_merges(tmp_path) -> None:

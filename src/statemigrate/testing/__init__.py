@@ -5,5 +5,7 @@ CASES`` and call each case with their engine class and a temporary directory. Th
 safety helpers are :mod:`.safety` (store builders, the kill harness, corruption helpers,
 a small file system), :mod:`.holders` (a real app process holding a store open with the
 engine's own driver) and :mod:`.fuzz` (mutated copies of the committed fixtures, read in
-a child process).
+a child process). Schema upgrades have their own suite, :mod:`.upgrade_conformance`, and
+kill -9 harness, :mod:`.killharness`, both on the example schema of :mod:`.example`
+(shipped in the package as ``example_schema/``).
 """

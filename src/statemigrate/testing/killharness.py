@@ -26,10 +26,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import api
 from ..registry import get_engine
-from ..testing.stores import store_path
-from .journal import CRASH_AT_ENV, CRASH_LOG_ENV, TMP_PREFIX
-from .sort import SORT_DIR_INFIX
+from ..schema.journal import CRASH_AT_ENV, CRASH_LOG_ENV, TMP_PREFIX
+from ..schema.sort import SORT_DIR_INFIX
+from .example import EXAMPLE, digest, seed_module, table_names
+from .stores import store_path
 
 # Seconds an upgrade child may run before the harness fails as a hang (a hang guard far
 # above any upgrade of the harness's stores, not a time bound).
@@ -135,14 +137,11 @@ def run_harness(
         events: records in the event log of the example store.
         points: how many kill points (None: every crash point of the run).
     """
-    from .conformance import EXAMPLE, _seed_module, digest, table_names
-    from .runner import current, finish_interrupted, upgrade
-
     started = time.monotonic()
     eng = get_engine(engine_name)
     result = HarnessResult(engine_name, events)
     pristine = store_path(eng, tmp, "pristine")
-    _seed_module().seed(f"{eng.name}:{pristine}", events)
+    seed_module().seed(f"{eng.name}:{pristine}", events)
 
     # The uninterrupted upgrade, one revision at a time: the digest at each revision.
     ref = store_path(eng, tmp, "reference")
@@ -150,7 +149,7 @@ def run_harness(
     ref_spec = f"{eng.name}:{ref}"
     expected = {"0001": digest(ref_spec)}
     while True:
-        report = upgrade(ref_spec, EXAMPLE, to="+1", digests=False)
+        report = api.upgrade(ref_spec, EXAMPLE, to="+1", digests=False)
         expected[report.to_revisions[0]] = digest(ref_spec)
         if report.to_revisions == ["0005"]:
             break
@@ -190,8 +189,8 @@ def run_harness(
                 f"{where}: the child was not killed (exit {run.returncode}): {run.stderr[-300:]}"
             )
         try:
-            kill["recovered"] = finish_interrupted(spec)
-            found = current(spec)
+            kill["recovered"] = api.finish_interrupted(spec)
+            found = api.current(spec)
             rev = found.current[0] if found.current else "base"
             kill["revision"] = rev
             if digest(spec) != expected.get(rev):
@@ -202,7 +201,7 @@ def run_harness(
             sorts = list(work.parent.glob(work.name + SORT_DIR_INFIX + "*"))
             if private or sorts:
                 result.failures.append(f"{where}: leftovers after recovery: {private} {sorts}")
-            again = upgrade(spec, EXAMPLE, digests=False)
+            again = api.upgrade(spec, EXAMPLE, digests=False)
             if again.to_revisions != ["0005"] or digest(spec) != head:
                 result.failures.append(
                     f"{where}: re-running upgrade did not reach the uninterrupted head"

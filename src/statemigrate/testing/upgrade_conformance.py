@@ -4,47 +4,46 @@ Each case is ``case(engine, tmp_path)`` and raises AssertionError when the engin
 does not conform. ``tests/test_upgrade.py`` runs every case against every
 registered engine; an engine that does not declare ``Capabilities.in_place`` runs
 them as ``xfail(strict=True)`` (see :func:`xfail_reason`), so a new engine joins
-as soon as it declares the capability. The example schema in ``schemas/example``
-and its seeding script are the workload.
+as soon as it declares the capability. The example schema (:mod:`.example`) and its
+seeding script are the workload; the verbs are :mod:`statemigrate.api`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import shutil
+import sqlite3
 import subprocess
 import sys
-import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from .. import api
 from ..engines.base import Engine
 from ..errors import StoreBusyError, UsageError
 from ..model import TableInfo, TableKind
-from ..testing.stores import read_store, store_path, tree_sha256
-from .errors import RevisionFailedError, RevisionUnknownError
-from .journal import TMP_PREFIX
-from .runner import current, downgrade, stamp, upgrade
+from ..registry import resolve_source
+from ..schema.errors import RevisionFailedError, RevisionUnknownError
+from ..schema.journal import TMP_PREFIX
+from .example import (
+    EVENTS,
+    EXAMPLE,
+    EXPECTED,
+    digest,
+    empty_store,
+    revision_file,
+    schema_with,
+    seed_module,
+    seeded,
+    store_files,
+    table_names,
+)
+from .killharness import run_harness
+from .stores import read_store, store_path
 
 Case = Callable[[type[Engine], Path], None]
 CASES: dict[str, Case] = {}
-
-EXAMPLE = Path(__file__).resolve().parents[3] / "schemas" / "example"
-EVENTS = 300
-# Store digests of the example store seeded with EVENTS events, at each revision.
-# Fixed by the digest contract: every engine, every release, must reach these. They were
-# computed outside statemigrate's digest code: the seeded SQLite store read with apsw
-# at each revision, records hashed with plain ``xxhash`` as DESIGN.md spells it out
-# (tests/engines/test_sqlite.py recomputes them the same way).
-EXPECTED: dict[str, str] = {
-    "0001": "5f4abf0c609eeec448b4a14fe315273c",
-    "0002": "0a6cd69ff9445e71dbec90dffae7b5f5",
-    "0003": "2fac59a5e7e22f5c487034dca225eeeb",
-    "0004": "79eb591b713dc2ab74a01f194e26d491",
-    "0005": "acd84523d63f0c80e7105ac3c79bb85d",
-}
+E = TypeVar("E", bound=BaseException)
 
 
 def case(fn: Case) -> Case:
@@ -71,93 +70,13 @@ def xfail_raises(engine: type[Engine]) -> type[BaseException]:
     return UsageError
 
 
-# --- helpers -----------------------------------------------------------------------
-
-
-def _seed_module() -> Any:
-    spec = importlib.util.spec_from_file_location("statemigrate_example_seed", EXAMPLE / "seed.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def seeded(engine: type[Engine], tmp: Path, events: int = EVENTS, name: str = "store") -> str:
-    """A store of the example schema at revision 0001 holding ``events`` events; its spec."""
-    path = store_path(engine, tmp, name)
-    _seed_module().seed(f"{engine.name}:{path}", events)
-    return f"{engine.name}:{path}"
-
-
-def empty_store(engine: type[Engine], tmp: Path, name: str = "empty") -> str:
-    """A new store with no table and no revision."""
-    path = store_path(engine, tmp, name)
-    writer = engine.create_writer(path)
-    writer.finish()
-    writer.close()
-    return f"{engine.name}:{path}"
-
-
-def _files(engine: type[Engine], spec: str) -> dict[str, str]:
-    """sha256 of every file of the store (its file or directory and every sidecar)."""
-    out: dict[str, str] = {}
-    for p in engine.store_paths(Path(spec.split(":", 1)[1])):
-        out.update(tree_sha256(p))
-    assert out, f"{spec}: no file to compare"
-    return out
-
-
-def digest(spec: str) -> str:
-    """The store digest, read through the engine's reader (which changes nothing)."""
-    from ..registry import resolve_source
-    from .runner import _digest_reader, _peek
-
-    eng, path = resolve_source(spec)
-    _meta, _tables, reader = _peek(eng, path)
-    with reader:
-        return _digest_reader(reader)
-
-
-def table_names(spec: str) -> list[str]:
-    """Every table of the store, private ones included."""
-    from ..registry import resolve_source
-
-    eng, path = resolve_source(spec)
-    writer = eng.open_writer(path)
+def raised(expected: type[E], what: str, call: Callable[..., Any], *args: Any) -> E:
+    """The ``expected`` exception ``call(*args)`` raises; AssertionError saying ``what`` if none."""
     try:
-        return sorted(t.name for t in writer.list_tables())
-    finally:
-        writer.close()
-
-
-def revision_file(
-    rev: str, down: Any, up_body: str, down_body: str = "pass", imports: str = ""
-) -> str:
-    """The text of a revision file (bodies are indented here)."""
-
-    def body(text: str) -> str:
-        return textwrap.indent(textwrap.dedent(text).strip() or "pass", "    ")
-
-    return (
-        f'"""Revision {rev}."""\nfrom statemigrate import op\n{imports}\n\n'
-        f"revision = {rev!r}\ndown_revision = {down!r}\nbranch_labels = None\ndepends_on = None\n\n\n"
-        f"def upgrade():\n{body(up_body)}\n\n\ndef downgrade():\n{body(down_body)}\n"
-    )
-
-
-def schema_with(
-    tmp: Path, extra: dict[str, str], base: Path | None = EXAMPLE, name: str = "schema"
-) -> Path:
-    """A copy of ``base`` (or an empty schema) with extra revision files ``{filename: text}``."""
-    target = tmp / name
-    if base is not None:
-        shutil.copytree(base, target, ignore=shutil.ignore_patterns("__pycache__"))
-    else:
-        (target / "versions").mkdir(parents=True)
-        shutil.copy(EXAMPLE / "script.py.mako", target / "script.py.mako")
-    for filename, text in extra.items():
-        (target / "versions" / filename).write_text(text)
-    return target
+        call(*args)
+    except expected as exc:
+        return exc
+    raise AssertionError(what)
 
 
 def walk_digests(engine: type[Engine], tmp: Path) -> dict[str, str]:
@@ -166,7 +85,7 @@ def walk_digests(engine: type[Engine], tmp: Path) -> dict[str, str]:
     spec = seeded(engine, tmp, name="walk")
     out = {"0001": digest(spec)}
     while True:
-        report = upgrade(spec, EXAMPLE, to="+1")
+        report = api.upgrade(spec, EXAMPLE, to="+1")
         assert report.status == "upgraded", report.status
         out[report.to_revisions[0]] = report.digest_after  # type: ignore[assignment]
         if report.to_revisions == ["0005"]:
@@ -181,14 +100,12 @@ def walk_base_head_base(engine: type[Engine], tmp: Path) -> None:
     """base -> 0001 -> ... -> head -> ... -> base, one revision at a time; digests match each way."""
     spec = empty_store(engine, tmp)
     at_base = digest(spec)
-    assert current(spec).current == []
-    up = upgrade(spec, EXAMPLE, to="0001")
-    assert up.to_revisions == ["0001"] and current(spec).current == ["0001"]
+    assert api.current(spec).current == []
+    up = api.upgrade(spec, EXAMPLE, to="0001")
+    assert up.to_revisions == ["0001"] and api.current(spec).current == ["0001"]
     # Fill it as the app would at 0001, then walk.
-    from ..registry import resolve_source
-
     eng, path = resolve_source(spec)
-    seed = _seed_module()
+    seed = seed_module()
     writer = eng.open_writer(path)
     try:
         writer.write_batch(TableInfo("events"), list(seed.events(EVENTS)))
@@ -201,18 +118,18 @@ def walk_base_head_base(engine: type[Engine], tmp: Path) -> None:
         writer.close()
     seen = {"0001": digest(spec)}
     for rev in ("0002", "0003", "0004", "0005"):
-        report = upgrade(spec, EXAMPLE, to="+1")
+        report = api.upgrade(spec, EXAMPLE, to="+1")
         assert report.to_revisions == [rev], report.to_revisions
         assert report.digest_after == digest(spec)
         assert not any(n.startswith(TMP_PREFIX) for n in table_names(spec))
         seen[rev] = digest(spec)
     assert len(set(seen.values())) == 5, "every revision changes the state"
     for rev in ("0004", "0003", "0002", "0001"):
-        report = downgrade(spec, EXAMPLE, to="-1")
+        report = api.downgrade(spec, EXAMPLE, to="-1")
         assert report.to_revisions == [rev]
         assert digest(spec) == seen[rev], f"downgrade to {rev} does not restore its state"
-    downgrade(spec, EXAMPLE, to="base")
-    assert current(spec).current == []
+    api.downgrade(spec, EXAMPLE, to="base")
+    assert api.current(spec).current == []
     assert digest(spec) == at_base
 
 
@@ -226,13 +143,15 @@ def fixed_digests_at_every_revision(engine: type[Engine], tmp: Path) -> None:
 def upgrade_at_head_does_nothing(engine: type[Engine], tmp: Path) -> None:
     """At head: status up_to_date, no revision run, the state unchanged."""
     spec = seeded(engine, tmp)
-    upgrade(spec, EXAMPLE)
+    api.upgrade(spec, EXAMPLE)
     before = digest(spec)
-    files = _files(engine, spec)
-    report = upgrade(spec, EXAMPLE)
+    files = store_files(engine, spec)
+    report = api.upgrade(spec, EXAMPLE)
     assert report.status == "up_to_date" and report.revisions == []
-    assert _files(engine, spec) == files, "an upgrade at head changed the store's files"
-    assert report.digest_before == report.digest_after == before == digest(spec)
+    assert store_files(engine, spec) == files, "an upgrade at head changed the store's files"
+    assert before == digest(spec)
+    # The stamp answers: no digest is computed (the store is not read).
+    assert report.digest_before is None and report.digest_after is None
 
 
 @case
@@ -247,17 +166,15 @@ def unknown_revision_changes_nothing(engine: type[Engine], tmp: Path) -> None:
             )
         },
     )
-    upgrade(spec, newer)
+    api.upgrade(spec, newer)
     before = digest(spec)
-    files = _files(engine, spec)
-    try:
-        upgrade(spec, EXAMPLE)
-    except RevisionUnknownError as exc:
-        assert exc.exit_code == 1 and "0006" in exc.message and "newer" in exc.message
-    else:
-        raise AssertionError("an unknown revision was not refused")
-    assert _files(engine, spec) == files, "a refused upgrade changed the store's files"
-    assert digest(spec) == before and current(spec).current == ["0006"]
+    files = store_files(engine, spec)
+    exc = raised(
+        RevisionUnknownError, "an unknown revision was not refused", api.upgrade, spec, EXAMPLE
+    )
+    assert exc.exit_code == 1 and "0006" in exc.message and "newer" in exc.message
+    assert store_files(engine, spec) == files, "a refused upgrade changed the store's files"
+    assert digest(spec) == before and api.current(spec).current == ["0006"]
 
 
 @case
@@ -273,21 +190,19 @@ def failed_revision_leaves_the_old_state(engine: type[Engine], tmp: Path) -> Non
         tmp, {"0006_broken.py": revision_file("0006", "0005", body)}, name="broken"
     )
     spec = seeded(engine, tmp)
-    upgrade(spec, EXAMPLE)
+    api.upgrade(spec, EXAMPLE)
     before = digest(spec)
-    try:
-        upgrade(spec, broken)
-    except RevisionFailedError as exc:
-        assert "0006" in exc.message and "boom" in exc.message
-    else:
-        raise AssertionError("the failing revision did not fail")
-    assert current(spec).current == ["0005"]
+    exc = raised(
+        RevisionFailedError, "the failing revision did not fail", api.upgrade, spec, broken
+    )
+    assert "0006" in exc.message and "boom" in exc.message
+    assert api.current(spec).current == ["0005"]
     assert digest(spec) == before
     assert not any(n.startswith(TMP_PREFIX) for n in table_names(spec))
     (broken / "versions" / "0006_broken.py").write_text(
         revision_file("0006", "0005", 'op.create_table("half")', 'op.drop_table("half")')
     )
-    assert upgrade(spec, broken).to_revisions == ["0006"]
+    assert api.upgrade(spec, broken).to_revisions == ["0006"]
 
 
 @case
@@ -295,13 +210,13 @@ def dry_run_changes_nothing(engine: type[Engine], tmp: Path) -> None:
     """--dry-run lists the revisions and their operations and changes nothing."""
     spec = seeded(engine, tmp)
     before = digest(spec)
-    files = _files(engine, spec)
-    report = upgrade(spec, EXAMPLE, dry_run=True)
-    assert _files(engine, spec) == files, "a dry run changed the store's files"
+    files = store_files(engine, spec)
+    report = api.upgrade(spec, EXAMPLE, dry_run=True)
+    assert store_files(engine, spec) == files, "a dry run changed the store's files"
     assert report.status == "dry_run"
     assert [r["revision"] for r in report.revisions] == ["0002", "0003", "0004", "0005"]
     assert any("rekey" in op for op in report.revisions[0]["operations"])
-    assert digest(spec) == before and current(spec).current == ["0001"]
+    assert digest(spec) == before and api.current(spec).current == ["0001"]
 
 
 @case
@@ -310,19 +225,19 @@ def stamp_check_and_changed_files(engine: type[Engine], tmp: Path) -> None:
     spec = empty_store(engine, tmp)
     before = digest(spec)
     schema = schema_with(tmp, {})
-    report = stamp(spec, schema, "head")
+    report = api.stamp(spec, schema, "head")
     assert report.to_revisions == ["0005"] and digest(spec) == before
-    assert current(spec, schema=schema).ok
+    assert api.current(spec, schema=schema).ok
     (schema / "versions" / "0003_split_event_payloads.py").open("a").write(
         "\n# edited after it was applied\n"
     )
-    found = current(spec, schema=schema)
+    found = api.current(spec, schema=schema)
     assert not found.ok and [f["revision"] for f in found.changed_files] == ["0003"]
-    stamp(spec, schema, "0002")
-    assert current(spec).current == ["0002"]
-    assert not current(spec, schema=schema).at_head
-    stamp(spec, schema, "base")
-    assert current(spec).current == []
+    api.stamp(spec, schema, "0002")
+    assert api.current(spec).current == ["0002"]
+    assert not api.current(spec, schema=schema).at_head
+    api.stamp(spec, schema, "base")
+    assert api.current(spec).current == []
 
 
 @case
@@ -335,13 +250,15 @@ def busy_store_is_refused(engine: type[Engine], tmp: Path) -> None:
     spec = seeded(engine, tmp)
     before = digest(spec)
     with held_by_app(spec):
-        try:
-            upgrade(spec, EXAMPLE)
-        except StoreBusyError as exc:
-            assert exc.exit_code == 3
-        else:
-            raise AssertionError("the upgrade ran on a store held by another process")
-    assert digest(spec) == before and current(spec).current == ["0001"]
+        busy = raised(
+            StoreBusyError,
+            "the upgrade ran on a store held by another process",
+            api.upgrade,
+            spec,
+            EXAMPLE,
+        )
+        assert busy.exit_code == 3
+    assert digest(spec) == before and api.current(spec).current == ["0001"]
 
 
 @case
@@ -350,10 +267,10 @@ def backup_holds_the_old_store(engine: type[Engine], tmp: Path) -> None:
     spec = seeded(engine, tmp)
     before = digest(spec)
     target = store_path(engine, tmp, "backup")
-    report = upgrade(spec, EXAMPLE, backup=target)
+    report = api.upgrade(spec, EXAMPLE, backup=target)
     assert report.backup == str(target) and report.digest_before == before
     assert digest(f"{engine.name}:{target}") == before
-    assert current(f"{engine.name}:{target}").current == ["0001"]
+    assert api.current(f"{engine.name}:{target}").current == ["0001"]
 
 
 @case
@@ -394,9 +311,7 @@ def operations(engine: type[Engine], tmp: Path) -> None:
         base=None,
     )
     spec = empty_store(engine, tmp)
-    upgrade(spec, schema)
-    from ..registry import resolve_source
-
+    api.upgrade(spec, schema)
     eng, path = resolve_source(spec)
     got = read_store(eng, path)["tables"]
     a = [(b"k%03d" % i, b"b%d" % i) for i in range(50)]
@@ -427,13 +342,11 @@ def bad_revisions_are_named(engine: type[Engine], tmp: Path) -> None:
             extra.unlink()
         spec = seeded(engine, tmp, events=40, name=f"st-{rev}")
         before = digest(spec)
-        try:
-            upgrade(spec, schema)
-        except RevisionFailedError as exc:
-            assert rev in exc.message and words in exc.message, exc.message
-        else:
-            raise AssertionError(f"revision {rev} should have failed")
-        assert digest(spec) == before and current(spec).current == ["0001"]
+        exc = raised(
+            RevisionFailedError, f"revision {rev} should have failed", api.upgrade, spec, schema
+        )
+        assert rev in exc.message and words in exc.message, exc.message
+        assert digest(spec) == before and api.current(spec).current == ["0001"]
 
 
 @case
@@ -446,43 +359,34 @@ def execute_only_on_sql_engines(engine: type[Engine], tmp: Path) -> None:
     spec = seeded(engine, tmp, events=10)
     before = digest(spec)
     if engine.capabilities.sql:
-        upgrade(spec, schema)
-        from ..registry import resolve_source
-
+        api.upgrade(spec, schema)
         eng, path = resolve_source(spec)
         assert read_store(eng, path)["tables"]["prefs"][1][0] == (b"editor", b"VIM")
         return
-    try:
-        upgrade(spec, schema)
-    except RevisionFailedError as exc:
-        assert "sql1" in exc.message and "SQL" in exc.message
-    else:
-        raise AssertionError("op.execute ran on an engine without SQL")
+    exc = raised(
+        RevisionFailedError, "op.execute ran on an engine without SQL", api.upgrade, spec, schema
+    )
+    assert "sql1" in exc.message and "SQL" in exc.message
     assert digest(spec) == before
 
 
 @case
 def convert_carries_the_stamp(engine: type[Engine], tmp: Path) -> None:
     """convert to SQLite keeps the revision: the converted store is at head, in alembic_version too."""
-    from ..pipeline import convert
-
     spec = seeded(engine, tmp, events=20)
-    upgrade(spec, EXAMPLE)
+    api.upgrade(spec, EXAMPLE)
     dst = tmp / "converted.sqlite"
-    convert(spec, f"sqlite:{dst}")
-    assert current(f"sqlite:{dst}", schema=EXAMPLE).ok
-    import apsw
-
-    conn = apsw.Connection(str(dst))
-    assert [r[0] for r in conn.execute("SELECT version_num FROM alembic_version")] == ["0005"]
-    conn.close()
+    api.convert(spec, f"sqlite:{dst}")
+    assert api.current(f"sqlite:{dst}", schema=EXAMPLE).ok
+    # Read with the standard library's sqlite3: what Alembic itself would find there.
+    with contextlib.closing(sqlite3.connect(f"{dst.as_uri()}?mode=ro", uri=True)) as conn:
+        rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    assert [r[0] for r in rows] == ["0005"]
 
 
 @case
 def crash_points_recover(engine: type[Engine], tmp: Path) -> None:
     """A few kill -9 points in a small upgrade (the full harness is tests/test_upgrade_kill.py)."""
-    from .killharness import run_harness
-
     result = run_harness(engine.name, tmp, events=2_000, points=8)
     assert result.failures == [], result.failures
 
@@ -524,12 +428,16 @@ def held_by_app(spec: str) -> Iterator[int]:
 
 __all__ = [
     "CASES",
+    "EVENTS",
     "EXAMPLE",
+    "EXPECTED",
     "digest",
     "empty_store",
+    "held_by_app",
     "revision_file",
     "schema_with",
     "seeded",
+    "table_names",
     "xfail_raises",
     "xfail_reason",
 ]
