@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 mod batch;
 mod digest;
 mod lmdb_check;
+mod rocksdb_check;
 mod redb_engine;
 
 #[pymodule]
@@ -15,6 +16,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(digest::batch_digest, m)?)?;
     m.add_function(wrap_pyfunction!(batch::take_batch, m)?)?;
     m.add_function(wrap_pyfunction!(lmdb_check::lmdb_check, m)?)?;
+    m.add_function(wrap_pyfunction!(rocksdb_check::rocksdb_manifest_check, m)?)?;
     redb_engine::register(m)?;
     Ok(())
 }

@@ -17,6 +17,9 @@ def take_batch(
 def lmdb_check(path: str) -> str | None:
     """None if every page an LMDB data.mdb's newest meta reaches is sound, else what is not."""
 
+def rocksdb_manifest_check(path: str) -> str | None:
+    """None if a RocksDB MANIFEST's records are framed and checksummed as written, else what is not."""
+
 # The redb engine (rust/src/redb_engine): formats 1, 2 (redb 1.5, 2.6) and 3 (redb 4.x;
 # redb 2.6 for a format-3 file spelt as redb 2.6 spells it).
 # A table description is a dict: {"name": str, "multimap": bool, "kind": "plain" |

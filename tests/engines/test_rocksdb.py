@@ -13,6 +13,7 @@ from statemigrate.engines.rocksdb import RocksdbEngine
 from statemigrate.errors import StoreBusyError
 from statemigrate.model import TableInfo, TableKind
 from statemigrate.testing.holders import app_holding
+from statemigrate.testing.safety import run_cli
 from statemigrate.testing.stores import read_store, write_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -86,3 +87,37 @@ def test_a_store_held_by_another_process_is_busy(tmp_path):
                 opening(path)
             assert err.value.exit_code == 3
     assert read_store(RocksdbEngine, path)["tables"]["t"][1] == [(b"k", b"v")]
+
+
+def test_a_manifest_with_a_copy_of_its_tail_appended_is_exit_4_not_a_hang(tmp_path):
+    """The fuzzer's seed 'rocksdb-49' (2026-11): the last 206 bytes of the fixture's
+    MANIFEST appended after its end. The first "record" there claims a recyclable
+    record (type 5) of 1542 bytes; RocksDB's log reader spun forever on it at 100 % CPU
+    with no error. run_cli's hang guard fails this test if the check ever goes."""
+    store = tmp_path / "app.rocksdb"
+    shutil.copytree(FIXTURES / "rocksdb" / "app.rocksdb", store)
+    manifest = store / (store / "CURRENT").read_text().strip()
+    raw = manifest.read_bytes()
+    assert len(raw) == 888 and raw[682 + 6] == 5, "the fixture's MANIFEST changed"
+    manifest.write_bytes(raw + raw[682:])
+    run = run_cli(["checksum", f"rocksdb:{store}"], timeout=60)
+    assert run.returncode == 4, (run.returncode, run.stderr)
+    assert f"{manifest.name} is damaged" in run.stderr, run.stderr
+
+
+def test_a_manifest_over_many_blocks_passes_the_check(tmp_path):
+    """Hundreds of flushes grow the MANIFEST past one 32 KiB block: records that span
+    blocks (first/middle/last fragments) and block trailers pass, and the store reads."""
+    import rocksdict
+
+    store = tmp_path / "many.rocksdb"
+    db = rocksdict.Rdict(str(store), rocksdict.Options(raw_mode=True))
+    for i in range(400):
+        db[b"key-%04d" % i] = b"v" * 100
+        db.flush()
+    db.close()
+    manifests = list(store.glob("MANIFEST-*"))
+    assert max(m.stat().st_size for m in manifests) > 32 * 1024
+    run = run_cli(["checksum", f"rocksdb:{store}"], timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "default\tplain\t400\t" in run.stdout, run.stdout

@@ -16,10 +16,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import SourceError, UsageError
+from ..errors import DestinationError, SourceError, UsageError
 from ..locks import LockProbe, lock_holder, refuse_if_held
 from ..model import METADATA_TABLE, VERSION_PREFIX_DECODE, Batch, TableInfo, encode_versioned
 from . import _snapshot
+from ._rocksdb_manifest import check_manifest
 from .base import META_KIND_PREFIX as KIND_PREFIX
 from .base import (
     Capabilities,
@@ -208,6 +209,7 @@ class RocksdbReader(_Scans, Reader):
         self.db: Any = None
         self._cfs: dict[str, Any] = {}
         refuse_if_held(path, LOCK_PROBES)
+        check_manifest(path)
         opts = _options(rd)
         try:
             self.shadow: Path | None = _shadow(path)
@@ -283,6 +285,11 @@ class RocksdbWriter(_Scans, Writer):
         self.rd = rd = engine.require_driver()
         self.path = path
         self.opts = _options(rd, format_version, create=create)
+        if not create:
+            try:
+                check_manifest(path)
+            except SourceError as exc:
+                raise DestinationError(exc.message) from exc
         with self.errors(failed="{path}: cannot open RocksDB for writing ({text})"):
             names = [] if create else rd.Rdict.list_cf(str(path), self.opts)
             families = {n: self.opts for n in names if n != DEFAULT_CF}
