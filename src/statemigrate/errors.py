@@ -57,6 +57,13 @@ class InterruptedByUser(StateMigrateError):
     exit_code = EXIT_INTERRUPTED
 
 
+class PlatformWarning(UserWarning):
+    """Something this platform cannot do (a lock probe) is skipped; the work goes on.
+
+    The CLI prints it as one line on stderr; a program filters it like any warning.
+    """
+
+
 class MissingDriverError(UsageError):
     """The engine's Python driver is not installed."""
 

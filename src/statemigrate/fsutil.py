@@ -49,6 +49,8 @@ def _fsync_file(path: Path) -> None:
 
 
 def _fsync_dir(path: Path) -> None:
+    if not hasattr(os, "O_DIRECTORY"):
+        return  # Windows opens no directory to sync it; NTFS journals the rename itself
     fd = os.open(path or Path("."), os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -101,7 +103,7 @@ def place(built: Path, final: Path) -> None:
         remove_path(swap)  # the old store
         return
     if not swap.is_dir() and not final.is_dir():
-        os.rename(swap, final)  # a file replaces a file in one step
+        os.replace(swap, final)  # a file replaces a file in one step (Windows too)
         _fsync_dir(final.parent)
         return
     # Directories cannot be swapped here: for a moment the old one stands aside

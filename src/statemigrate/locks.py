@@ -1,7 +1,10 @@
 """Who holds a store: POSIX record locks probed without taking or waiting for them.
 
 ``fcntl`` is imported when a probe runs, not with the module: ``import statemigrate``
-works where it does not exist (Windows), and a probe there fails with one clear line.
+works where it does not exist (Windows). There a probe cannot see POSIX locks: it
+says so once (a :class:`~statemigrate.errors.PlatformWarning`, one line on the command
+line) and sees only what the platform shows, a file another process opened without
+sharing it (Windows: a ``PermissionError`` on open or read), as held by an unknown pid.
 """
 
 from __future__ import annotations
@@ -10,12 +13,13 @@ import os
 import stat
 import struct
 import sys
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from .errors import StoreBusyError, UsageError
+from .errors import PlatformWarning, StoreBusyError, UsageError
 
 # struct flock in each platform's C layout (native sizes and alignment), field by field.
 # Linux: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid.
@@ -60,20 +64,61 @@ def _unpack_flock(layout: tuple[str, tuple[str, ...]], data: bytes) -> dict[str,
     return dict(zip(names, struct.unpack_from(fmt, data), strict=True))
 
 
-def require_fcntl() -> ModuleType:
-    """The ``fcntl`` module.
-
-    Raises:
-        UsageError: the platform has no POSIX file locks, so no holder can be seen.
-    """
+def _fcntl() -> ModuleType | None:
+    """The ``fcntl`` module, or None where the platform has none (Windows)."""
     try:
         import fcntl
-    except ImportError as exc:
-        raise UsageError(
-            "this platform has no POSIX file locks (no fcntl module): statemigrate cannot "
-            "tell whether another process holds a store, so it does not write one here"
-        ) from exc
+    except ImportError:
+        return None
     return fcntl
+
+
+NO_POSIX_LOCKS = (
+    "this platform has no POSIX file locks (no fcntl module): statemigrate sees an app "
+    "holding a store only where the app denies sharing its files, so stop the apps that "
+    "use the stores first"
+)
+
+
+_warned: list[bool] = []  # NO_POSIX_LOCKS was said in this process
+
+
+def _unseen(path: Path) -> int | None:
+    """A probe without ``fcntl``: say so (once per process), then look at sharing."""
+    if not _warned:
+        _warned.append(True)
+        warnings.warn(NO_POSIX_LOCKS, PlatformWarning, stacklevel=3)
+    return share_mode_holder(path)
+
+
+def share_mode_holder(path: Path, *, platform: str = os.name) -> int | None:
+    """-1 when another process opened ``path`` without sharing it, else None.
+
+    On Windows an app that denies sharing (or holds a byte-range lock on the start of
+    the file) makes opening or reading it fail with ``PermissionError``; the pid is not
+    known. Elsewhere a ``PermissionError`` means the mode bits, not a holder: None.
+
+    Args:
+        path: the file to look at (anything but a regular file has no holder here).
+        platform: ``os.name`` of the platform whose meaning of the error applies.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except PermissionError:
+        return -1 if platform == "nt" else None
+    except OSError:
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.read(fd, 1)
+    except PermissionError:
+        return -1 if platform == "nt" else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None
 
 
 def _open_regular(path: Path) -> int | None:
@@ -81,8 +126,9 @@ def _open_regular(path: Path) -> int | None:
 
     ``O_NONBLOCK`` so that a FIFO put where a store's file should be never blocks.
     """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        fd = os.open(path, flags)
     except OSError:
         return None
     try:
@@ -110,10 +156,14 @@ def fcntl_holder(path: Path, *, readers: bool = False) -> int | None:
             it loses what it writes next. Without it only write locks are reported,
             which is what a reader that may run beside other readers needs.
 
+    Without ``fcntl`` (Windows) see :func:`share_mode_holder`, after one warning.
+
     Raises:
-        UsageError: the platform has no POSIX locks, or a ``struct flock`` not known here.
+        UsageError: a ``struct flock`` not known here.
     """
-    fcntl = require_fcntl()
+    fcntl = _fcntl()
+    if fcntl is None:
+        return _unseen(path)
     layout = _flock_layout()
     fd = _open_regular(path)
     if fd is None:
@@ -143,11 +193,11 @@ def flock_held(path: Path) -> bool:
     """Whether another open file holds an exclusive ``flock`` on ``path`` (redb's lock).
 
     Takes a shared flock without waiting and drops it at once; changes nothing.
-
-    Raises:
-        UsageError: the platform has no POSIX locks.
+    Without ``fcntl`` (Windows) see :func:`share_mode_holder`, after one warning.
     """
-    fcntl = require_fcntl()
+    fcntl = _fcntl()
+    if fcntl is None:
+        return _unseen(path) is not None
     fd = _open_regular(path)
     if fd is None:
         return False
@@ -306,7 +356,7 @@ def lock_holder(path: Path, probes: Iterable[LockProbe]) -> int | None:
         The first pid a probe names; -1 when held by a lock that names none; None when free.
 
     Raises:
-        UsageError: the platform has no POSIX locks.
+        UsageError: a ``struct flock`` not known here (see :func:`fcntl_holder`).
     """
     unknown = False
     for probe in probes:
@@ -327,7 +377,7 @@ def refuse_if_held(path: Path, probes: Iterable[LockProbe], *, hint: str | None 
 
     Raises:
         StoreBusyError: a probe found a holder.
-        UsageError: the platform has no POSIX locks.
+        UsageError: a ``struct flock`` not known here (see :func:`fcntl_holder`).
     """
     pid = lock_holder(path, probes)
     if pid is not None:

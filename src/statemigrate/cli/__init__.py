@@ -12,10 +12,12 @@ command.
 from __future__ import annotations
 
 import traceback as _traceback
-from typing import Any
+import warnings
+from typing import Any, TextIO
 
 import click
 
+from ..errors import PlatformWarning
 from . import convert as _convert
 from . import schema as _schema
 from .convert import _Stopper as _Stopper  # the signal handler; tests import it from here
@@ -66,6 +68,27 @@ def _traceback_option(hidden: bool) -> click.Option:
 class _Main(click.Group):
     """The group: every command also takes ``--traceback``, and every error of every
     command becomes one line on stderr with the contract's exit code."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        with warnings.catch_warnings():
+            others = warnings.showwarning
+
+            def show(
+                message: Warning | str,
+                category: type[Warning],
+                filename: str,
+                lineno: int,
+                file: TextIO | None = None,
+                line: str | None = None,
+            ) -> None:
+                """statemigrate's warnings (a lock probe the platform lacks): one line."""
+                if issubclass(category, PlatformWarning):
+                    click.echo(f"statemigrate: warning: {message}", err=True)
+                else:
+                    others(message, category, filename, lineno, file, line)
+
+            warnings.showwarning = show
+            return super().main(*args, **kwargs)
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         cmd.params.append(_traceback_option(hidden=True))

@@ -30,6 +30,8 @@ def _owner_pid(name: str) -> int | None:
 
 
 def _alive(pid: int) -> bool:
+    if os.name != "posix":
+        return True  # os.kill(pid, 0) sends CTRL_C_EVENT on Windows: leave it
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -9,7 +9,6 @@ under the lock, where the answer holds.
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 from collections.abc import Iterator
@@ -19,8 +18,9 @@ from pathlib import Path
 from ..engines.base import Engine
 from ..errors import DestinationError, StoreBusyError, UsageError
 from ..fsutil import crash_point, is_within, kind_of, lexists, place, remove_path, store_size
-from ..locks import busy_message, require_fcntl, store_holder
+from ..locks import busy_message, store_holder
 from ..registry import StorePath, engine_for_suffix, parse_store
+from .lockfile import writer_lock
 from .sidefiles import clear_side_files, refuse_stale_side_files
 
 
@@ -98,54 +98,14 @@ def refuse_in_place(
 
 @contextmanager
 def destination_lock(final: Path) -> Iterator[None]:
-    """One convert per destination: an exclusive flock on ``DST.lock``."""
-    fcntl = require_fcntl()
-    lock = final.with_name(final.name + ".lock")
-    # Never through a symbolic link (the lock is truncated: a link planted there would
-    # truncate its target), and never blocking on a FIFO planted there.
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK
-    while True:
-        try:
-            fd = os.open(lock, flags, 0o644)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise DestinationError(
-                    f"{lock}: a symbolic link where statemigrate keeps its lock",
-                    hint="remove it, then run the same command",
-                ) from exc
-            raise DestinationError(f"{final.parent}: cannot write here ({exc.strerror})") from exc
-        if kind_of(lock, follow=False) != "a regular file":
-            os.close(fd)
-            raise DestinationError(
-                f"{lock}: {kind_of(lock, follow=False)} where statemigrate keeps its lock",
-                hint="remove it, then run the same command",
-            )
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise StoreBusyError(
-                f"{final}: another statemigrate (pid {pid}) is writing this destination"
-            ) from exc
-        # The holder unlinks the file before it releases it: a lock taken on a file
-        # that is no longer at the path protects nothing, so take the new one.
-        try:
-            same = os.path.samestat(os.fstat(fd), os.stat(lock))
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        try:
-            yield
-        finally:
-            lock.unlink(missing_ok=True)
-    finally:
-        os.close(fd)
+    """One convert per destination: ``DST.lock`` held for the block (see :mod:`.lockfile`).
+
+    Raises:
+        StoreBusyError: another statemigrate writes ``final`` (exit 3, naming its pid).
+        DestinationError: the lock file cannot be made, or something else is there (exit 5).
+    """
+    with writer_lock(final):
+        yield
 
 
 def check_space(engine: type[Engine], source: Path, dest_dir: Path, force: bool) -> None:
