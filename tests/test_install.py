@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 import statemigrate
-from statemigrate.errors import UsageError
+from statemigrate.errors import StoreBusyError, UsageError
 from statemigrate.fsutil import remove_path
 from statemigrate.locks import (
     _flock_layout,
@@ -41,6 +41,7 @@ from statemigrate.locks import (
     fcntl_holder,
     share_mode_holder,
 )
+from statemigrate.pipeline import destination
 from statemigrate.registry import engine_names, get_engine
 
 try:
@@ -308,6 +309,40 @@ def test_a_file_not_shared_is_held_on_windows_only(tmp_path, monkeypatch) -> Non
     monkeypatch.setattr(os, "open", denied)  # the answer Windows gives, not a store
     assert share_mode_holder(store, platform="nt") == -1
     assert share_mode_holder(store, platform="posix") is None  # there: the mode bits
+
+
+def test_on_windows_a_store_an_app_will_not_let_go_is_busy_and_resumes(
+    tmp_path, monkeypatch
+) -> None:
+    """Windows refuses to replace a file an app opened without sharing: exit 3, and the
+    built store waits as ``.partial`` for ``--resume``."""
+    dst = tmp_path / "dst.sqlite"
+    dst.write_bytes(EXAMPLE.read_bytes())
+    (tmp_path / "src.sqlite").write_bytes(EXAMPLE.read_bytes())
+    old = sha256(dst)
+
+    def refused(built: Path, final: Path) -> None:
+        os.rename(built, final.with_name(final.name + ".swap"))  # place's first step
+        raise PermissionError(13, "Permission denied", str(final))  # what Windows says
+
+    monkeypatch.setattr(destination, "_WINDOWS", True)
+    monkeypatch.setattr(destination, "place", refused)
+    with pytest.raises(StoreBusyError) as caught:
+        statemigrate.convert(tmp_path / "src.sqlite", dst, overwrite=True)
+    assert str(caught.value) == f"{dst}: store is in use by another process (pid unknown)"
+    assert "--resume" in (caught.value.hint or "")
+    assert sha256(dst) == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "dst.sqlite",
+        "dst.sqlite.partial",
+        "dst.sqlite.partial.done",
+        "src.sqlite",
+    ]
+    monkeypatch.undo()  # the app let go
+    report = statemigrate.convert(tmp_path / "src.sqlite", dst, overwrite=True, resume=True)
+    assert report.resumed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dst.sqlite", "src.sqlite"]
+    assert statemigrate.verify(tmp_path / "src.sqlite", dst).equal
 
 
 # --- struct flock per platform -----------------------------------------------------------

@@ -38,6 +38,10 @@ def resolve_destination(spec: StorePath, engine: str | None) -> tuple[type[Engin
     return eng, path
 
 
+# Windows answers a file another process opened without sharing it with PermissionError.
+_WINDOWS = os.name == "nt"
+
+
 def partial_path(final: Path) -> Path:
     """Where a destination is built before it is renamed into place."""
     return final.with_name(final.name + ".partial")
@@ -231,11 +235,29 @@ def put_in_place(engine: type[Engine], partial: Path, final: Path) -> None:
 
     Checked again right before: no app holds the store being replaced, and no side
     file of it would be applied to the new one.
+
+    Raises:
+        StoreBusyError: an app holds the store being replaced (exit 3); on Windows also
+            when it refuses the replacement, the built store kept for ``--resume``.
+        DestinationError: a side file would be applied to the new store (exit 5).
     """
     refuse_if_held(engine, final)
     refuse_stale_side_files(engine, final)
-    clear_side_files(engine, final)
-    place(partial, final)
+    try:
+        clear_side_files(engine, final)
+        place(partial, final)
+    except PermissionError as exc:
+        if not _WINDOWS:
+            raise
+        # An app that opened the old store without sharing it (what Windows shows in
+        # place of the locks probed above): busy. The built store waits for --resume.
+        swap = final.with_name(final.name + ".swap")
+        if lexists(swap) and not lexists(partial):
+            os.rename(swap, partial)
+        raise StoreBusyError(
+            busy_message(final, -1),
+            hint="stop the app that has it open, then run the same command with --resume",
+        ) from exc
     crash_point("placed")
     for sidecar in engine.store_paths(partial):
         remove_path(sidecar)
