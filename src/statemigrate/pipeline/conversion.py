@@ -38,7 +38,7 @@ from .destination import (
     resolve_destination,
 )
 from .job import Job
-from .readback import check_built
+from .readback import check_partial
 from .report import ConvertReport, fill_report
 from .resume import (
     ResumePlan,
@@ -298,15 +298,7 @@ def _verify_built(
     if not job.verify:
         return False
     job.progress.phase("verifying")
-    check_built(
-        job.dst_engine,
-        job.partial,
-        chosen,
-        digests,
-        job.progress,
-        job.should_stop,
-        job.resume_hint,
-    )
+    check_partial(job, chosen, digests)
     return True
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..digest import Digest
 from ..engines.base import Engine
@@ -12,6 +13,9 @@ from ..fsutil import crash_point
 from ..model import TableInfo
 from ..progress import Progress
 from .copy import digest_store
+
+if TYPE_CHECKING:
+    from .job import Job
 
 
 def check_built(
@@ -41,6 +45,19 @@ def check_built(
                 f"{got[t.name].count} records read back, {expected[t.name].count} written",
                 hint="the destination was not put in place",
             )
+
+
+def check_partial(job: Job, chosen: list[TableInfo], expected: dict[str, Digest]) -> None:
+    """:func:`check_built` on the job's ``.partial``, with its progress, stop poll and hint."""
+    check_built(
+        job.dst_engine,
+        job.partial,
+        chosen,
+        expected,
+        job.progress,
+        job.should_stop,
+        job.resume_hint,
+    )
 
 
 def read_built(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
@@ -29,7 +29,7 @@ from ..progress import Progress
 from .copy import digest_store
 from .destination import remove_store
 from .job import Job
-from .readback import check_built
+from .readback import check_built, check_partial
 from .report import ConvertReport, fill_report
 from .source import open_source, select_tables
 
@@ -131,15 +131,7 @@ def settle_finished(
     digests = digest_store(
         reader, chosen, str(job.src_path), None, job.should_stop, job.resume_hint, job.sizes
     )
-    if partial_is_complete(
-        job.dst_engine,
-        job.partial,
-        chosen,
-        digests,
-        job.progress,
-        job.should_stop,
-        job.resume_hint,
-    ):
+    if partial_is_complete(job, chosen, digests):
         plan.start = Start.COMPLETE
         return digests
     remove_store(job.dst_engine, job.partial)
@@ -148,17 +140,11 @@ def settle_finished(
 
 
 def partial_is_complete(
-    engine: type[Engine],
-    partial: Path,
-    chosen: list[TableInfo],
-    source_digests: dict[str, Digest],
-    progress: Progress,
-    should_stop: Callable[[], bool],
-    hint: str,
+    job: Job, chosen: list[TableInfo], source_digests: dict[str, Digest]
 ) -> bool:
-    """Whether a ``.partial`` without checkpoint holds the whole source already."""
+    """Whether the job's ``.partial`` without checkpoint holds the whole source already."""
     try:
-        check_built(engine, partial, chosen, source_digests, progress, should_stop, hint)
+        check_partial(job, chosen, source_digests)
     except (DestinationError, SourceError):
         return False
     return True
