@@ -9,8 +9,8 @@ this package still exports what it did (``from statemigrate.upgrade import upgra
 Nothing in the verbs or the CLI imports this package. Python binds an imported
 subpackage on its parent, so importing anything under this name rebinds
 ``statemigrate.upgrade`` from the function to this package: the package stays callable
-(it calls the function) for as long as it exists. It goes once ``conformance`` and
-``killharness`` live in :mod:`statemigrate.testing`.
+(it calls the function) for as long as it exists. Its test kit (``conformance``,
+``killharness``) lives in :mod:`statemigrate.testing` now; only old imports keep it.
 """
 
 from __future__ import annotations
