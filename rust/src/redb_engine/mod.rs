@@ -10,10 +10,11 @@
 //! The files by job: `plan.rs` (a table's kind and key encodings), `read.rs` (a batch
 //! from a snapshot), `write.rs` (a batch to stored pairs), `problems.rs` (refusals
 //! before writing); `py_reader.rs`, `py_writer.rs`, `py_functions.rs` and `pyconv.rs`
-//! (what Python sees); `errors.rs` (error kinds, panics); `v1.rs`, `v2.rs`, `v4.rs`
-//! with `common.rs` (one binding per redb version).
+//! (what Python sees); `errors.rs` (error kinds, panics); `versions/` (one binding
+//! per redb version, written once by a macro); `bench.rs` (the benchmarks' ceilings).
 use pyo3::prelude::*;
 
+mod bench;
 mod desc;
 mod errors;
 mod overlay;
@@ -27,36 +28,14 @@ mod read;
 mod sort;
 mod typename;
 pub mod types;
-#[allow(dead_code)] // format 1 is read only: its writer half is compiled but unused
-mod v1;
-mod v2;
-mod v4;
+mod versions;
 mod write;
 
-// The names the per-version modules (`common.rs`) use from here.
-use desc::{OwnedRec, PairSink, Pairs, TableDesc, TypeDesc};
-use errors::{
-    NErr, RedbBusyError, RedbCorruptError, RedbError, RedbRefusedError, RedbUnsupportedError,
-};
-use py_functions::{
-    redb_bulk_load, redb_encode_key, redb_full_scan, redb_table_kind, redb_table_problems,
-};
+use bench::{redb_bulk_load, redb_full_scan};
+use errors::{RedbBusyError, RedbCorruptError, RedbError, RedbRefusedError, RedbUnsupportedError};
+use py_functions::{redb_encode_key, redb_table_kind, redb_table_problems};
 use py_reader::RedbReader;
 use py_writer::RedbWriter;
-use read::Snapshot;
-
-/// redb's page cache per open file (its default is 1 GiB, which a long copy fills:
-/// memory would grow with the store). Reads and writes go through batches of
-/// bounded size, so a small cache costs little.
-const CACHE_BYTES: usize = 32 << 20;
-
-/// The cache size: `CACHE_BYTES`, or `STATEMIGRATE_REDB_CACHE_BYTES` (to measure its cost).
-pub fn cache_bytes() -> usize {
-    std::env::var("STATEMIGRATE_REDB_CACHE_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(CACHE_BYTES)
-}
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();

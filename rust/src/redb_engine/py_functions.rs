@@ -1,37 +1,14 @@
 //! The module-level functions: a table's kind and problems without a file, a key's
-//! encoding, and the benchmarks' ceilings.
-use std::path::PathBuf;
-
+//! encoding, and the benchmarks' ceilings (in `bench.rs`).
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::errors::detach;
 use super::plan::plan;
 use super::problems::problems;
 use super::pyconv::desc_from_py;
 use super::types::TypeExpr;
-use super::v4;
 use super::write::target_desc;
-
-/// redb's own fastest load (one transaction, `&[u8] -> &[u8]`), for the benchmark ceiling.
-#[pyfunction]
-pub fn redb_bulk_load(
-    py: Python<'_>,
-    path: PathBuf,
-    records: u64,
-    key_len: usize,
-    value_len: usize,
-) -> PyResult<()> {
-    detach(py, || v4::bulk_load(&path, records, key_len, value_len))?;
-    Ok(())
-}
-
-/// redb's own full scan of every plain table, for the benchmark ceiling: (records, bytes).
-#[pyfunction]
-pub fn redb_full_scan(py: Python<'_>, path: PathBuf) -> PyResult<(u64, u64)> {
-    Ok(detach(py, || v4::full_scan(&path))?)
-}
 
 /// The kind (`plain`, `versioned`, `typed`, `custom`) a table description gets from
 /// the writer of `format` (through redb 2.6 when `redb2`), without a file.

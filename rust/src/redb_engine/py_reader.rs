@@ -10,8 +10,8 @@ use super::desc::{OwnedRec, TableDesc};
 use super::errors::{detach, NErr};
 use super::plan::{plan, Kind};
 use super::pyconv::{desc_from_py, desc_to_py, recs_to_py};
-use super::read::{read_table, SortState};
-use super::{v1, v2, v4};
+use super::read::{read_table, Snapshot, SortState};
+use super::versions::{v1, v2, v4};
 
 enum ReaderImpl {
     V1(v1::Reader),
@@ -60,7 +60,7 @@ impl ReaderState {
     ) -> Result<Vec<OwnedRec>, NErr> {
         let ReaderState { reader, sorted } = self;
         let r = reader.as_ref().ok_or_else(closed)?;
-        each!(r, x => read_table(x, sorted, format, d, after, max_records, max_bytes))
+        each!(r, x => read_table(x.txn(), sorted, format, d, after, max_records, max_bytes))
     }
 }
 
@@ -96,7 +96,7 @@ impl RedbReader {
         let descs = detach(py, || {
             let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             let r = st.reader()?;
-            each!(r, x => x.list_tables())
+            each!(r, x => x.txn().tables())
         })?;
         descs
             .iter()
@@ -109,7 +109,7 @@ impl RedbReader {
         let meta = detach(py, || {
             let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             let r = st.reader()?;
-            each!(r, x => x.metadata())
+            each!(r, x => x.txn().metadata())
         })?;
         Ok(meta
             .into_iter()

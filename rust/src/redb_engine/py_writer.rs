@@ -9,9 +9,9 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use super::errors::{detach, NErr};
 use super::plan::{plan, Kind};
 use super::pyconv::{desc_from_py, desc_to_py, records_from_py, recs_to_py};
-use super::read::{read_table, SortState};
-use super::write::{encode_batch, native_versioned, target_desc, Encoded};
-use super::{v2, v4};
+use super::read::{read_table, Snapshot, SortState};
+use super::versions::{v2, v4};
+use super::write::{encode_batch, native_versioned, target_desc, Encoded, TableKind};
 
 enum WriterImpl {
     V2(v2::Writer),
@@ -85,7 +85,7 @@ impl RedbWriter {
         let descs = detach(py, || {
             let g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_ref().ok_or_else(wclosed)?;
-            each_w!(w, x => x.list_tables())
+            each_w!(w, x => x.begin_read()?.tables())
         })?;
         descs
             .iter()
@@ -97,7 +97,7 @@ impl RedbWriter {
         let meta = detach(py, || {
             let g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_ref().ok_or_else(wclosed)?;
-            each_w!(w, x => x.metadata())
+            each_w!(w, x => x.begin_read()?.metadata())
         })?;
         Ok(meta
             .into_iter()
@@ -119,24 +119,14 @@ impl RedbWriter {
     fn create_table(&self, py: Python<'_>, table: &Bound<'_, PyDict>, kind: &str) -> PyResult<()> {
         let d = target_desc(self.format, self.redb2, &desc_from_py(table)?).0;
         let k = match kind {
-            "plain" => v4::TableKindN::Plain,
-            "versioned" if native_versioned(self.redb2, &d) => v4::TableKindN::Versioned,
-            _ => v4::TableKindN::Typed,
+            "plain" => TableKind::Plain,
+            "versioned" if native_versioned(self.redb2, &d) => TableKind::Versioned,
+            _ => TableKind::Typed,
         };
         detach(py, || {
             let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g.as_mut().ok_or_else(wclosed)?;
-            match w {
-                WriterImpl::V2(x) => x.create_table(
-                    &d,
-                    match k {
-                        v4::TableKindN::Plain => v2::TableKindN::Plain,
-                        v4::TableKindN::Versioned => v2::TableKindN::Versioned,
-                        v4::TableKindN::Typed => v2::TableKindN::Typed,
-                    },
-                ),
-                WriterImpl::V4(x) => x.create_table(&d, k),
-            }
+            each_w!(w, x => x.create_table(&d, k))
         })?;
         Ok(())
     }
@@ -199,8 +189,12 @@ impl RedbWriter {
             let mut sorted = self.sorted.lock().unwrap_or_else(PoisonError::into_inner);
             let (after, n, b) = (after.as_deref(), max_records.max(1), max_bytes.max(1));
             match w {
-                WriterImpl::V2(x) => read_table(x, &mut sorted, format, &d, after, n, b),
-                WriterImpl::V4(x) => read_table(x, &mut sorted, format, &d, after, n, b),
+                WriterImpl::V2(x) => {
+                    read_table(&x.begin_read()?, &mut sorted, format, &d, after, n, b)
+                }
+                WriterImpl::V4(x) => {
+                    read_table(&x.begin_read()?, &mut sorted, format, &d, after, n, b)
+                }
             }
         })?;
         recs_to_py(py, recs, plan(format, &d).kind == Kind::Versioned)

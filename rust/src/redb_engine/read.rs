@@ -10,8 +10,13 @@ use super::plan::{plan, Kind};
 use super::sort::Sorter;
 use super::types::TypeExpr;
 
-/// What a table is read from: a reader's snapshot, or a writer's committed state.
+/// What a table is read from: a reader's snapshot, or a read transaction of a writer's
+/// committed state (implemented by each redb version's read transaction).
 pub trait Snapshot {
+    /// Every table and multimap table (not the metadata table).
+    fn tables(&self) -> Result<Vec<TableDesc>, NErr>;
+    /// The metadata table's entries.
+    fn metadata(&self) -> Result<Vec<(String, Vec<u8>)>, NErr>;
     /// A batch of a plain or versioned table strictly after `after`.
     fn read_plain(
         &self,

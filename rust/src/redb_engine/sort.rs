@@ -5,7 +5,7 @@ use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 
-use super::NErr;
+use super::errors::NErr;
 
 const RUN_BYTES: usize = 64 << 20;
 

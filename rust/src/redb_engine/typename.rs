@@ -10,7 +10,7 @@
 //! replaces that `String` with the stored name. The result is checked through its
 //! `Debug` form; if anything does not match, an error is returned and the value is
 //! leaked rather than dropped.
-use super::NErr;
+use super::errors::NErr;
 use std::fmt::Debug;
 use std::mem::size_of;
 

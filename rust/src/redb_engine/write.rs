@@ -118,6 +118,14 @@ fn hex(b: &[u8]) -> String {
     }
 }
 
+/// Which table definition a writer creates a table with.
+#[derive(Clone, Copy)]
+pub enum TableKind {
+    Plain,
+    Versioned,
+    Typed,
+}
+
 /// How a batch reaches the file: as records (a plain table, or a versioned one in the
 /// writing redb's own spelling), or as stored pairs with the orders redb compares
 /// their keys (and a multimap's values) by.

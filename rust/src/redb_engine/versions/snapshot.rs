@@ -1,0 +1,246 @@
+// Reading a read transaction (a reader's snapshot, or one a writer begins for a read):
+// its tables, its metadata, batches of a table. Compiled once per redb version
+// (`include!`d by `binding!`, see `mod.rs`).
+use std::ops::Bound;
+use std::path::Path;
+
+use redb::{MultimapTableHandle, ReadableMultimapTable, ReadableTable, TableHandle};
+
+/// The raw types' spec for reading a table: its stored type names exactly as redb
+/// reports them (a name rebuilt from the description could differ in classification,
+/// e.g. redb 3.x's `Internal2`, which redb 4.x can no longer make).
+fn exact_spec(
+    txn: &RT<'_>,
+    desc: &TableDesc,
+    key_order: Option<Arc<TypeExpr>>,
+    value_order: Option<Arc<TypeExpr>>,
+) -> Result<RawSpec, NErr> {
+    let (k, kw, v, vw) = probe_table(txn, &desc.name, desc.multimap)?;
+    Ok(RawSpec {
+        key: k,
+        key_width: kw,
+        value: v,
+        value_width: vw,
+        key_order,
+        value_order,
+    })
+}
+
+fn metadata_in(txn: &RT<'_>) -> Result<Vec<(String, Vec<u8>)>, NErr> {
+    let def: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
+    let table = match txn.open_table(def) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(err(e)),
+    };
+    let mut out = Vec::new();
+    for item in table.iter().map_err(err)? {
+        let (k, v) = item.map_err(err)?;
+        out.push((k.value().to_string(), v.value().to_vec()));
+    }
+    Ok(out)
+}
+
+fn bounds(after: Option<&[u8]>) -> (Bound<&[u8]>, Bound<&[u8]>) {
+    match after {
+        Some(a) => (Bound::Excluded(a), Bound::Unbounded),
+        None => (Bound::Unbounded, Bound::Unbounded),
+    }
+}
+
+/// A batch of a plain (`&[u8] -> &[u8]`) or versioned (`&[u8] -> (u64, &[u8])`) table.
+fn read_plain_in(
+    txn: &RT<'_>,
+    name: &str,
+    versioned: bool,
+    after: Option<&[u8]>,
+    max_records: usize,
+    max_bytes: usize,
+) -> Result<Vec<OwnedRec>, NErr> {
+    let mut out = Vec::new();
+    let mut size = 0usize;
+    if versioned {
+        let def: TableDefinition<&[u8], (u64, &[u8])> = TableDefinition::new(name);
+        let table = txn.open_table(def).map_err(err)?;
+        for item in table.range::<&[u8]>(bounds(after)).map_err(err)? {
+            let (k, v) = item.map_err(err)?;
+            let (ver, val) = v.value();
+            size += k.value().len() + val.len();
+            out.push((k.value().to_vec(), val.to_vec(), ver));
+            if out.len() >= max_records || size >= max_bytes {
+                break;
+            }
+        }
+    } else {
+        let def: TableDefinition<&[u8], &[u8]> = TableDefinition::new(name);
+        let table = txn.open_table(def).map_err(err)?;
+        for item in table.range::<&[u8]>(bounds(after)).map_err(err)? {
+            let (k, v) = item.map_err(err)?;
+            size += k.value().len() + v.value().len();
+            out.push((k.value().to_vec(), v.value().to_vec(), 0));
+            if out.len() >= max_records || size >= max_bytes {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Raw stored pairs of a typed table, in redb's order, starting after the stored key
+/// `after_raw` (already bytes of the stored type); opened with the stored types.
+fn read_raw_in(
+    txn: &RT<'_>,
+    desc: &TableDesc,
+    spec: RawSpec,
+    start: Bound<&[u8]>,
+    max_records: usize,
+    max_bytes: usize,
+) -> Result<Pairs, NErr> {
+    set_spec(spec);
+    let mut out = Vec::new();
+    let mut size = 0usize;
+    if desc.multimap {
+        // A resume inside a key's values is done by the caller (it skips by encoding).
+        let def = MultimapTableDefinition::<RawKey, RawValue>::new(&desc.name);
+        let table = txn.open_multimap_table(def).map_err(err)?;
+        for item in table
+            .range::<&[u8]>((start, Bound::Unbounded))
+            .map_err(err)?
+        {
+            let (k, vals) = item.map_err(err)?;
+            let kb = k.value().to_vec();
+            for v in vals {
+                let v = v.map_err(err)?;
+                let vb = v.value().to_vec();
+                size += kb.len() + vb.len();
+                out.push((kb.clone(), vb));
+            }
+            if out.len() >= max_records || size >= max_bytes {
+                break;
+            }
+        }
+    } else {
+        let def = TableDefinition::<RawKey, RawValue>::new(&desc.name);
+        let table = txn.open_table(def).map_err(err)?;
+        for item in table
+            .range::<&[u8]>((start, Bound::Unbounded))
+            .map_err(err)?
+        {
+            let (k, v) = item.map_err(err)?;
+            let kb = k.value().to_vec();
+            let vb = v.value().to_vec();
+            size += kb.len() + vb.len();
+            out.push((kb, vb));
+            if out.len() >= max_records || size >= max_bytes {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every stored pair of a typed table in redb's order, in one pass (for
+/// custom-order tables, whose keys cannot be sought by bytes).
+fn scan_raw_in(txn: &RT<'_>, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr> {
+    set_spec(exact_spec(txn, desc, None, None)?);
+    if desc.multimap {
+        let def = MultimapTableDefinition::<RawKey, RawValue>::new(&desc.name);
+        let table = txn.open_multimap_table(def).map_err(err)?;
+        for item in table.iter().map_err(err)? {
+            let (k, vals) = item.map_err(err)?;
+            for v in vals {
+                let v = v.map_err(err)?;
+                f(k.value(), v.value())?;
+            }
+        }
+    } else {
+        let def = TableDefinition::<RawKey, RawValue>::new(&desc.name);
+        let table = txn.open_table(def).map_err(err)?;
+        for item in table.iter().map_err(err)? {
+            let (k, v) = item.map_err(err)?;
+            f(k.value(), v.value())?;
+        }
+    }
+    Ok(())
+}
+
+impl Snapshot for RT<'_> {
+    fn tables(&self) -> Result<Vec<TableDesc>, NErr> {
+        let mut out = Vec::new();
+        for multimap in [false, true] {
+            let names: Vec<String> = if multimap {
+                let tables = self.list_multimap_tables().map_err(err)?;
+                tables.map(|h| h.name().to_string()).collect()
+            } else {
+                let tables = self.list_tables().map_err(err)?;
+                tables.map(|h| h.name().to_string()).collect()
+            };
+            for name in names {
+                if !multimap && name == META_TABLE {
+                    continue;
+                }
+                let (k, kw, v, vw) = probe_table(self, &name, multimap)?;
+                out.push(TableDesc {
+                    name,
+                    multimap,
+                    key: describe(&k, kw),
+                    value: describe(&v, vw),
+                    exact: false,
+                    bytewise: Vec::new(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn metadata(&self) -> Result<Vec<(String, Vec<u8>)>, NErr> {
+        metadata_in(self)
+    }
+
+    fn read_plain(
+        &self,
+        name: &str,
+        versioned: bool,
+        after: Option<&[u8]>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<OwnedRec>, NErr> {
+        read_plain_in(self, name, versioned, after, max_records, max_bytes)
+    }
+
+    fn read_raw(
+        &self,
+        desc: &TableDesc,
+        key_order: Option<Arc<TypeExpr>>,
+        value_order: Option<Arc<TypeExpr>>,
+        start: Bound<&[u8]>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Pairs, NErr> {
+        let spec = exact_spec(self, desc, key_order, value_order)?;
+        read_raw_in(self, desc, spec, start, max_records, max_bytes)
+    }
+
+    fn scan_raw(&self, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr> {
+        scan_raw_in(self, desc, f)
+    }
+}
+
+/// A source opened at one snapshot (one read transaction) that is never modified.
+pub struct Reader {
+    // Declared before `_db` so that the transaction is dropped first.
+    txn: RT<'static>,
+    _db: SourceDb,
+}
+
+impl Reader {
+    pub fn open(path: &Path) -> Result<Self, NErr> {
+        let (db, txn) = open_source(path)?;
+        Ok(Reader { txn, _db: db })
+    }
+
+    /// The snapshot.
+    pub fn txn(&self) -> &RT<'static> {
+        &self.txn
+    }
+}
