@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from statemigrate.cli import main
 from statemigrate.registry import get_engine
-from statemigrate.upgrade.conformance import (
+from statemigrate.testing.upgrade_conformance import (
     EXAMPLE,
     held_by_app,
     revision_file,
@@ -137,3 +137,51 @@ def test_jsonl_is_refused_clearly(tmp_path, store) -> None:
     convert(store, str(dump))
     r = CliRunner().invoke(main, ["upgrade", str(dump), "--schema", str(EXAMPLE)])
     assert r.exit_code == 2 and "does not support schema upgrades in place" in r.output
+
+
+def test_retry_after_a_failed_revision_keeps_the_first_backup(store, tmp_path) -> None:
+    """The installer runs the same command again: the first try's backup (the state from
+    before the install) is kept, and the retry's backup gets the UTC time in its name."""
+    backup = tmp_path / "state.pre.sqlite"
+    broken = schema_with(
+        tmp_path,
+        {"0006_bad.py": revision_file("0006", "0005", "op.drop_table('nope')")},
+        name="broken",
+    )
+    r = run("upgrade", store, "--schema", broken, "--backup", backup, "--json")
+    failed = json.loads(r.stdout)
+    assert r.exit_code == 5 and failed["status"] == "failed" and "0006" in failed["error"]
+    assert run("current", f"sqlite:{backup}").output.strip().endswith("at 0001")
+    first = backup.read_bytes()
+    fixed = schema_with(
+        tmp_path, {"0006_ok.py": revision_file("0006", "0005", "op.create_table('n')")}, name="ok"
+    )
+    r = run("upgrade", store, "--schema", fixed, "--backup", backup, "--json")
+    report = json.loads(r.stdout)
+    assert r.exit_code == 0 and report["status"] == "upgraded", r.output
+    assert report["from"] == ["0005"] and report["to"] == ["0006"]
+    second = Path(report["backup"])
+    assert second != backup and second.parent == backup.parent
+    assert second.name.startswith("state.pre.") and second.suffix == ".sqlite"
+    assert backup.read_bytes() == first  # the state from before the install, untouched
+    assert run("current", f"sqlite:{second}").output.strip().endswith("at 0005")
+    # Text output says which file is which.
+    third = schema_with(
+        tmp_path,
+        {
+            "0006_ok.py": revision_file("0006", "0005", "op.create_table('n')"),
+            "0007_ok.py": revision_file("0007", "0006", "op.create_table('m')"),
+        },
+        name="third",
+    )
+    r = run("upgrade", store, "--schema", third, "--backup", backup)
+    assert r.exit_code == 0 and f"{backup} was there already" in r.output, r.output
+    assert len(list(tmp_path.glob("state.pre.*.sqlite"))) == 2
+
+
+def test_at_the_target_the_stamp_answers_without_digests(store) -> None:
+    assert run("upgrade", store, "--schema", EXAMPLE).exit_code == 0
+    r = run("upgrade", store, "--schema", EXAMPLE, "--json")
+    report = json.loads(r.stdout)
+    assert r.exit_code == 0 and report["status"] == "up_to_date" and report["revisions"] == []
+    assert report["digest_before"] is None and report["digest_after"] is None

@@ -7,6 +7,7 @@ outcome from stdout and the exit code, never from the wording on stderr.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -65,7 +66,7 @@ def _call(as_json: bool, store: str | None, fn: Callable[[], Any]) -> Any:
     return reported(command, as_json, {"store": store}, run)
 
 
-def _print_migration(report: Any) -> None:
+def _print_migration(report: Any, asked_backup: str | None = None) -> None:
     if report.created:
         echo(f"created {report.store}: a new, empty {report.engine} store")
     if report.recovered:
@@ -87,6 +88,8 @@ def _print_migration(report: Any) -> None:
         echo(f"{report.store}: {report.status} from {was} to {now}")
     if report.backup:
         echo(f"backup written to {report.backup}")
+    if report.backup and asked_backup and report.backup != os.fspath(asked_backup):
+        echo(f"{asked_backup} was there already (an earlier run's backup): kept as it was")
     if report.digest_before and report.status != "dry_run":
         echo(f"store digest before {report.digest_before}, after {report.digest_after}")
 
@@ -98,7 +101,8 @@ def _migration_options(fn: F) -> F:
             click.option(
                 "--backup",
                 type=click.Path(),
-                help="First write an engine-native backup of the store here.",
+                help="First write an engine-native backup of the store here; when PATH is taken "
+                "(a retry), PATH is kept and the backup gets the UTC time in its name.",
             ),
             click.option(
                 "--dry-run",
@@ -175,7 +179,7 @@ def upgrade(
             create=create,
         ),
     )
-    emit_json(report.to_json()) if as_json else _print_migration(report)
+    emit_json(report.to_json()) if as_json else _print_migration(report, backup)
 
 
 @click.command(epilog=UPGRADE_EXIT_HELP)
@@ -201,7 +205,7 @@ def downgrade(
             store, schema, to=target, dry_run=dry_run, backup=backup, digests=not no_digest
         ),
     )
-    emit_json(report.to_json()) if as_json else _print_migration(report)
+    emit_json(report.to_json()) if as_json else _print_migration(report, backup)
 
 
 @click.command()

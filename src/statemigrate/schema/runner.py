@@ -151,9 +151,8 @@ def _migrate(
             if pending:
                 report.recovered = "an interrupted revision would be finished or rolled back first"
             _record_steps(eng, steps, tables, report)
+            # At the target: the stamp answers; no digest (the store is not read).
             report.status = "dry_run" if dry_run else "up_to_date"
-            if digests and not dry_run:
-                report.digest_before = report.digest_after = _digest_reader(reader)
             report.seconds = time.monotonic() - started
             return report
     with open_writer(eng, path) as writer:
@@ -201,12 +200,28 @@ def _step_json(step: Step, seconds: float, log: list[str]) -> dict[str, Any]:
 
 
 def _backup(writer: Writer, dest: Path) -> Path:
-    if dest.exists():
-        raise DestinationError(f"{dest}: backup destination already exists")
+    """Back the store up at ``dest``, or beside it when ``dest`` is taken.
+
+    A retry after a failed revision names the same ``--backup`` path: the first try's
+    backup there holds the state from before the install, so it is kept and this one
+    gets the UTC time in its name (``state.pre.20261130T135501Z.sqlite``).
+    """
+    if os.path.lexists(dest):
+        dest = _timestamped(dest)
     if not dest.parent.is_dir():
         raise DestinationError(f"{dest.parent}: no such directory for the backup")
     writer.backup(dest)
     return dest
+
+
+def _timestamped(dest: Path) -> Path:
+    """A free name beside ``dest`` carrying the UTC time, before the suffix."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    for n in range(1000):
+        name = f"{dest.stem}.{stamp}{f'-{n}' if n else ''}{dest.suffix}"
+        if not os.path.lexists(dest.with_name(name)):
+            return dest.with_name(name)
+    raise DestinationError(f"{dest}: backup destination already exists")
 
 
 def _run_step(
