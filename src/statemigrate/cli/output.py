@@ -265,32 +265,19 @@ def fail(failure: Failure) -> NoReturn:
 
 
 def print_inspect(report: Any) -> None:
-    """The text form of an :class:`~statemigrate.api.InspectReport`."""
-    echo(f"store    {report.store}")
-    echo(f"engine   {report.engine}")
-    for key, value in report.format.items():
-        echo(f"{key:<8} {value}")
-    echo(f"schema   {report.schema or '-'}  revision {', '.join(report.revision or []) or '-'}")
-    if report.upgrade_interrupted:
-        echo(f"upgrade  interrupted: {report.upgrade_interrupted['message']}")
-    for t in report.tables:
-        extra = f"  {t['meta']}" if t.get("meta") else ""
-        echo(f"  {t['table']}\t{t['kind']}\t{t['records']} records\t{t['bytes']} bytes{extra}")
+    """The text form of an :class:`~statemigrate.api.InspectReport`: facts, then a table."""
+    from .tables import inspect_lines
+
+    for line in inspect_lines(report):
+        echo(line)
 
 
 def print_engines(rows: list[dict[str, Any]]) -> None:
-    """The text form of :func:`statemigrate.api.engines`: one engine a line."""
-    for row in rows:
-        if "error" in row:
-            echo(f"{row['name']:<8} broken plugin: {row['error']}")
-            continue
-        installed = (
-            "installed"
-            if row["driver_installed"]
-            else f"missing: pip install 'statemigrate[{row['extra']}]'"
-        )
-        caps = ", ".join(k for k, v in row["capabilities"].items() if v is True)
-        echo(f"{row['name']:<8} {row['description']}  [{installed}]  {caps}")
+    """The text form of :func:`statemigrate.api.engines`: an aligned table."""
+    from .tables import engines_lines
+
+    for line in engines_lines(rows):
+        echo(line)
 
 
 def print_verify(report: Any) -> None:
