@@ -26,10 +26,12 @@ from statemigrate.testing.stores import write_store
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schemas"
 COMMANDS = ["convert", "verify", "checksum", "inspect"]
+SCHEMA_FILE = {"downgrade": "upgrade", "stamp": "upgrade"}  # one shape for the three
 
 
 def schema_of(command: str) -> dict[str, Any]:
-    return json.loads((SCHEMAS / f"{command}.schema.json").read_text())
+    name = SCHEMA_FILE.get(command, command)
+    return json.loads((SCHEMAS / f"{name}.schema.json").read_text())
 
 
 def run_json(*args: object) -> tuple[int, dict[str, Any]]:
@@ -55,14 +57,17 @@ def src(tmp_path: Path) -> Path:
     return write_store(SqliteEngine, tmp_path / "a.sqlite", content)
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", [*COMMANDS, "upgrade"])
 def test_every_schema_is_a_valid_draft_2020_12_schema(command: str) -> None:
     schema = schema_of(command)
     jsonschema.Draft202012Validator.check_schema(schema)
-    assert schema["properties"]["command"] == {"const": command}
+    assert jsonschema.Draft202012Validator(schema["properties"]["command"]).is_valid(command)
+    assert sorted(p.name for p in SCHEMAS.iterdir()) == sorted(
+        f"{c}.schema.json" for c in [*COMMANDS, "upgrade"]
+    )
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", [*COMMANDS, "upgrade"])
 def test_the_schemas_can_fail(command: str) -> None:
     """A status paired with another command's exit code, or a failure without its
     error, is rejected: the schemas pin what they promise."""
@@ -195,7 +200,55 @@ def test_refused_destination_is_status_failed_exit_5(src: Path, tmp_path: Path) 
 
 
 def test_schema_commands_print_the_envelope_on_usage_errors(tmp_path: Path) -> None:
-    res = CliRunner().invoke(main, ["upgrade", str(tmp_path / "s.sqlite"), "--json", "--bogus"])
-    data = json.loads(res.stdout)
-    assert res.exit_code == 2 and data["status"] == "usage_error" and data["exit_code"] == 2
-    assert data["command"] == "upgrade" and "--bogus" in data["error"]
+    code, data = run_json("upgrade", tmp_path / "s.sqlite", "--json", "--bogus")
+    assert code == 2 and data["status"] == "usage_error" and "--bogus" in data["error"]
+
+
+def test_upgrade_downgrade_stamp_objects_on_every_path(tmp_path: Path) -> None:
+    from statemigrate.registry import get_engine
+    from statemigrate.testing.upgrade_conformance import (
+        EXAMPLE,
+        held_by_app,
+        revision_file,
+        schema_with,
+        seeded,
+    )
+
+    store = seeded(get_engine("sqlite"), tmp_path, events=20)
+    code, data = run_json("upgrade", store, "--schema", EXAMPLE, "--dry-run", "--json")
+    assert code == 0 and data["status"] == "dry_run"
+    with held_by_app(store):
+        code, data = run_json("upgrade", store, "--schema", EXAMPLE, "--json")
+    assert code == 3 and data["status"] == "busy" and data["store"] == store
+    code, data = run_json("upgrade", store, "--schema", EXAMPLE, "--json")
+    assert (
+        code == 0 and data["status"] == "upgraded" and data["seconds"] == round(data["seconds"], 3)
+    )
+    code, data = run_json("upgrade", store, "--schema", EXAMPLE, "--json")
+    assert code == 0 and data["status"] == "up_to_date" and data["digest_before"] is None
+    code, data = run_json("downgrade", store, "--schema", EXAMPLE, "--to", "-1", "--json")
+    assert code == 0 and data["status"] == "downgraded" and data["to"] == ["0004"]
+    code, data = run_json("stamp", store, "0005", "--schema", EXAMPLE, "--json")
+    assert code == 0 and data["status"] == "stamped"
+    newer = schema_with(
+        tmp_path, {"0006_n.py": revision_file("0006", "0005", "op.create_table('n')")}
+    )
+    assert run_json("upgrade", store, "--schema", newer, "--json")[0] == 0
+    code, data = run_json("upgrade", store, "--schema", EXAMPLE, "--json")
+    assert code == 1 and data["status"] == "too_new"
+    bad = schema_with(
+        tmp_path,
+        {
+            "0006_n.py": revision_file("0006", "0005", "op.create_table('n')"),
+            "0007_bad.py": revision_file("0007", "0006", "op.drop_table('nope')"),
+        },
+        name="bad",
+    )
+    code, data = run_json("upgrade", store, "--schema", bad, "--json")
+    assert code == 5 and data["status"] == "failed" and "0007" in data["error"]
+    code, data = run_json("upgrade", tmp_path / "none.sqlite", "--schema", EXAMPLE, "--json")
+    assert code == 4 and data["status"] == "missing"
+    code, data = run_json("upgrade", store, "--json")  # no --schema
+    assert code == 2 and data["status"] == "usage_error"
+    code, data = run_json("stamp", store, "--schema", EXAMPLE, "--json")  # no REVISION
+    assert code == 2 and data["status"] == "usage_error"

@@ -16,7 +16,7 @@ import click
 
 from .. import api
 from ..errors import InterruptedByUser
-from .output import echo, emit_json, reported
+from .output import echo, emit_json, emit_report, reported
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -64,6 +64,14 @@ def _call(as_json: bool, store: str | None, fn: Callable[[], Any]) -> Any:
 
     command = click.get_current_context().command.name or ""
     return reported(command, as_json, {"store": store}, run)
+
+
+def _emit_migration(report: Any) -> None:
+    """``--json`` of upgrade, downgrade and stamp (docs/schemas/upgrade.schema.json)."""
+    command = click.get_current_context().command.name or ""
+    out = report.to_json()
+    out["seconds"] = round(out["seconds"], 3)
+    emit_report(command, report.status, 0, out)
 
 
 def _print_migration(report: Any, asked_backup: str | None = None) -> None:
@@ -179,7 +187,7 @@ def upgrade(
             create=create,
         ),
     )
-    emit_json(report.to_json()) if as_json else _print_migration(report, backup)
+    _print_migration(report, backup) if not as_json else _emit_migration(report)
 
 
 @click.command(epilog=UPGRADE_EXIT_HELP)
@@ -205,7 +213,7 @@ def downgrade(
             store, schema, to=target, dry_run=dry_run, backup=backup, digests=not no_digest
         ),
     )
-    emit_json(report.to_json()) if as_json else _print_migration(report, backup)
+    _print_migration(report, backup) if not as_json else _emit_migration(report)
 
 
 @click.command()
@@ -218,7 +226,7 @@ def stamp(store: str, revision: str, schema: str, dry_run: bool, as_json: bool) 
     """Set STORE's schema revision to REVISION (an id, head or base) without running anything."""
     report = _call(as_json, store, lambda: api.stamp(store, schema, revision, dry_run=dry_run))
     if as_json:
-        emit_json(report.to_json())
+        _emit_migration(report)
         return
     now = ", ".join(report.to_revisions) or "base"
     verb = "would be stamped" if dry_run else "stamped"
