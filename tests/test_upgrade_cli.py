@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -177,6 +178,16 @@ def test_retry_after_a_failed_revision_keeps_the_first_backup(store, tmp_path) -
     r = run("upgrade", store, "--schema", third, "--backup", backup)
     assert r.exit_code == 0 and f"{backup} was there already" in r.output, r.output
     assert len(list(tmp_path.glob("state.pre.*.sqlite"))) == 2
+
+
+def test_a_taken_backup_name_without_a_suffix_gets_the_time_at_its_end(store, tmp_path) -> None:
+    taken = tmp_path / "state.sqlite.pre-2.0"  # an installer's "$STATE.pre-$VERSION"
+    taken.write_bytes(b"an earlier backup")
+    r = run("upgrade", store, "--schema", EXAMPLE, "--backup", taken, "--json")
+    backup = Path(json.loads(r.stdout)["backup"])
+    assert r.exit_code == 0 and taken.read_bytes() == b"an earlier backup"
+    assert re.fullmatch(r"state\.sqlite\.pre-2\.0\.\d{8}T\d{6}Z", backup.name), backup.name
+    assert run("current", f"sqlite:{backup}").output.strip().endswith("at 0001")
 
 
 def test_at_the_target_the_stamp_answers_without_digests(store) -> None:

@@ -215,10 +215,12 @@ def _backup(writer: Writer, dest: Path) -> Path:
 
 
 def _timestamped(dest: Path) -> Path:
-    """A free name beside ``dest`` carrying the UTC time, before the suffix."""
+    """A free name beside ``dest`` carrying the UTC time, before a suffix such as
+    ``.sqlite`` (not before ``.0`` of ``state.pre-2.0``: that is part of the name)."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    stem, suffix = (dest.stem, dest.suffix) if dest.suffix[1:].isalpha() else (dest.name, "")
     for n in range(1000):
-        name = f"{dest.stem}.{stamp}{f'-{n}' if n else ''}{dest.suffix}"
+        name = f"{stem}.{stamp}{f'-{n}' if n else ''}{suffix}"
         if not os.path.lexists(dest.with_name(name)):
             return dest.with_name(name)
     raise DestinationError(f"{dest}: backup destination already exists")
