@@ -36,6 +36,7 @@ test-long: install system-deps  ## the same with the long kill harness and rando
 	STATEMIGRATE_LONG=1 $(PYTHON) -m pytest -q -p no:cacheprovider
 
 bench: install  ## the benchmark runner (1M records; several minutes)
+	$(PYTHON) benchmarks/build_native.py  # the redb ceilings: the cargo feature bench
 	$(PYTHON) benchmarks/run.py
 
 fixtures: install  ## remake the small fixture stores made by the Python drivers

@@ -8,6 +8,9 @@ after the other (scan the source + bulk-load the destination + scan it back for 
 verified convert; scan + load for --no-verify; the two scans for verify). Ratios
 above 1 mean the tool is faster than that sequence. The naive loop is per-record
 `dst.put(k, v)` calls. Peak RSS is measured in a child process per run.
+
+The redb ceilings need the extension built with the cargo feature `bench`
+(`python benchmarks/build_native.py`; `make bench` does it).
 """
 
 from __future__ import annotations
@@ -99,6 +102,13 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--rss-only", action="store_true", help="only the peak-RSS measurements")
     args = ap.parse_args()
+    from statemigrate import _native
+
+    if not args.rss_only and not hasattr(_native, "redb_bulk_load"):
+        sys.exit(
+            "the redb ceilings are built only with the cargo feature `bench`: "
+            "run `python benchmarks/build_native.py` first"
+        )
     work = Path(args.dir or tempfile.mkdtemp(prefix="sm-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     sqlite, rocks = get_engine("sqlite"), get_engine("rocksdb")
@@ -163,9 +173,7 @@ def main() -> None:
     )
     res["jsonl read"] = timed(lambda: B.jsonl_read_count(out_jsonl), r)
     # redb's own fastest paths through the binding (records generated in Rust with the
-    # workload's sizes: 19-byte keys, ~300-byte values).
-    from statemigrate import _native
-
+    # workload's sizes: 19-byte keys, ~300-byte values; the cargo feature `bench`).
     res["redb load (native)"] = timed(
         lambda: _native.redb_bulk_load(str(out_redb), records, 19, 300), r, clean(out_redb)
     )

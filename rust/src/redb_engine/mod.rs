@@ -11,9 +11,11 @@
 //! from a snapshot), `write.rs` (a batch to stored pairs), `problems.rs` (refusals
 //! before writing); `py_reader.rs`, `py_writer.rs`, `py_functions.rs` and `pyconv.rs`
 //! (what Python sees); `errors.rs` (error kinds, panics); `versions/` (one binding
-//! per redb version, written once by a macro); `bench.rs` (the benchmarks' ceilings).
+//! per redb version, written once by a macro); `bench.rs` (the benchmarks'
+//! ceilings, built only with the cargo feature `bench`).
 use pyo3::prelude::*;
 
+#[cfg(feature = "bench")]
 mod bench;
 mod desc;
 mod errors;
@@ -31,7 +33,6 @@ pub mod types;
 mod versions;
 mod write;
 
-use bench::{redb_bulk_load, redb_full_scan};
 use errors::{RedbBusyError, RedbCorruptError, RedbError, RedbRefusedError, RedbUnsupportedError};
 use py_functions::{redb_encode_key, redb_table_kind, redb_table_problems};
 use py_reader::RedbReader;
@@ -41,8 +42,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<RedbReader>()?;
     m.add_class::<RedbWriter>()?;
-    m.add_function(wrap_pyfunction!(redb_bulk_load, m)?)?;
-    m.add_function(wrap_pyfunction!(redb_full_scan, m)?)?;
+    #[cfg(feature = "bench")]
+    {
+        m.add_function(wrap_pyfunction!(bench::redb_bulk_load, m)?)?;
+        m.add_function(wrap_pyfunction!(bench::redb_full_scan, m)?)?;
+    }
     m.add_function(wrap_pyfunction!(redb_encode_key, m)?)?;
     m.add_function(wrap_pyfunction!(redb_table_kind, m)?)?;
     m.add_function(wrap_pyfunction!(redb_table_problems, m)?)?;
