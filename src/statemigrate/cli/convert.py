@@ -23,6 +23,7 @@ from .output import (
     print_verify,
     reported,
 )
+from .progress import clear, for_stderr
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,6 +46,8 @@ class _Stopper:
         return self.requested
 
     def __call__(self, signum: int, _frame: Any) -> None:
+        if sys.stderr.isatty():
+            os.write(2, b"\r\x1b[K")  # a clean line: the message does not land on the bar
         if self.requested:
             os.write(
                 2, b"statemigrate: stopped at once; the destination's .partial stays resumable\n"
@@ -60,14 +63,6 @@ class _Stopper:
         """Handle SIGINT and SIGTERM from now on."""
         signal.signal(signal.SIGINT, self)
         signal.signal(signal.SIGTERM, self)
-
-
-def _progress(quiet: bool) -> Any:
-    if quiet or not sys.stderr.isatty():
-        return None
-    from ..tqdm_progress import TqdmProgress
-
-    return TqdmProgress()
 
 
 def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -231,11 +226,12 @@ def convert(
             force=force,
             source_options=src_options,
             destination_options=dst_options,
-            progress=_progress(quiet or as_json),
+            progress=for_stderr(quiet or as_json),
             should_stop=stopper.poll,
         )
 
     report = reported("convert", as_json, context, run)
+    clear()
     if as_json:
         status = "already_complete" if report.already_complete else "converted"
         emit_report("convert", status, 0, report.to_json())
@@ -290,7 +286,11 @@ def checksum(store: str, as_json: bool) -> None:
     The digest is engine-independent (XXH3-128 per record, summed; see the README):
     the same state gives the same digest on every engine.
     """
-    report = reported("checksum", as_json, {"store": store}, lambda: api.checksum(store))
+    progress = for_stderr(as_json, log=False)  # a bar in a terminal only
+    report = reported(
+        "checksum", as_json, {"store": store}, lambda: api.checksum(store, progress=progress)
+    )
+    clear()
     if as_json:
         emit_report("checksum", "ok", 0, report.to_json())
         return

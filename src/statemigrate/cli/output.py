@@ -255,6 +255,9 @@ def json_requested(args: list[str]) -> bool:
 
 def fail(failure: Failure) -> NoReturn:
     """Print the failure as one line (and its hint) on stderr and exit with its code."""
+    from .progress import clear
+
+    clear()  # a bar left open by the failure would share the message's line
     click.echo(f"statemigrate: error: {failure.message}", err=True)
     if failure.hint:
         click.echo(f"hint: {failure.hint}", err=True)

@@ -320,6 +320,14 @@ class Reader(StoreAccess):
         """The store's tables (not the metadata table), in any order."""
         return list(self.snapshot_tables)
 
+    def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
+        """The table's record count where it is cheap to know, for progress only.
+
+        Returns:
+            ``(count, exact)`` (``exact`` False for an engine's estimate), or None.
+        """
+        return None
+
     def raw_metadata(self) -> dict[str, bytes]:
         """Every entry of the store's metadata, the engine's private ones included."""
         return dict(self.snapshot_metadata)

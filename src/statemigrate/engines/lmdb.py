@@ -196,6 +196,12 @@ class LmdbReader(Reader):
         cur = self.txn.cursor(self.dbs[table.name])
         return cursor_batches(cur, table, after, max_records, max_bytes, self._check_unchanged)
 
+    def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
+        """The named database's entry count, exact (LMDB's stats)."""
+        with contextlib.suppress(Exception):  # progress only: a failure here is no error
+            return int(self.txn.stat(self.dbs[table.name])["entries"]), True
+        return None
+
     def close(self) -> None:
         txn = getattr(self, "txn", None)
         if txn is not None:
