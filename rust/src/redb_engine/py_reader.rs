@@ -6,10 +6,9 @@ use std::sync::{Mutex, PoisonError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-use super::desc::{OwnedRec, TableDesc};
 use super::errors::{detach, NErr};
 use super::plan::{plan, Kind};
-use super::pyconv::{desc_from_py, desc_to_py, recs_to_py};
+use super::pyconv::{desc_from_py, metadata_to_py, recs_to_py, tables_to_py};
 use super::read::{read_table, Snapshot, SortState};
 use super::versions::{v1, v2, v4};
 
@@ -19,6 +18,7 @@ enum ReaderImpl {
     V4(v4::Reader),
 }
 
+/// `body` with `$r` bound to the reader of whichever redb version opened the file.
 macro_rules! each {
     ($e:expr, $r:ident => $body:expr) => {
         match $e {
@@ -31,6 +31,7 @@ macro_rules! each {
 
 struct ReaderState {
     reader: Option<ReaderImpl>,
+    /// Custom-order tables being read in byte order, by name.
     sorted: HashMap<String, SortState>,
 }
 
@@ -41,26 +42,21 @@ pub struct RedbReader {
     state: Mutex<ReaderState>,
 }
 
-fn closed() -> NErr {
-    NErr::Other("the reader is closed".into())
-}
-
-impl ReaderState {
-    fn reader(&self) -> Result<&ReaderImpl, NErr> {
-        self.reader.as_ref().ok_or_else(closed)
-    }
-
-    fn read(
-        &mut self,
-        format: u8,
-        d: &TableDesc,
-        after: Option<&[u8]>,
-        max_records: usize,
-        max_bytes: usize,
-    ) -> Result<Vec<OwnedRec>, NErr> {
-        let ReaderState { reader, sorted } = self;
-        let r = reader.as_ref().ok_or_else(closed)?;
-        each!(r, x => read_table(x.txn(), sorted, format, d, after, max_records, max_bytes))
+impl RedbReader {
+    /// Run `f` on the open reader (and its sorted tables) with the GIL released.
+    fn run<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&ReaderImpl, &mut HashMap<String, SortState>) -> Result<T, NErr> + Send,
+    ) -> PyResult<T> {
+        Ok(detach(py, || {
+            let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let ReaderState { reader, sorted } = &mut *st;
+            let r = reader
+                .as_ref()
+                .ok_or_else(|| NErr::Other("the reader is closed".into()))?;
+            f(r, sorted)
+        })?)
     }
 }
 
@@ -93,28 +89,14 @@ impl RedbReader {
 
     /// Every table and multimap table (not the metadata table), as dicts.
     fn list_tables<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let descs = detach(py, || {
-            let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            let r = st.reader()?;
-            each!(r, x => x.txn().tables())
-        })?;
-        descs
-            .iter()
-            .map(|d| desc_to_py(py, d, self.format))
-            .collect()
+        let descs = self.run(py, |r, _| each!(r, x => x.txn().tables()))?;
+        tables_to_py(py, &descs, self.format)
     }
 
     /// The `__statemigrate__` table's entries.
     fn metadata(&self, py: Python<'_>) -> PyResult<Vec<(String, Py<PyBytes>)>> {
-        let meta = detach(py, || {
-            let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            let r = st.reader()?;
-            each!(r, x => x.txn().metadata())
-        })?;
-        Ok(meta
-            .into_iter()
-            .map(|(k, v)| (k, PyBytes::new(py, &v).unbind()))
-            .collect())
+        let meta = self.run(py, |r, _| each!(r, x => x.txn().metadata()))?;
+        Ok(metadata_to_py(py, meta))
     }
 
     /// One batch of `table` (a dict from `list_tables`) strictly after `after`.
@@ -129,15 +111,9 @@ impl RedbReader {
     ) -> PyResult<Bound<'py, PyList>> {
         let d = desc_from_py(table)?;
         let format = self.format;
-        let recs = detach(py, || {
-            let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            st.read(
-                format,
-                &d,
-                after.as_deref(),
-                max_records.max(1),
-                max_bytes.max(1),
-            )
+        let (n, b) = (max_records.max(1), max_bytes.max(1));
+        let recs = self.run(py, |r, sorted| {
+            each!(r, x => read_table(x.txn(), sorted, format, &d, after.as_deref(), n, b))
         })?;
         recs_to_py(py, recs, plan(format, &d).kind == Kind::Versioned)
     }

@@ -8,7 +8,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::errors::{detach, NErr};
 use super::plan::{plan, Kind};
-use super::pyconv::{desc_from_py, desc_to_py, records_from_py, recs_to_py};
+use super::pyconv::{desc_from_py, metadata_to_py, records_from_py, recs_to_py, tables_to_py};
 use super::read::{read_table, Snapshot, SortState};
 use super::versions::{v2, v4};
 use super::write::{encode_batch, native_versioned, target_desc, Encoded, TableKind};
@@ -18,6 +18,7 @@ enum WriterImpl {
     V4(v4::Writer),
 }
 
+/// `body` with `$w` bound to the writer of whichever redb version writes the file.
 macro_rules! each_w {
     ($e:expr, $w:ident => $body:expr) => {
         match $e {
@@ -40,8 +41,27 @@ pub struct RedbWriter {
 
 type MetaUpdates = Vec<(String, Option<Vec<u8>>)>;
 
-fn wclosed() -> NErr {
-    NErr::Other("the writer is closed".into())
+impl RedbWriter {
+    /// Run `f` on the open writer with the GIL released. A call that `writes` first
+    /// drops the custom-order tables being read back (what they would read changes).
+    fn run<T: Send>(
+        &self,
+        py: Python<'_>,
+        writes: bool,
+        f: impl FnOnce(&mut WriterImpl) -> Result<T, NErr> + Send,
+    ) -> PyResult<T> {
+        Ok(detach(py, || {
+            if writes {
+                let mut sorted = self.sorted.lock().unwrap_or_else(PoisonError::into_inner);
+                sorted.clear();
+            }
+            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let w = g
+                .as_mut()
+                .ok_or_else(|| NErr::Other("the writer is closed".into()))?;
+            f(w)
+        })?)
+    }
 }
 
 #[pymethods]
@@ -82,27 +102,13 @@ impl RedbWriter {
     }
 
     fn list_tables<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let descs = detach(py, || {
-            let g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            let w = g.as_ref().ok_or_else(wclosed)?;
-            each_w!(w, x => x.begin_read()?.tables())
-        })?;
-        descs
-            .iter()
-            .map(|d| desc_to_py(py, d, self.format))
-            .collect()
+        let descs = self.run(py, false, |w| each_w!(w, x => x.begin_read()?.tables()))?;
+        tables_to_py(py, &descs, self.format)
     }
 
     fn metadata(&self, py: Python<'_>) -> PyResult<Vec<(String, Py<PyBytes>)>> {
-        let meta = detach(py, || {
-            let g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            let w = g.as_ref().ok_or_else(wclosed)?;
-            each_w!(w, x => x.begin_read()?.metadata())
-        })?;
-        Ok(meta
-            .into_iter()
-            .map(|(k, v)| (k, PyBytes::new(py, &v).unbind()))
-            .collect())
+        let meta = self.run(py, false, |w| each_w!(w, x => x.begin_read()?.metadata()))?;
+        Ok(metadata_to_py(py, meta))
     }
 
     /// The kind (`plain`, `versioned`, `typed`, `custom`) a table description gets.
@@ -123,12 +129,7 @@ impl RedbWriter {
             "versioned" if native_versioned(self.redb2, &d) => TableKind::Versioned,
             _ => TableKind::Typed,
         };
-        detach(py, || {
-            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            let w = g.as_mut().ok_or_else(wclosed)?;
-            each_w!(w, x => x.create_table(&d, k))
-        })?;
-        Ok(())
+        self.run(py, false, |w| each_w!(w, x => x.create_table(&d, k)))
     }
 
     /// Commit `records` (in key order) into `table` with `metadata` updates (None deletes), atomically.
@@ -152,13 +153,7 @@ impl RedbWriter {
             .collect();
         let (format, redb2) = (self.format, self.redb2);
         let kind = kind.to_string();
-        detach(py, || -> Result<(), NErr> {
-            self.sorted
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clear();
-            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            let w = g.as_mut().ok_or_else(wclosed)?;
+        self.run(py, true, |w| {
             match encode_batch(format, redb2, &kind, &d, &relayout, &recs)? {
                 Encoded::Records => {
                     each_w!(w, x => x.write_plain(&d.name, versioned, &recs, &metadata))
@@ -167,8 +162,7 @@ impl RedbWriter {
                     each_w!(w, x => x.write_raw(&d, key_order, value_order, &pairs, &metadata))
                 }
             }
-        })?;
-        Ok(())
+        })
     }
 
     /// One batch of `table` as committed so far, strictly after `after` (in-place upgrades).
@@ -183,68 +177,36 @@ impl RedbWriter {
     ) -> PyResult<Bound<'py, PyList>> {
         let format = self.format;
         let d = target_desc(format, self.redb2, &desc_from_py(table)?).0;
-        let recs = detach(py, || {
-            let g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            let w = g.as_ref().ok_or_else(wclosed)?;
+        let (n, b) = (max_records.max(1), max_bytes.max(1));
+        let recs = self.run(py, false, |w| {
             let mut sorted = self.sorted.lock().unwrap_or_else(PoisonError::into_inner);
-            let (after, n, b) = (after.as_deref(), max_records.max(1), max_bytes.max(1));
-            match w {
-                WriterImpl::V2(x) => {
-                    read_table(&x.begin_read()?, &mut sorted, format, &d, after, n, b)
-                }
-                WriterImpl::V4(x) => {
-                    read_table(&x.begin_read()?, &mut sorted, format, &d, after, n, b)
-                }
-            }
+            let after = after.as_deref();
+            each_w!(w, x => read_table(&x.begin_read()?, &mut sorted, format, &d, after, n, b))
         })?;
         recs_to_py(py, recs, plan(format, &d).kind == Kind::Versioned)
     }
 
     /// Drop a table (nothing if it does not exist) and apply `metadata` updates, in one commit.
     fn drop_table(&self, py: Python<'_>, name: String, metadata: MetaUpdates) -> PyResult<()> {
-        detach(py, || {
-            self.sorted
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clear();
-            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            let w = g.as_mut().ok_or_else(wclosed)?;
-            each_w!(w, x => x.drop_table(&name, &metadata))
-        })?;
-        Ok(())
+        self.run(
+            py,
+            true,
+            |w| each_w!(w, x => x.drop_table(&name, &metadata)),
+        )
     }
 
     /// Make every commit so far durable.
     fn sync(&self, py: Python<'_>) -> PyResult<()> {
-        detach(py, || {
-            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            let w = g.as_mut().ok_or_else(wclosed)?;
-            each_w!(w, x => x.sync())
-        })?;
-        Ok(())
+        self.run(py, false, |w| each_w!(w, x => x.sync()))
     }
 
     fn put_metadata(&self, py: Python<'_>, metadata: MetaUpdates) -> PyResult<()> {
-        detach(py, || {
-            self.sorted
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clear();
-            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            let w = g.as_mut().ok_or_else(wclosed)?;
-            each_w!(w, x => x.put_metadata(&metadata))
-        })?;
-        Ok(())
+        self.run(py, true, |w| each_w!(w, x => x.put_metadata(&metadata)))
     }
 
     /// A durable commit, then compaction.
     fn finish(&self, py: Python<'_>) -> PyResult<()> {
-        detach(py, || {
-            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            let w = g.as_mut().ok_or_else(wclosed)?;
-            each_w!(w, x => x.finish())
-        })?;
-        Ok(())
+        self.run(py, false, |w| each_w!(w, x => x.finish()))
     }
 
     fn close(&self, py: Python<'_>) {

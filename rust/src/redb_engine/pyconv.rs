@@ -24,6 +24,22 @@ pub fn desc_to_py<'py>(py: Python<'py>, d: &TableDesc, format: u8) -> PyResult<B
     Ok(out)
 }
 
+/// Table descriptions as the dicts Python sees (see `desc_to_py`).
+pub fn tables_to_py<'py>(
+    py: Python<'py>,
+    descs: &[TableDesc],
+    format: u8,
+) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    descs.iter().map(|d| desc_to_py(py, d, format)).collect()
+}
+
+/// The metadata table's entries as Python sees them.
+pub fn metadata_to_py(py: Python<'_>, meta: Vec<(String, Vec<u8>)>) -> Vec<(String, Py<PyBytes>)> {
+    meta.into_iter()
+        .map(|(k, v)| (k, PyBytes::new(py, &v).unbind()))
+        .collect()
+}
+
 pub fn desc_from_py(d: &Bound<'_, PyDict>) -> PyResult<TableDesc> {
     let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
         d.get_item(k)?
