@@ -4,18 +4,27 @@ It names the source (engine, path and a fingerprint of its files), the tables do
 with their digests, and the table in progress with the last key written and the
 digest so far. A resume continues after that key; a source whose fingerprint
 changed is refused.
+
+Each part is its own metadata entry, written when it changes: the source's
+fingerprint once (``checkpoint_source``), each finished table's digest once
+(``checkpoint_done:<table>``), and with every batch only the table in progress
+(``checkpoint``). A batch's commit then costs the same whatever the number of tables
+and source files (before, every batch rewrote every finished table's digest: quadratic
+in the number of tables). A ``checkpoint`` holding everything (0.1's form) still reads.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from .digest import Digest
+from .model import META_CHECKPOINT, META_CHECKPOINT_DONE, META_CHECKPOINT_SOURCE
 
 
 def fingerprint(
@@ -101,3 +110,72 @@ class Checkpoint:
             last_key=bytes.fromhex(data["last_key"]) if data["last_key"] is not None else None,
             so_far=Digest.from_json(data["so_far"]),
         )
+
+    def progress_bytes(self) -> bytes:
+        """The ``checkpoint`` entry a batch commits: the table in progress only."""
+        return json.dumps(
+            {
+                "table": self.table,
+                "last_key": self.last_key.hex() if self.last_key is not None else None,
+                "so_far": self.so_far.to_json(),
+            }
+        ).encode()
+
+    def entries(self) -> dict[str, bytes | None]:
+        """Every entry of this checkpoint, for a destination that starts with it."""
+        out: dict[str, bytes | None] = {
+            META_CHECKPOINT: self.progress_bytes(),
+            META_CHECKPOINT_SOURCE: json.dumps(self.source).encode(),
+        }
+        out.update({META_CHECKPOINT_DONE + n: _digest_bytes(d) for n, d in self.done.items()})
+        return out
+
+    def finish_table(self, name: str, digest: Digest) -> dict[str, bytes | None]:
+        """Record ``name`` as copied whole; the entries to commit for it."""
+        self.done[name] = digest
+        self.table, self.last_key, self.so_far = None, None, Digest()
+        return {
+            META_CHECKPOINT_DONE + name: _digest_bytes(digest),
+            META_CHECKPOINT: self.progress_bytes(),
+        }
+
+    @classmethod
+    def from_metadata(cls, meta: Mapping[str, bytes]) -> Checkpoint | None:
+        """The checkpoint a destination's metadata holds, or None when it holds none."""
+        raw = meta.get(META_CHECKPOINT)
+        if not raw:
+            return None
+        data = json.loads(raw)
+        if "source" in data:  # everything in one entry, as 0.1 wrote it
+            return cls.from_bytes(raw)
+        source = meta.get(META_CHECKPOINT_SOURCE)
+        if not source:
+            return None  # never committed without its source: nothing to trust
+        done = {
+            k[len(META_CHECKPOINT_DONE) :]: Digest.from_json(json.loads(v))
+            for k, v in meta.items()
+            if k.startswith(META_CHECKPOINT_DONE)
+        }
+        return cls(
+            source=json.loads(source),
+            done=done,
+            table=data["table"],
+            last_key=bytes.fromhex(data["last_key"]) if data["last_key"] is not None else None,
+            so_far=Digest.from_json(data["so_far"]),
+        )
+
+
+def is_checkpoint_entry(key: str) -> bool:
+    """Whether a metadata key belongs to a conversion's checkpoint (never carried over)."""
+    return key in (META_CHECKPOINT, META_CHECKPOINT_SOURCE) or key.startswith(META_CHECKPOINT_DONE)
+
+
+def cleared(keys: Iterable[str]) -> dict[str, bytes | None]:
+    """The entries that remove every checkpoint entry among ``keys`` and the fixed ones."""
+    out: dict[str, bytes | None] = {META_CHECKPOINT: None, META_CHECKPOINT_SOURCE: None}
+    out.update({k: None for k in keys if is_checkpoint_entry(k)})
+    return out
+
+
+def _digest_bytes(digest: Digest) -> bytes:
+    return json.dumps(digest.to_json()).encode()

@@ -28,7 +28,9 @@ UPGRADE_ENTRIES = ("upgrade_journal", "upgrade_pending")
 # Keys of the store metadata (the ``__statemigrate__`` table of each engine).
 META_SCHEMA = "schema"
 META_REVISION = "revision"  # JSON list of revision ids
-META_CHECKPOINT = "checkpoint"  # JSON, only while a conversion runs
+META_CHECKPOINT = "checkpoint"  # JSON, only while a conversion runs: the table in progress
+META_CHECKPOINT_SOURCE = "checkpoint_source"  # JSON: the source's fingerprint, written once
+META_CHECKPOINT_DONE = "checkpoint_done:"  # + table name: JSON digest of a table copied whole
 META_TABLE_PREFIX = "table:"  # + table name: JSON of TableInfo.meta
 # + table name: b"versioned", where the layout cannot show a table's kind (DESIGN.md);
 # engine-private (see engines.access.StoreFacts.private_metadata).

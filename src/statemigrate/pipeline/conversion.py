@@ -12,18 +12,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..checkpoint import Checkpoint
+from ..checkpoint import Checkpoint, cleared
 from ..digest import Digest
 from ..engines.base import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_RECORDS,
-    META_CHECKPOINT,
     Reader,
     Writer,
 )
 from ..errors import DestinationError, InterruptedByUser, UsageError
 from ..fsutil import crash_point, fsync_tree, lexists, recover_placement
-from ..model import TableInfo, check_source_tables
+from ..model import META_CHECKPOINT_DONE, TableInfo, check_source_tables
 from ..perms import keep_owner, no_wider_than
 from ..progress import Progress
 from ..registry import StorePath, resolve_source
@@ -275,7 +274,7 @@ def _copy_and_finish(
             job.resume_hint,
             job.sizes,
         )
-        writer.put_metadata({META_CHECKPOINT: None})
+        writer.put_metadata(cleared(META_CHECKPOINT_DONE + name for name in plan.checkpoint.done))
         crash_point("copied")
         job.progress.phase("syncing")
         writer.finish()

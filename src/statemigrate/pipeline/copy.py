@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from operator import itemgetter
 
-from ..checkpoint import Checkpoint
+from ..checkpoint import Checkpoint, is_checkpoint_entry
 from ..digest import Digest
 from ..engines.base import META_CHECKPOINT, META_TABLE_PREFIX, Engine, Reader, Writer
 from ..errors import InterruptedByUser, SourceError
@@ -125,12 +125,12 @@ def carried_metadata(
     carried: dict[str, bytes | None] = {
         k: v
         for k, v in source_meta.items()
-        if k != META_CHECKPOINT and not k.startswith(META_TABLE_PREFIX)
+        if not is_checkpoint_entry(k) and not k.startswith(META_TABLE_PREFIX)
     }
     carried.update(
         {META_TABLE_PREFIX + t.name: json.dumps(t.meta).encode() for t in chosen if t.meta}
     )
-    carried[META_CHECKPOINT] = checkpoint.to_bytes()
+    carried.update(checkpoint.entries())
     return carried
 
 
@@ -193,9 +193,7 @@ def copy_tables(
             )
             if sizes is not None:
                 sizes[table.name] = copied
-            cp.done[table.name] = total
-            cp.table, cp.last_key, cp.so_far = None, None, Digest()
-            writer.put_metadata({META_CHECKPOINT: cp.to_bytes()})
+            writer.put_metadata(cp.finish_table(table.name, total))
             _stop_if_told(should_stop, hint)
         digests[table.name] = cp.done[table.name]
     return digests
@@ -222,7 +220,7 @@ def _copy_table(
         total = total + d
         after = batch[-1][0]
         cp.last_key, cp.so_far = after, total
-        writer.write_batch(table, batch, {META_CHECKPOINT: cp.to_bytes()})
+        writer.write_batch(table, batch, {META_CHECKPOINT: cp.progress_bytes()})
         crash_point("batch")
         copied += nbytes
         progress.advance(d.count, nbytes)

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..checkpoint import Checkpoint
 from ..digest import Digest
-from ..engines.base import META_CHECKPOINT, Engine, Reader
+from ..engines.base import Engine, Reader
 from ..errors import DestinationError, InterruptedByUser, SourceError, StoreBusyError
 from ..fsutil import fsync_tree, remove_path
 from ..model import TableInfo
@@ -108,10 +108,10 @@ def load_checkpoint(
     except (DestinationError, SourceError, OSError):
         return None  # nothing committed that we can trust (killed while creating it): start over
     try:
-        raw = writer.metadata().get(META_CHECKPOINT)
+        meta = writer.metadata()
     finally:
         writer.close()
-    return Checkpoint.from_bytes(raw) if raw else None
+    return Checkpoint.from_metadata(meta)
 
 
 def settle_finished(
