@@ -115,3 +115,63 @@ def test_engines_names_the_extra_of_a_missing_driver() -> None:
     assert re.match(r"fake +missing +no +yes +no +file +1–… B +a plugin", lines[1]), lines
     assert "  pip install 'statemigrate[fake]'   # fake" in lines
     assert "broken: broken plugin: ImportError: nope" in lines
+
+
+# --- progress ------------------------------------------------------------------------
+
+
+def _two_tables(engine: str, path: Path) -> Path:
+    from statemigrate.registry import get_engine
+
+    content = {
+        TableInfo("a"): [(b"%05d" % i, b"v") for i in range(1200)],
+        TableInfo("b", TableKind.VERSIONED): [(b"%05d" % i, b"w", i) for i in range(300)],
+    }
+    return write_store(get_engine(engine), path, content)
+
+
+def test_counts_for_progress_come_from_the_engines(tmp_path: Path) -> None:
+    from statemigrate import api
+    from statemigrate.progress import Estimate, Progress, table_total
+
+    class Drawn(Progress):
+        def start_table(self, table: str, total: int | None) -> None:
+            pass
+
+    for engine, exact in (("sqlite", True), ("lmdb", True), ("rocksdb", False)):
+        store = _two_tables(engine, tmp_path / f"s.{engine}")
+        with api.open_store(f"{engine}:{store}") as reader:
+            totals = {t.name: table_total(Drawn(), reader, t) for t in reader.tables()}
+            nobody = [table_total(Progress(), reader, t) for t in reader.tables()]
+        assert totals == {"a": 1200, "b": 300}, (engine, totals)
+        assert all(isinstance(n, Estimate) != exact for n in totals.values()), engine
+        assert nobody == [None, None]  # no count is taken when nobody draws progress
+
+
+def test_a_log_line_per_table_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    src = _two_tables("rocksdb", tmp_path / "s.rocksdb")
+    res = run("convert", src, tmp_path / "d.sqlite")
+    assert res.exit_code == 0, res.output
+    lines = res.stderr.splitlines()
+    for phase in ("converting", "syncing", "verifying", "renaming into place"):
+        assert f"statemigrate: {phase}" in lines, lines
+    # The source's counts are RocksDB's estimates, labelled; the read-back's are exact.
+    assert any(
+        re.match(r"statemigrate: converting a: 1,200 of about 1,200 records, ", x) for x in lines
+    )
+    assert any(re.match(r"statemigrate: verifying b: 300 of 300 records, ", x) for x in lines)
+    assert res.stdout.startswith("converted 1,500 records")
+    quiet = run("convert", src, tmp_path / "q.sqlite", "--quiet")
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+
+
+def test_a_message_starts_on_a_clean_line(tmp_path: Path) -> None:
+    from statemigrate.cli import progress as cli_progress
+
+    bar = cli_progress.BarProgress()
+    cli_progress._ACTIVE.append(bar)
+    bar.start_table("t", 10)
+    assert bar.bar is not None
+    src = _two_tables("sqlite", tmp_path / "s.sqlite")
+    res = run("convert", src, src)  # refused: a failure goes through fail()
+    assert res.exit_code == 2 and bar.bar is None and cli_progress._ACTIVE == []

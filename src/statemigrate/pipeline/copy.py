@@ -19,7 +19,7 @@ from ..errors import InterruptedByUser, SourceError
 from ..fsutil import crash_point
 from ..model import Batch, TableInfo
 from ..prefetch import prefetch
-from ..progress import Progress
+from ..progress import Progress, table_total
 
 
 def digest_checked(
@@ -58,7 +58,7 @@ def digest_store(
         last = None
         nbytes_total = 0
         if progress:
-            progress.start_table(table.name, None)
+            progress.start_table(table.name, table_total(progress, reader, table))
         for batch in reader.read_batches(table):
             if should_stop is not None and should_stop():
                 raise InterruptedByUser("interrupted; the work done so far is kept", hint=hint)
@@ -213,7 +213,7 @@ def _copy_table(
     """Copy one table from the checkpoint's last key on; its whole digest, the bytes copied."""
     after, total = cp.last_key, cp.so_far
     copied = 0
-    progress.start_table(table.name, None)
+    progress.start_table(table.name, table_total(progress, reader, table))
     batches = reader.read_batches(table, after, max_records=bounds[0], max_bytes=bounds[1])
     for batch in prefetch(batches) if reader.threadsafe_reads else batches:
         d, nbytes = digest_checked(batch, table, after, where)
