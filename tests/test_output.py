@@ -175,3 +175,25 @@ def test_a_message_starts_on_a_clean_line(tmp_path: Path) -> None:
     src = _two_tables("sqlite", tmp_path / "s.sqlite")
     res = run("convert", src, src)  # refused: a failure goes through fail()
     assert res.exit_code == 2 and bar.bar is None and cli_progress._ACTIVE == []
+
+
+def test_inspect_reports_progress_with_totals(tmp_path: Path) -> None:
+    from statemigrate import api
+    from statemigrate.progress import Progress
+
+    class Recorded(Progress):
+        def __init__(self) -> None:
+            self.events: list[tuple[str, int | None, int]] = []
+
+        def start_table(self, table: str, total: int | None) -> None:
+            self.events.append((table, total, 0))
+
+        def advance(self, records: int, nbytes: int) -> None:
+            table, total, seen = self.events[-1]
+            self.events[-1] = (table, total, seen + records)
+
+    store = _two_tables("lmdb", tmp_path / "s.lmdb")
+    progress = Recorded()
+    report = api.inspect(f"lmdb:{store}", progress=progress)
+    assert progress.events == [("a", 1200, 1200), ("b", 300, 300)]
+    assert [t["records"] for t in report.tables] == [1200, 300]

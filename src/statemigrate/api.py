@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .engines.base import META_REVISION, META_SCHEMA, Engine, Reader
 from .errors import StoreBusyError
 from .pipeline import ConvertReport, TableReport, convert
+from .progress import Progress, table_total
 from .registry import StorePath, engine_names, get_engine, resolve_source
 from .schema.reports import CurrentReport, UpgradeReport
 from .verification import ChecksumReport, VerifyReport, checksum, verify, verify_manifest
@@ -72,7 +73,11 @@ class InspectReport:
 
 
 def inspect(
-    store: StorePath, *, engine: str | None = None, options: dict[str, Any] | None = None
+    store: StorePath,
+    *,
+    engine: str | None = None,
+    options: dict[str, Any] | None = None,
+    progress: Progress | None = None,
 ) -> InspectReport:
     """Describe a store: engine, format, tables with kind, records and bytes, revision.
 
@@ -80,6 +85,7 @@ def inspect(
         store: a path or ``ENGINE:PATH``.
         engine: the engine, when not detected.
         options: reader options of the engine.
+        progress: receives progress events (one table at a time, as it is counted).
 
     Returns:
         An :class:`InspectReport`; an upgrade left unfinished is in ``upgrade_interrupted``.
@@ -94,9 +100,16 @@ def inspect(
             meta = reader.metadata()
             for table in reader.tables():
                 records = nbytes = 0
+                if progress:
+                    progress.start_table(table.name, table_total(progress, reader, table))
                 for batch in reader.read_batches(table):
                     records += len(batch)
-                    nbytes += sum(len(r[0]) + len(r[1]) for r in batch)
+                    size = sum(len(r[0]) + len(r[1]) for r in batch)
+                    nbytes += size
+                    if progress:
+                        progress.advance(len(batch), size)
+                if progress:
+                    progress.end_table()
                 row: dict[str, Any] = {
                     "table": table.name,
                     "kind": table.kind.value,

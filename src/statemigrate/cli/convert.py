@@ -304,7 +304,11 @@ def checksum(store: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def inspect(store: str, as_json: bool) -> None:
     """Describe STORE: engine, format, tables (kind, records, bytes), schema revision."""
-    report = reported("inspect", as_json, {"store": store}, lambda: api.inspect(store))
+    progress = for_stderr(as_json, log=False)  # a bar in a terminal only
+    report = reported(
+        "inspect", as_json, {"store": store}, lambda: api.inspect(store, progress=progress)
+    )
+    clear()
     if as_json:
         emit_report("inspect", "ok", 0, report.to_json())
     else:
