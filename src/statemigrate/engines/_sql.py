@@ -12,6 +12,7 @@ import json
 import re
 from abc import abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,6 +20,7 @@ from ..errors import SourceError
 from ..locks import LockProbe, lock_holder
 from ..model import METADATA_TABLE, Batch, TableInfo, TableKind
 from .base import META_REVISION, Capabilities, Engine, Reader, Writer, check_options
+from .options import EngineOptions, option
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 ALEMBIC_TABLE = "alembic_version"
@@ -326,10 +328,22 @@ def check_file_size(path: Path) -> None:
             )
 
 
+@dataclass(frozen=True)
+class SqlFileOptions(EngineOptions):
+    """The options of a SQLite-file engine (``--skip-foreign-tables``)."""
+
+    skip_foreign_tables: bool = option(
+        False,
+        "leave out tables not in statemigrate's layout instead of refusing",
+        applies="source",
+    )
+
+
 class SqlFileEngine(Engine):
     """What the engines of a SQLite file share (sqlite, libsql, turso): facts and checks."""
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
+    options: ClassVar[type[EngineOptions]] = SqlFileOptions
     sidecar_suffixes: ClassVar[tuple[str, ...]] = SIDECAR_SUFFIXES
     # The WAL index: every reader writes its read marks there.
     volatile_files: ClassVar[tuple[str, ...]] = ("*-shm",)
@@ -366,20 +380,20 @@ class SqlFileEngine(Engine):
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
         """Open a whole SQLite file at one snapshot (option ``skip_foreign_tables``)."""
-        opts = check_options(cls, options, {"skip_foreign_tables"})
+        opts = check_options(cls, options, "source")
         cls.check_source(path)
         return cls._reader(path, opts)
 
     @classmethod
     def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
         """Create a new SQLite file at ``path`` (no options)."""
-        check_options(cls, options, set())
+        check_options(cls, options, "dest")
         return cls._writer(path, create=True)
 
     @classmethod
     def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
         """Open an existing SQLite file for writing (no options)."""
-        check_options(cls, options, set())
+        check_options(cls, options, "dest")
         return cls._writer(path, create=False)
 
     @classmethod

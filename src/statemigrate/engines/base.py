@@ -11,6 +11,7 @@ registry or ``statemigrate --help`` never imports a driver.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..errors import MissingDriverError, UsageError
+from ..errors import MissingDriverError
 from ..model import (
     BATCH_BYTES,
     BATCH_RECORDS,
@@ -42,6 +43,7 @@ from .access import (
     recorded_tables,
     take_batches,
 )
+from .options import EngineOptions, Side
 
 __all__ = [
     "DEFAULT_BATCH_BYTES",
@@ -114,6 +116,8 @@ class Engine(ABC):
     driver_module: ClassVar[str]
     description: ClassVar[str]
     capabilities: ClassVar[Capabilities]
+    # The engine's options, typed (see statemigrate.engines.options); none by default.
+    options: ClassVar[type[EngineOptions]] = EngineOptions
     # Destination bytes per payload byte, for the pre-flight free-space check.
     space_factor: ClassVar[float] = 1.5
     # Table-name rules beyond the model's, declared (never probed) and checked before
@@ -296,11 +300,23 @@ class Engine(ABC):
 
 
 def check_options(
-    engine: type[Engine], options: Mapping[str, Any] | None, known: set[str]
+    engine: type[Engine],
+    options: Mapping[str, Any] | EngineOptions | None,
+    side: Side | None = None,
 ) -> dict[str, Any]:
-    """Return the options an engine knows, refusing unknown ones."""
-    opts = dict(options or {})
-    unknown = set(opts) - known
-    if unknown:
-        raise UsageError(f"the {engine.name} engine has no option {min(unknown)!r}")
-    return opts
+    """Parse options through the engine's declared dataclass (:attr:`Engine.options`).
+
+    Args:
+        engine: the engine whose options these are.
+        options: option name -> value (a Python value or its text), or the dataclass.
+        side: ``source`` for a reader, ``dest`` for a writer (options declared for the
+            other side only are refused); None accepts all of the engine's options.
+
+    Returns:
+        Every option of the engine, converted to its type, defaults filled in.
+
+    Raises:
+        UsageError: an unknown option (the engine's options listed), one for the other
+            side, or a value not of the option's type (exit 2).
+    """
+    return dataclasses.asdict(engine.options.parse(engine.name, options, side))

@@ -462,19 +462,19 @@ class LmdbEngine(Engine):
 
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        check_options(cls, options, set())
+        check_options(cls, options, "source")
         if not cls.detect(path):
             raise SourceError(f"{path}: not an LMDB store (a directory holding data.mdb)")
         return LmdbReader(cls, path)
 
     @classmethod
     def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, set())
+        check_options(cls, options, "dest")
         return LmdbWriter(cls, path, create=True)
 
     @classmethod
     def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, set())
+        check_options(cls, options, "dest")
         return LmdbWriter(cls, path, create=False)
 
     @classmethod

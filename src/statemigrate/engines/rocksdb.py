@@ -14,10 +14,11 @@ import gc
 import os
 import shutil
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import DestinationError, SourceError, UsageError
+from ..errors import DestinationError, SourceError
 from ..locks import LockProbe, lock_holder, refuse_if_held
 from ..model import METADATA_TABLE, VERSION_PREFIX_DECODE, Batch, TableInfo, encode_versioned
 from . import _snapshot
@@ -35,6 +36,7 @@ from .base import (
     take_batches,
 )
 from .errors import DriverErrors, Meaning, Rule
+from .options import EngineOptions, option
 
 DEFAULT_CF = "default"
 CONFIG = "rocksdict-config.json"
@@ -43,6 +45,21 @@ DEFAULT_FORMAT_VERSION = 5
 # are legacy formats that newer RocksDB releases no longer write).
 FORMAT_VERSIONS = range(2, 7)
 LOCK_PROBES = (LockProbe("LOCK"),)
+
+
+@dataclass(frozen=True)
+class RocksdbOptions(EngineOptions):
+    """The RocksDB engine's options (``--dest-option rocksdb_format_version=N``)."""
+
+    rocksdb_format_version: int = option(
+        DEFAULT_FORMAT_VERSION,
+        "block-based table format written (5 is readable since RocksDB 6.6)",
+        applies="dest",
+        expects=f"a whole number from {FORMAT_VERSIONS[0]} to {FORMAT_VERSIONS[-1]}",
+        choices=FORMAT_VERSIONS,
+    )
+
+
 # rocksdict raises plain Exception; RocksDB's status is in the message.
 ROCKSDB_ERRORS = DriverErrors(
     rules=(
@@ -453,6 +470,7 @@ class RocksdbEngine(Engine):
         directory=True,
         in_place=True,
     )
+    options = RocksdbOptions
     space_factor = 1.3
     suffixes = (".rocksdb",)
     # The lock file, and the info log that RocksDB rewrites on every open.
@@ -464,7 +482,7 @@ class RocksdbEngine(Engine):
 
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        check_options(cls, options, set())
+        check_options(cls, options, "source")
         if not path.is_dir():
             raise SourceError(f"{path}: not a RocksDB store (a RocksDB store is a directory)")
         if not cls.detect(path):
@@ -481,17 +499,7 @@ class RocksdbEngine(Engine):
         Returns:
             The block-based table format to write (5 when not given).
         """
-        opts = check_options(cls, options, {"rocksdb_format_version"})
-        value = opts.get("rocksdb_format_version")
-        if value is None:
-            return DEFAULT_FORMAT_VERSION
-        text = str(value).strip()
-        if isinstance(value, bool) or not text.isdigit() or int(text) not in FORMAT_VERSIONS:
-            accepted = f"{FORMAT_VERSIONS[0]} to {FORMAT_VERSIONS[-1]}"
-            raise UsageError(
-                f"rocksdb_format_version must be a whole number from {accepted}, not {value!r}"
-            )
-        return int(text)
+        return int(check_options(cls, options, "dest")["rocksdb_format_version"])
 
     @classmethod
     def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:

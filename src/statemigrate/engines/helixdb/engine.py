@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...errors import SourceError
 from ...locks import lock_holder
 from ..base import Capabilities, Engine, Reader, Writer, check_options
+from ..options import EngineOptions, option
 from .client import HELIX_FACTS, database_of
 from .reader import HelixdbReader
 from .writer import HelixdbWriter
+
+
+@dataclass(frozen=True)
+class HelixdbOptions(EngineOptions):
+    """The HelixDB engine's options (``--skip-foreign-tables``)."""
+
+    skip_foreign_tables: bool = option(
+        False,
+        "leave out tables not in statemigrate's layout instead of refusing",
+        applies="source",
+    )
 
 
 class HelixdbEngine(Engine):
@@ -23,6 +36,7 @@ class HelixdbEngine(Engine):
     description = (
         "HelixDB embedded: one node label per table, k (hex, range index), v (base64), ver"
     )
+    options = HelixdbOptions
     capabilities = Capabilities(
         atomic_multi_table=True,
         read_only_open=False,  # its reader writes manifests: we read a private image
@@ -52,19 +66,19 @@ class HelixdbEngine(Engine):
 
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        opts = check_options(cls, options, {"skip_foreign_tables"})
+        opts = check_options(cls, options, "source")
         if not cls.detect(path):
             raise SourceError(f"{path}: not a HelixDB store (no database with manifest/ and wal/)")
         return HelixdbReader(cls, path, skip_foreign=bool(opts.get("skip_foreign_tables")))
 
     @classmethod
     def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, set())
+        check_options(cls, options, "dest")
         return HelixdbWriter(cls, path, create=True)
 
     @classmethod
     def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, set())
+        check_options(cls, options, "dest")
         return HelixdbWriter(cls, path, create=False)
 
     @classmethod

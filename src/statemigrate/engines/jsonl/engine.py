@@ -39,17 +39,17 @@ class JsonlEngine(Engine):
 
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        check_options(cls, options, set())
+        check_options(cls, options, "source")
         if path.is_dir():
             raise SourceError(f"{path}: is a directory, not a JSON-lines dump")
         return JsonlReader(path)
 
     @classmethod
     def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, set())
+        check_options(cls, options, "dest")
         return JsonlWriter(path, create=True)
 
     @classmethod
     def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, set())
+        check_options(cls, options, "dest")
         return JsonlWriter(path, create=False)

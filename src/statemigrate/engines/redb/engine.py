@@ -3,18 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ...errors import DestinationError, SourceError, UsageError
+from ...errors import DestinationError, SourceError
 from ...model import TableInfo
 from ..base import Capabilities, Engine, Reader, Writer, check_options
+from ..options import EngineOptions, option
 from .header import DEFAULT_FORMAT, FORMAT_WRITERS, MAGIC, REDB_FACTS, WRITABLE_FORMATS, read_header
 from .reader import RedbReader
 from .tables import _Target, _written_by_redb2, choose_format, table_info
 from .writer import RedbWriter
 
-OPTIONS = {"redb_format", "bytewise_key_types"}
+
+@dataclass(frozen=True)
+class RedbOptions(EngineOptions):
+    """The redb engine's options (``--dest-option redb_format=N``, ``bytewise_key_types=T``)."""
+
+    redb_format: int | None = option(
+        None,
+        "file format written: 3 (redb 2.6+/3.x/4.x) or 2 (redb 2.x); default: as the source was",
+        applies="dest",
+        expects="2 or 3 (the redb engine writes file formats 2 and 3)",
+        choices=WRITABLE_FORMATS,
+    )
+    bytewise_key_types: tuple[str, ...] = option(
+        (),
+        "a custom key type asserted to sort bytewise, so it can be written back (repeatable)",
+        applies="dest",
+    )
 
 
 class RedbEngine(Engine):
@@ -33,6 +51,7 @@ class RedbEngine(Engine):
         in_place=True,
         transactional_ddl=False,
     )
+    options: ClassVar[type[EngineOptions]] = RedbOptions
     space_factor: ClassVar[float] = 2.0
     suffixes: ClassVar[tuple[str, ...]] = (".redb",)
 
@@ -63,7 +82,7 @@ class RedbEngine(Engine):
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
         """Open at one snapshot, read-only (redb 4.x) or through a copy-on-write view."""
-        check_options(cls, options, OPTIONS)
+        check_options(cls, options)  # its writer's options are accepted, as before
         native = cls.require_driver()
         fmt = cls._source_format(path)
         try:
@@ -79,20 +98,7 @@ class RedbEngine(Engine):
 
     @classmethod
     def _writer_options(cls, options: Mapping[str, Any] | None) -> dict[str, Any]:
-        opts = check_options(cls, options, OPTIONS)
-        value = opts.get("redb_format")
-        text = str(value).strip()
-        if value is None:
-            fmt = None
-        elif not isinstance(value, bool) and text.isdigit() and int(text) in WRITABLE_FORMATS:
-            fmt = int(text)
-        else:
-            raise UsageError(
-                f"redb_format must be 2 or 3 (the redb engine writes file formats 2 and 3),"
-                f" not {value!r}"
-            )
-        opts["redb_format"] = fmt
-        return opts
+        return check_options(cls, options, "dest")
 
     @classmethod
     def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
