@@ -133,7 +133,7 @@ def inspect(
 
 
 def engines() -> list[dict[str, Any]]:
-    """Every registered engine: name, description, driver installed, capabilities.
+    """Every registered engine: name, description, driver installed, capabilities, options.
 
     Returns:
         One dict per engine; a plugin that fails to load has ``error`` instead.
@@ -152,6 +152,7 @@ def engines() -> list[dict[str, Any]]:
                 "extra": eng.extra,
                 "driver_installed": eng.driver_available(),
                 "capabilities": eng.capabilities.to_json(),
+                "options": [spec.to_json() for spec in eng.options.specs()],
             }
         )
     return out

@@ -129,6 +129,33 @@ def _keys(c: dict[str, Any]) -> str:
     return f"{text}, typed" if c.get("typed_keys") else text
 
 
+_SIDES = {"source": "source", "dest": "destination", "both": "both"}
+
+
+def _option_default(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return words(value)
+
+
+def _options_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The engines' options (``options`` of each row) as a table, or nothing."""
+    cells = [
+        [row["name"], o["name"], _SIDES.get(o["applies"], o["applies"]), o["type"],
+         _option_default(o["default"]), o["help"]]
+        for row in rows
+        for o in row.get("options", ())
+    ]  # fmt: skip
+    if not cells:
+        return []
+    headers = ["engine", "option", "for", "type", "default", "help"]
+    return [
+        "",
+        "options (KEY=VALUE: convert --source-option/--dest-option; checksum, inspect --option):",
+        *table(headers, cells, right=set()),
+    ]
+
+
 def engines_lines(rows: list[dict[str, Any]]) -> list[str]:
     """The text form of :func:`statemigrate.api.engines`: one engine a row."""
     cells: list[list[str]] = []
@@ -147,6 +174,7 @@ def engines_lines(rows: list[dict[str, Any]]) -> list[str]:
         )
     headers = ["engine", "driver", *(name for name, _ in _CAPABILITIES), "description"]
     lines = table(headers, cells, right=set())
+    lines += _options_lines(rows)
     if missing:
         lines += ["", "missing drivers:", *(f"  {m}" for m in missing)]
     if broken:
