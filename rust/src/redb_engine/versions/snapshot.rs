@@ -4,7 +4,9 @@
 use std::ops::Bound;
 use std::path::Path;
 
-use redb::{MultimapTableHandle, ReadableMultimapTable, ReadableTable, TableHandle};
+#[allow(unused_imports)] // redb 4.x's multimap tables have `range` of their own
+use redb::ReadableMultimapTable;
+use redb::{MultimapTableHandle, ReadableTable, TableHandle};
 
 /// The raw types' spec for reading a table: its stored type names exactly as redb
 /// reports them (a name rebuilt from the description could differ in classification,
@@ -86,79 +88,38 @@ fn read_plain_in(
     Ok(out)
 }
 
-/// Raw stored pairs of a typed table, in redb's order, starting after the stored key
-/// `after_raw` (already bytes of the stored type); opened with the stored types.
-fn read_raw_in(
+/// Visit the stored pairs of a typed table in redb's order from `start` (opened with
+/// the types `SPEC` holds) until `f` asks to stop by returning true; a multimap stops
+/// only after the whole key's values (a resume inside a key's values is done by the
+/// caller, which skips by encoding).
+fn visit_raw(
     txn: &RT<'_>,
     desc: &TableDesc,
-    spec: RawSpec,
     start: Bound<&[u8]>,
-    max_records: usize,
-    max_bytes: usize,
-) -> Result<Pairs, NErr> {
-    set_spec(spec);
-    let mut out = Vec::new();
-    let mut size = 0usize;
+    mut f: impl FnMut(&[u8], &[u8]) -> Result<bool, NErr>,
+) -> Result<(), NErr> {
+    let range = (start, Bound::Unbounded);
     if desc.multimap {
-        // A resume inside a key's values is done by the caller (it skips by encoding).
         let def = MultimapTableDefinition::<RawKey, RawValue>::new(&desc.name);
         let table = txn.open_multimap_table(def).map_err(err)?;
-        for item in table
-            .range::<&[u8]>((start, Bound::Unbounded))
-            .map_err(err)?
-        {
+        for item in table.range::<&[u8]>(range).map_err(err)? {
             let (k, vals) = item.map_err(err)?;
-            let kb = k.value().to_vec();
+            let mut stop = false;
             for v in vals {
-                let v = v.map_err(err)?;
-                let vb = v.value().to_vec();
-                size += kb.len() + vb.len();
-                out.push((kb.clone(), vb));
+                stop |= f(k.value(), v.map_err(err)?.value())?;
             }
-            if out.len() >= max_records || size >= max_bytes {
+            if stop {
                 break;
             }
         }
     } else {
         let def = TableDefinition::<RawKey, RawValue>::new(&desc.name);
         let table = txn.open_table(def).map_err(err)?;
-        for item in table
-            .range::<&[u8]>((start, Bound::Unbounded))
-            .map_err(err)?
-        {
+        for item in table.range::<&[u8]>(range).map_err(err)? {
             let (k, v) = item.map_err(err)?;
-            let kb = k.value().to_vec();
-            let vb = v.value().to_vec();
-            size += kb.len() + vb.len();
-            out.push((kb, vb));
-            if out.len() >= max_records || size >= max_bytes {
+            if f(k.value(), v.value())? {
                 break;
             }
-        }
-    }
-    Ok(out)
-}
-
-/// Every stored pair of a typed table in redb's order, in one pass (for
-/// custom-order tables, whose keys cannot be sought by bytes).
-fn scan_raw_in(txn: &RT<'_>, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr> {
-    set_spec(exact_spec(txn, desc, None, None)?);
-    if desc.multimap {
-        let def = MultimapTableDefinition::<RawKey, RawValue>::new(&desc.name);
-        let table = txn.open_multimap_table(def).map_err(err)?;
-        for item in table.iter().map_err(err)? {
-            let (k, vals) = item.map_err(err)?;
-            for v in vals {
-                let v = v.map_err(err)?;
-                f(k.value(), v.value())?;
-            }
-        }
-    } else {
-        let def = TableDefinition::<RawKey, RawValue>::new(&desc.name);
-        let table = txn.open_table(def).map_err(err)?;
-        for item in table.iter().map_err(err)? {
-            let (k, v) = item.map_err(err)?;
-            f(k.value(), v.value())?;
         }
     }
     Ok(())
@@ -217,12 +178,22 @@ impl Snapshot for RT<'_> {
         max_records: usize,
         max_bytes: usize,
     ) -> Result<Pairs, NErr> {
-        let spec = exact_spec(self, desc, key_order, value_order)?;
-        read_raw_in(self, desc, spec, start, max_records, max_bytes)
+        set_spec(exact_spec(self, desc, key_order, value_order)?);
+        let mut out = Vec::new();
+        let mut size = 0usize;
+        visit_raw(self, desc, start, |k, v| {
+            size += k.len() + v.len();
+            out.push((k.to_vec(), v.to_vec()));
+            Ok(out.len() >= max_records || size >= max_bytes)
+        })?;
+        Ok(out)
     }
 
+    /// Every stored pair in one pass (for custom-order tables, whose keys cannot be
+    /// sought by bytes).
     fn scan_raw(&self, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr> {
-        scan_raw_in(self, desc, f)
+        set_spec(exact_spec(self, desc, None, None)?);
+        visit_raw(self, desc, Bound::Unbounded, |k, v| f(k, v).map(|()| false))
     }
 }
 
