@@ -339,7 +339,11 @@ def load_manifest(path: Path) -> dict[str, Any]:
 
 
 def verify_manifest(
-    store: StorePath, manifest: str | os.PathLike[str], *, engine: str | None = None
+    store: StorePath,
+    manifest: str | os.PathLike[str],
+    *,
+    engine: str | None = None,
+    options: dict[str, Any] | None = None,
 ) -> VerifyReport:
     """Check a store against a saved manifest (per-table counts and digests).
 
@@ -347,6 +351,7 @@ def verify_manifest(
         store: a path or ``ENGINE:PATH``.
         manifest: a manifest written by ``checksum --json``.
         engine: the engine, when not detected.
+        options: reader options of the engine.
 
     Returns:
         A :class:`VerifyReport`; ``equal`` is False when anything differs.
@@ -355,7 +360,7 @@ def verify_manifest(
         UsageError: the manifest is missing or malformed (exit 2).
     """
     saved = load_manifest(Path(manifest))
-    now = checksum(store, engine=engine)
+    now = checksum(store, engine=engine, options=options)
     report = VerifyReport(
         now.store, os.fspath(manifest), digest_a=now.digest, digest_b=saved["digest"]
     )

@@ -66,13 +66,33 @@ class _Stopper:
 
 
 def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """KEY=VALUE pairs as option name -> text (a repeated key -> its values, in order).
+
+    The engine converts the text to the option's declared type
+    (:mod:`statemigrate.engines.options`) and refuses what it does not know (exit 2).
+    """
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
             raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}")
-        out[key.replace("-", "_")] = int(value) if value.isdigit() else value
+        key = key.strip().replace("-", "_")
+        if key in out:
+            before = out[key]
+            out[key] = [*(before if isinstance(before, list) else [before]), value]
+        else:
+            out[key] = value
     return out
+
+
+def _options_or_none(pairs: tuple[str, ...]) -> dict[str, Any] | None:
+    """The options of ``--option KEY=VALUE`` pairs, or None when there are none."""
+    return _parse_options(pairs) or None
+
+
+def _option_pairs(flag: str, help: str) -> Callable[[F], F]:
+    """A repeatable ``KEY=VALUE`` engine option flag."""
+    return click.option(flag, multiple=True, metavar="KEY=VALUE", help=help)
 
 
 def _engine_options(
@@ -93,7 +113,11 @@ def _engine_options(
     if redb_format is not None:
         dst["redb_format"] = redb_format
     if bytewise_keys:
-        dst["bytewise_key_types"] = list(bytewise_keys)
+        given = dst.get("bytewise_key_types", [])
+        dst["bytewise_key_types"] = [
+            *([given] if isinstance(given, str) else given),
+            *bytewise_keys,
+        ]
     return src or None, dst or None
 
 
@@ -134,40 +158,44 @@ def _count_option(flag: str, default: int, help: str, minimum: int = 1) -> Calla
 @click.option(
     "--skip-foreign-tables",
     is_flag=True,
-    help="SQLite sources: leave out tables not in statemigrate's layout instead of refusing.",
+    help="SQLite sources: leave out tables not in statemigrate's layout instead of refusing"
+    " (shorthand for --source-option skip_foreign_tables=true).",
 )
 @click.option(
     "--rocksdb-format-version",
     type=click.IntRange(2, 6),
     default=None,
-    help="RocksDB destinations: block-based table format (default 5, readable since RocksDB 6.6).",
+    help="RocksDB destinations: block-based table format (default 5, readable since RocksDB 6.6;"
+    " shorthand for --dest-option rocksdb_format_version=N).",
 )
 @click.option(
     "--redb-format",
     type=click.IntRange(1, 3),
     default=None,
-    help="redb destinations: file format (3 = redb 2.6+/3.x/4.x, default; 2 = redb 2.x).",
+    help="redb destinations: file format (3 = redb 2.6+/3.x/4.x, default; 2 = redb 2.x;"
+    " shorthand for --dest-option redb_format=N).",
 )
 @click.option(
     "--bytewise-key",
     "bytewise_keys",
     multiple=True,
     metavar="TYPE",
-    help="redb destinations: assert that this custom key type sorts bytewise (repeatable).",
+    help="redb destinations: assert that this custom key type sorts bytewise (repeatable;"
+    " shorthand for --dest-option bytewise_key_types=TYPE).",
 )
 @click.option(
     "--source-option",
     "source_opts",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Engine option for the reader.",
+    help="Engine option for the reader (repeatable; `statemigrate engines` lists them).",
 )
 @click.option(
     "--dest-option",
     "dest_opts",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Engine option for the writer.",
+    help="Engine option for the writer (repeatable; `statemigrate engines` lists them).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON report on stdout at the end.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
@@ -248,8 +276,18 @@ def convert(
     help="Compare A with a manifest from `checksum --json`.",
 )
 @_count_option("--limit", 20, "Differences to list.", minimum=0)
+@_option_pairs("--option-a", "Engine option for reading A (repeatable).")
+@_option_pairs("--option-b", "Engine option for reading B (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def verify(a: str, b: str | None, manifest: str | None, limit: int, as_json: bool) -> None:
+def verify(
+    a: str,
+    b: str | None,
+    manifest: str | None,
+    limit: int,
+    option_a: tuple[str, ...],
+    option_b: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Check that stores A and B (any engines) hold the same state.
 
     Lists the first differences (key in hex, which side misses it, value or version
@@ -257,10 +295,13 @@ def verify(a: str, b: str | None, manifest: str | None, limit: int, as_json: boo
     """
 
     def run() -> api.VerifyReport:
+        options_a, options_b = _options_or_none(option_a), _options_or_none(option_b)
         if manifest is not None and b is None:
-            return api.verify_manifest(a, manifest)
+            if options_b:
+                raise UsageError("--option-b needs a second store B")
+            return api.verify_manifest(a, manifest, options=options_a)
         if manifest is None and b is not None:
-            return api.verify(a, b, limit=limit)
+            return api.verify(a, b, limit=limit, options_a=options_a, options_b=options_b)
         raise UsageError("give either a second store B or --manifest M")
 
     report = reported("verify", as_json, {"a": a, "b": b, "manifest": manifest}, run)
@@ -280,7 +321,8 @@ def verify(a: str, b: str | None, manifest: str | None, limit: int, as_json: boo
     is_flag=True,
     help="Print a manifest (JSON) that `verify --manifest` reads.",
 )
-def checksum(store: str, as_json: bool) -> None:
+@_option_pairs("--option", "Engine option for reading STORE (repeatable).")
+def checksum(store: str, as_json: bool, option: tuple[str, ...]) -> None:
     """Print each table's record count and digest, and the store digest.
 
     The digest is engine-independent (XXH3-128 per record, summed; see the README):
@@ -288,7 +330,10 @@ def checksum(store: str, as_json: bool) -> None:
     """
     progress = for_stderr(as_json, log=False)  # a bar in a terminal only
     report = reported(
-        "checksum", as_json, {"store": store}, lambda: api.checksum(store, progress=progress)
+        "checksum",
+        as_json,
+        {"store": store},
+        lambda: api.checksum(store, options=_options_or_none(option), progress=progress),
     )
     clear()
     if as_json:
@@ -302,11 +347,15 @@ def checksum(store: str, as_json: bool) -> None:
 @click.command()
 @click.argument("store")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def inspect(store: str, as_json: bool) -> None:
+@_option_pairs("--option", "Engine option for reading STORE (repeatable).")
+def inspect(store: str, as_json: bool, option: tuple[str, ...]) -> None:
     """Describe STORE: engine, format, tables (kind, records, bytes), schema revision."""
     progress = for_stderr(as_json, log=False)  # a bar in a terminal only
     report = reported(
-        "inspect", as_json, {"store": store}, lambda: api.inspect(store, progress=progress)
+        "inspect",
+        as_json,
+        {"store": store},
+        lambda: api.inspect(store, options=_options_or_none(option), progress=progress),
     )
     clear()
     if as_json:
@@ -318,7 +367,7 @@ def inspect(store: str, as_json: bool) -> None:
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def engines(as_json: bool) -> None:
-    """List the engines, whether each driver is installed, and their capabilities."""
+    """List the engines, whether each driver is installed, their capabilities and options."""
     rows = api.engines()
     if as_json:
         emit_json(rows)
