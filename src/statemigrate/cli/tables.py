@@ -151,7 +151,8 @@ def _options_lines(rows: list[dict[str, Any]]) -> list[str]:
     headers = ["engine", "option", "for", "type", "default", "help"]
     return [
         "",
-        "options (KEY=VALUE: convert --source-option/--dest-option; checksum, inspect --option):",
+        "options (KEY=VALUE: convert --source-option/--dest-option, checksum and inspect"
+        " --option, verify --option-a/--option-b):",
         *table(headers, cells, right=set()),
     ]
 
