@@ -28,64 +28,11 @@ fn exact_spec(
     })
 }
 
-fn metadata_in(txn: &RT<'_>) -> Result<Vec<(String, Vec<u8>)>, NErr> {
-    let def: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
-    let table = match txn.open_table(def) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-        Err(e) => return Err(err(e)),
-    };
-    let mut out = Vec::new();
-    for item in table.iter().map_err(err)? {
-        let (k, v) = item.map_err(err)?;
-        out.push((k.value().to_string(), v.value().to_vec()));
-    }
-    Ok(out)
-}
-
 fn bounds(after: Option<&[u8]>) -> (Bound<&[u8]>, Bound<&[u8]>) {
     match after {
         Some(a) => (Bound::Excluded(a), Bound::Unbounded),
         None => (Bound::Unbounded, Bound::Unbounded),
     }
-}
-
-/// A batch of a plain (`&[u8] -> &[u8]`) or versioned (`&[u8] -> (u64, &[u8])`) table.
-fn read_plain_in(
-    txn: &RT<'_>,
-    name: &str,
-    versioned: bool,
-    after: Option<&[u8]>,
-    max_records: usize,
-    max_bytes: usize,
-) -> Result<Vec<OwnedRec>, NErr> {
-    let mut out = Vec::new();
-    let mut size = 0usize;
-    if versioned {
-        let def: TableDefinition<&[u8], (u64, &[u8])> = TableDefinition::new(name);
-        let table = txn.open_table(def).map_err(err)?;
-        for item in table.range::<&[u8]>(bounds(after)).map_err(err)? {
-            let (k, v) = item.map_err(err)?;
-            let (ver, val) = v.value();
-            size += k.value().len() + val.len();
-            out.push((k.value().to_vec(), val.to_vec(), ver));
-            if out.len() >= max_records || size >= max_bytes {
-                break;
-            }
-        }
-    } else {
-        let def: TableDefinition<&[u8], &[u8]> = TableDefinition::new(name);
-        let table = txn.open_table(def).map_err(err)?;
-        for item in table.range::<&[u8]>(bounds(after)).map_err(err)? {
-            let (k, v) = item.map_err(err)?;
-            size += k.value().len() + v.value().len();
-            out.push((k.value().to_vec(), v.value().to_vec(), 0));
-            if out.len() >= max_records || size >= max_bytes {
-                break;
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// Visit the stored pairs of a typed table in redb's order from `start` (opened with
@@ -155,7 +102,18 @@ impl Snapshot for RT<'_> {
     }
 
     fn metadata(&self) -> Result<Vec<(String, Vec<u8>)>, NErr> {
-        metadata_in(self)
+        let def: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
+        let table = match self.open_table(def) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(err(e)),
+        };
+        let mut out = Vec::new();
+        for item in table.iter().map_err(err)? {
+            let (k, v) = item.map_err(err)?;
+            out.push((k.value().to_string(), v.value().to_vec()));
+        }
+        Ok(out)
     }
 
     fn read_plain(
@@ -166,7 +124,33 @@ impl Snapshot for RT<'_> {
         max_records: usize,
         max_bytes: usize,
     ) -> Result<Vec<OwnedRec>, NErr> {
-        read_plain_in(self, name, versioned, after, max_records, max_bytes)
+        let mut out = Vec::new();
+        let mut size = 0usize;
+        if versioned {
+            let def: TableDefinition<&[u8], (u64, &[u8])> = TableDefinition::new(name);
+            let table = self.open_table(def).map_err(err)?;
+            for item in table.range::<&[u8]>(bounds(after)).map_err(err)? {
+                let (k, v) = item.map_err(err)?;
+                let (ver, val) = v.value();
+                size += k.value().len() + val.len();
+                out.push((k.value().to_vec(), val.to_vec(), ver));
+                if out.len() >= max_records || size >= max_bytes {
+                    break;
+                }
+            }
+        } else {
+            let def: TableDefinition<&[u8], &[u8]> = TableDefinition::new(name);
+            let table = self.open_table(def).map_err(err)?;
+            for item in table.range::<&[u8]>(bounds(after)).map_err(err)? {
+                let (k, v) = item.map_err(err)?;
+                size += k.value().len() + v.value().len();
+                out.push((k.value().to_vec(), v.value().to_vec(), 0));
+                if out.len() >= max_records || size >= max_bytes {
+                    break;
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn read_raw(
