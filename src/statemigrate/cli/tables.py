@@ -130,6 +130,10 @@ def _keys(c: dict[str, Any]) -> str:
 
 
 _SIDES = {"source": "source", "dest": "destination", "both": "both"}
+_OPTIONS_TITLE = (
+    "options (KEY=VALUE: convert --source-option/--dest-option, checksum and inspect"
+    " --option, verify --option-a/--option-b):"
+)
 
 
 def _option_default(value: Any) -> str:
@@ -151,8 +155,7 @@ def _options_lines(rows: list[dict[str, Any]]) -> list[str]:
     headers = ["engine", "option", "for", "type", "default", "help"]
     return [
         "",
-        "options (KEY=VALUE: convert --source-option/--dest-option, checksum and inspect"
-        " --option, verify --option-a/--option-b):",
+        _OPTIONS_TITLE,
         *table(headers, cells, right=set()),
     ]
 
