@@ -301,3 +301,28 @@ def test_a_writer_without_in_place_reads_refuses_at_once(tmp_path) -> None:
             writer.read_batches(TableInfo("t"))
     finally:
         writer.close()
+
+
+@pytest.mark.parametrize(
+    ("before", "batch"),
+    [
+        (b"k5", [(b"k5", b"v")]),  # the key given as `after` again
+        (b"k5", [(b"k3", b"v"), (b"k9", b"v")]),  # starts before it
+        (b"k5", [(b"k6", b"v"), (b"k4", b"v")]),  # ends before it: the next batch repeats
+        (None, [(b"k6", b"v"), (b"k4", b"v")]),  # ends before its own start
+    ],
+)
+def test_a_batch_that_does_not_move_past_the_last_key_is_refused(tmp_path, before, batch):
+    """A damaged store that leads a reader back to keys it gave would scan forever; the
+    base refuses the batch (exit 4), so every scan of every engine ends (the check is
+    the base's, the same for every engine: one real store stands for them)."""
+    from statemigrate.engines.access import _check_progress
+    from statemigrate.registry import get_engine
+
+    engine = get_engine("sqlite")
+    path = write_store(engine, store_path(engine, tmp_path), {TableInfo("t"): [(b"a", b"1")]})
+    with engine.open_reader(path) as reader:
+        with pytest.raises(SourceError, match="not read in key order") as err:
+            _check_progress(reader, TableInfo("t"), before, batch)
+        assert err.value.exit_code == 4
+        _check_progress(reader, TableInfo("t"), b"k5", [(b"k6", b"v"), (b"k7", b"v")])

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, final
 
 from typing_extensions import Self
 
-from ..errors import UsageError
+from ..errors import SourceError, UsageError
 from ..locks import LockProbe, lock_holder
 from ..model import (
     BATCH_BYTES,
@@ -130,6 +130,7 @@ def _mapped_batches(
             if batch is None:
                 break
             if batch:
+                _check_progress(owner, table, after if last is None else last, batch)
                 last = batch[-1][0]
                 yield batch
         with owner.errors(doing, **how):
@@ -138,6 +139,23 @@ def _mapped_batches(
         close = getattr(scan, "close", None)
         if close is not None:
             close()
+
+
+def _check_progress(
+    owner: StoreAccess, table: TableInfo, before: bytes | None, batch: Batch
+) -> None:
+    """Refuse a batch that does not move past the key before it (exit 4).
+
+    A damaged store can lead a reader back to keys it already gave (a loop in a
+    damaged B-tree): each batch's first and last keys must lie after the previous
+    batch's last key, so every scan ends whatever the store holds. Order inside a
+    batch is checked where the batch is digested.
+    """
+    first, final = batch[0][0], batch[-1][0]
+    if (before is not None and (first <= before or final <= before)) or final < first:
+        raise SourceError(
+            f"{owner.path}: table {table.name!r} is not read in key order (the store is damaged)"
+        )
 
 
 @dataclass(frozen=True)
