@@ -641,3 +641,26 @@ def test_any_records_round_trip_property(tmp_path_factory, fmt, plain, versioned
     got = read_store(RedbEngine, path)["tables"]
     assert got["p"] == ("plain", sorted(plain.items()))
     assert got["v"] == ("versioned", sorted((k, v, ver) for k, (v, ver) in versioned.items()))
+
+
+def test_a_tree_that_leads_back_to_a_key_already_passed_is_exit_4_not_a_hang(tmp_path):
+    """Found by `make test-long`'s fuzzer (seed 'redb-3070203314', 2026-11): a damaged
+    redb 4 file whose u64 table's tree leads a resumed read back to keys it passed.
+    The binding's skip loop for typed tables read it again and again, forever; the
+    reader child's hang guard (statemigrate.testing.fuzz.HANG_GUARD) fails this test
+    if the guard in read.rs ever goes."""
+    from statemigrate.testing.fuzz import ReaderWorker, mutated_copy, seed_store
+
+    pristine = seed_store("redb", tmp_path / "pristine")
+    (tmp_path / "work").mkdir()
+    rnd = random.Random("redb-3070203314")
+    target = mutated_copy(pristine, tmp_path / "work" / pristine.name, rnd, rnd.randint(1, 6))
+    assert target.read_bytes() != pristine.read_bytes()
+    worker = ReaderWorker("redb")
+    try:
+        assert worker.read(pristine).exit == 0
+        outcome = worker.read(target)
+    finally:
+        worker.close()
+    assert outcome.exit == 4 and not outcome.hung, outcome.describe()
+    assert "leads its reader back to a key it already passed" in outcome.detail

@@ -1,6 +1,6 @@
 //! One batch of a table from any snapshot: read in redb's order where the plan's
 //! encoding keeps it, or through an external sort (custom-order tables).
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Bound as RBound;
 use std::sync::Arc;
 
@@ -92,6 +92,9 @@ pub fn read_table<S: Snapshot>(
                 None => RBound::Unbounded,
             };
             let mut out = Vec::new();
+            // Each round must reach keys it has not reached before: a damaged file whose
+            // tree leads back to a key already passed would otherwise skip forever.
+            let mut reached: HashSet<Vec<u8>> = HashSet::new();
             loop {
                 let b = match &from {
                     RBound::Included(k) => RBound::Included(k.as_slice()),
@@ -103,6 +106,12 @@ pub fn read_table<S: Snapshot>(
                 let Some(last) = pairs.last().map(|(k, _)| k.clone()) else {
                     break;
                 };
+                if !reached.insert(last.clone()) {
+                    return Err(NErr::Corrupt(format!(
+                        "table {:?} leads its reader back to a key it already passed",
+                        d.name
+                    )));
+                }
                 for (k, v) in &pairs {
                     let rk = p.record_key(d.multimap, k, v)?;
                     if let Some(a) = after {
