@@ -29,8 +29,12 @@ demo: install  ## convert the bundled example store, verify it, show the digest
 	$(VENV)/bin/statemigrate verify examples/app-state.sqlite $(DEMO)/app-state.rocksdb
 	$(VENV)/bin/statemigrate checksum $(DEMO)/app-state.rocksdb
 
+# Two workers (pytest-xdist), one per core: most tests wait on child processes and disks.
+# TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
+
 test: install system-deps  ## the whole test suite (kill harness and fuzzers bounded; deterministic)
-	$(PYTHON) -m pytest -q -p no:cacheprovider -rx --durations=20
+	$(PYTHON) -m pytest -q -p no:cacheprovider -rx --durations=20 -n $(TEST_WORKERS)
 
 test-long: install system-deps  ## the same with the long kill harness and random exploration
 	STATEMIGRATE_LONG=1 $(PYTHON) -m pytest -q -p no:cacheprovider
