@@ -21,7 +21,7 @@ from .errors import UsageError
 from .model import Record, TableInfo, TableKind, check_source_tables
 from .pipeline.copy import digest_checked, digest_store
 from .prefetch import prefetch
-from .progress import Progress
+from .progress import Progress, table_total
 from .registry import StorePath, resolve_source
 
 MANIFEST_FORMAT = 1
@@ -121,34 +121,47 @@ def checksum(
 
 
 class _Stream:
-    """A table's records in key order, buffered a batch at a time, digested as read."""
+    """A table's records in key order, buffered a batch at a time, digested as read.
 
-    def __init__(self, reader: Reader, table: TableInfo | None, where: str):
+    ``progress``, when given, is advanced by each batch as the merge takes it (on the
+    caller's thread, not the read-ahead one).
+    """
+
+    def __init__(
+        self,
+        reader: Reader,
+        table: TableInfo | None,
+        where: str,
+        progress: Progress | None = None,
+    ):
         batches = self._batches(reader, table, where)
         # Both sides read (and digest) ahead on their own threads where the reader allows.
         self.batches = (
             prefetch(batches) if table is not None and reader.threadsafe_reads else batches
         )
+        self.progress = progress
         self.buf: list[Record] = []
         self.pos = 0
         self.digest = Digest()
 
     def _batches(
         self, reader: Reader, table: TableInfo | None, where: str
-    ) -> Iterator[list[Record]]:
+    ) -> Iterator[tuple[list[Record], int]]:
         if table is None:
             return
         last = None
         for batch in reader.read_batches(table):
-            d, _nbytes = digest_checked(batch, table, last, where)
+            d, nbytes = digest_checked(batch, table, last, where)
             self.digest = self.digest + d
             last = batch[-1][0]
-            yield batch
+            yield batch, nbytes
 
     def fill(self) -> bool:
         if self.pos < len(self.buf):
             return True
-        for batch in self.batches:
+        for batch, nbytes in self.batches:
+            if self.progress is not None:
+                self.progress.advance(len(batch), nbytes)
             if batch:
                 self.buf, self.pos = batch, 0
                 return True
@@ -214,6 +227,7 @@ def verify(
     limit: int = 20,
     options_a: dict[str, Any] | None = None,
     options_b: dict[str, Any] | None = None,
+    progress: Progress | None = None,
 ) -> VerifyReport:
     """Compare two stores record by record, on any two engines.
 
@@ -225,6 +239,9 @@ def verify(
         limit: how many differences to list (all are counted).
         options_a: reader options for ``a``.
         options_b: reader options for ``b``.
+        progress: receives progress events: the phase ``verifying``, then one table at
+            a time, advanced by A's records (B's where A lacks the table), its total
+            from A's engine where it knows the count cheaply.
 
     Returns:
         A :class:`VerifyReport`; ``equal`` is False when anything differs.
@@ -242,8 +259,15 @@ def verify(
         refuse_interrupted(pa, ra.metadata())
         refuse_interrupted(pb, rb.metadata())
         sums_a, sums_b = [], []
+        if progress:
+            progress.phase("verifying")
         for name in sorted(set(ta) | set(tb), key=lambda n: n.encode()):
             xa, xb = ta.get(name), tb.get(name)
+            # Progress follows one side: A, or B for a table only B has.
+            follow_a, follow_b = (progress, None) if xa is not None else (None, progress)
+            if progress:
+                side_reader, side_table = (ra, xa) if xa is not None else (rb, xb)
+                progress.start_table(name, table_total(progress, side_reader, side_table))
             if xa is not None and xb is not None and xa.kind is not xb.kind:
                 report.difference_count += 1
                 report.differences.append(
@@ -253,7 +277,15 @@ def verify(
                         f"table kind differs ({xa.kind.value} in A, {xb.kind.value} in B)",
                     )
                 )
-            da, db = _merge(name, _Stream(ra, xa, str(pa)), _Stream(rb, xb, str(pb)), report, limit)
+            da, db = _merge(
+                name,
+                _Stream(ra, xa, str(pa), follow_a),
+                _Stream(rb, xb, str(pb), follow_b),
+                report,
+                limit,
+            )
+            if progress:
+                progress.end_table()
             report.tables[name] = {
                 "a": da.to_json() if xa else None,
                 "b": db.to_json() if xb else None,
@@ -344,6 +376,7 @@ def verify_manifest(
     *,
     engine: str | None = None,
     options: dict[str, Any] | None = None,
+    progress: Progress | None = None,
 ) -> VerifyReport:
     """Check a store against a saved manifest (per-table counts and digests).
 
@@ -352,6 +385,7 @@ def verify_manifest(
         manifest: a manifest written by ``checksum --json``.
         engine: the engine, when not detected.
         options: reader options of the engine.
+        progress: receives progress events (one table at a time, as it is digested).
 
     Returns:
         A :class:`VerifyReport`; ``equal`` is False when anything differs.
@@ -360,7 +394,9 @@ def verify_manifest(
         UsageError: the manifest is missing or malformed (exit 2).
     """
     saved = load_manifest(Path(manifest))
-    now = checksum(store, engine=engine, options=options)
+    if progress:
+        progress.phase("verifying")
+    now = checksum(store, engine=engine, options=options, progress=progress)
     report = VerifyReport(
         now.store, os.fspath(manifest), digest_a=now.digest, digest_b=saved["digest"]
     )

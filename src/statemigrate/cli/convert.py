@@ -299,12 +299,16 @@ def verify(
         if manifest is not None and b is None:
             if options_b:
                 raise UsageError("--option-b needs a second store B")
-            return api.verify_manifest(a, manifest, options=options_a)
+            return api.verify_manifest(a, manifest, options=options_a, progress=for_stderr(as_json))
         if manifest is None and b is not None:
-            return api.verify(a, b, limit=limit, options_a=options_a, options_b=options_b)
+            return api.verify(
+                a, b, limit=limit, options_a=options_a, options_b=options_b,
+                progress=for_stderr(as_json),
+            )  # fmt: skip
         raise UsageError("give either a second store B or --manifest M")
 
     report = reported("verify", as_json, {"a": a, "b": b, "manifest": manifest}, run)
+    clear()
     code = 0 if report.equal else 1
     if as_json:
         emit_report("verify", "equal" if report.equal else "different", code, report.to_json())

@@ -1,0 +1,134 @@
+"""Progress of ``verify``: the library's hook and the CLI's log lines off a terminal."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from statemigrate import api
+from statemigrate.cli import main
+from statemigrate.model import TableInfo, TableKind
+from statemigrate.progress import Progress
+from statemigrate.registry import get_engine
+from statemigrate.testing.stores import write_store
+
+
+def run(*args: object):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def _store(engine: str, path: Path, a: int = 1200, b: int = 300, only: str = "") -> Path:
+    content = {
+        TableInfo("a"): [(b"%05d" % i, b"v") for i in range(a)],
+        TableInfo("b", TableKind.VERSIONED): [(b"%05d" % i, b"w", i) for i in range(b)],
+    }
+    if only:
+        content[TableInfo(only)] = [(b"k%03d" % i, b"x") for i in range(7)]
+    return write_store(get_engine(engine), path, content)
+
+
+class Recorded(Progress):
+    """Every event: phases as ("phase", name), tables as [table, total, records]."""
+
+    def __init__(self) -> None:
+        self.events: list[list[object]] = []
+
+    def phase(self, name: str) -> None:
+        self.events.append(["phase", name])
+
+    def start_table(self, table: str, total: int | None) -> None:
+        self.events.append([table, total, 0])
+
+    def advance(self, records: int, nbytes: int) -> None:
+        assert nbytes > 0
+        self.events[-1][2] += records  # type: ignore[operator]
+
+    def end_table(self) -> None:
+        self.events.append(["end"])
+
+
+def test_verify_reports_each_table_with_its_total(tmp_path: Path) -> None:
+    a = _store("sqlite", tmp_path / "a.sqlite")
+    b = _store("lmdb", tmp_path / "b.lmdb")
+    progress = Recorded()
+    report = api.verify(a, f"lmdb:{b}", progress=progress)
+    assert report.equal
+    assert progress.events == [
+        ["phase", "verifying"],
+        ["a", 1200, 1200],
+        ["end"],
+        ["b", 300, 300],
+        ["end"],
+    ]
+
+
+def test_verify_progress_follows_b_for_a_table_only_b_has(tmp_path: Path) -> None:
+    a = _store("sqlite", tmp_path / "a.sqlite", a=1000)
+    b = _store("sqlite", tmp_path / "b.sqlite", only="c")
+    progress = Recorded()
+    report = api.verify(a, b, progress=progress)
+    assert not report.equal
+    # A's counts for A's tables (1,000 of table a, though B holds 1,200); B's for c.
+    assert progress.events[1:] == [
+        ["a", 1000, 1000],
+        ["end"],
+        ["b", 300, 300],
+        ["end"],
+        ["c", 7, 7],
+        ["end"],
+    ]
+
+
+def test_verify_manifest_reports_progress(tmp_path: Path) -> None:
+    a = _store("lmdb", tmp_path / "a.lmdb")
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps(api.checksum(f"lmdb:{a}").to_json()))
+    progress = Recorded()
+    assert api.verify_manifest(f"lmdb:{a}", manifest, progress=progress).equal
+    assert progress.events[0] == ["phase", "verifying"]
+    assert progress.events[1:] == [["a", 1200, 1200], ["end"], ["b", 300, 300], ["end"]]
+
+
+def test_verify_logs_a_line_per_table_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    a = _store("rocksdb", tmp_path / "a.rocksdb")
+    b = _store("sqlite", tmp_path / "b.sqlite")
+    res = run("verify", a, b)
+    assert res.exit_code == 0, res.output
+    lines = res.stderr.splitlines()
+    assert lines[0] == "statemigrate: verifying", lines
+    # A is RocksDB: its counts are estimates, labelled as such.
+    assert re.match(r"statemigrate: verifying a: 1,200 of about 1,200 records, ", lines[1])
+    assert re.match(r"statemigrate: verifying b: 300 of about 300 records, ", lines[2])
+    assert len(lines) == 3, lines
+    assert "equal" in res.stdout.lower() and "statemigrate:" not in res.stdout
+    back = run("verify", b, a)  # exact counts from SQLite
+    assert any(
+        re.match(r"statemigrate: verifying a: 1,200 of 1,200 records, ", x)
+        for x in back.stderr.splitlines()
+    )
+
+
+def test_verify_json_and_a_difference_keep_their_output(tmp_path: Path) -> None:
+    a = _store("sqlite", tmp_path / "a.sqlite")
+    b = _store("sqlite", tmp_path / "b.sqlite", b=299)
+    res = run("verify", a, b, "--json")
+    assert res.exit_code == 1
+    assert res.stderr == ""  # --json: no progress lines
+    assert json.loads(res.stdout)["equal"] is False
+    text = run("verify", a, b)
+    assert text.exit_code == 1
+    assert any(
+        re.match(r"statemigrate: verifying b: 300 of 300 records, ", x)
+        for x in text.stderr.splitlines()
+    )
+    manifest = tmp_path / "m.json"
+    manifest.write_text(run("checksum", a, "--json").stdout)
+    checked = run("verify", a, "--manifest", manifest)
+    assert checked.exit_code == 0, checked.output
+    assert checked.stderr.splitlines()[0] == "statemigrate: verifying"
+    assert re.match(
+        r"statemigrate: verifying a: 1,200 of 1,200 records, ", checked.stderr.splitlines()[1]
+    )
