@@ -27,6 +27,8 @@ from statemigrate.testing.stores import write_store
 SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schemas"
 COMMANDS = ["convert", "verify", "checksum", "inspect"]
 SCHEMA_FILE = {"downgrade": "upgrade", "stamp": "upgrade"}  # one shape for the three
+READ_ONLY = ["current", "check", "history", "revision"]  # the other schema commands
+EVERY = [*COMMANDS, "upgrade", *READ_ONLY]  # one schema file each
 
 
 def schema_of(command: str) -> dict[str, Any]:
@@ -57,17 +59,15 @@ def src(tmp_path: Path) -> Path:
     return write_store(SqliteEngine, tmp_path / "a.sqlite", content)
 
 
-@pytest.mark.parametrize("command", [*COMMANDS, "upgrade"])
+@pytest.mark.parametrize("command", EVERY)
 def test_every_schema_is_a_valid_draft_2020_12_schema(command: str) -> None:
     schema = schema_of(command)
     jsonschema.Draft202012Validator.check_schema(schema)
     assert jsonschema.Draft202012Validator(schema["properties"]["command"]).is_valid(command)
-    assert sorted(p.name for p in SCHEMAS.iterdir()) == sorted(
-        f"{c}.schema.json" for c in [*COMMANDS, "upgrade"]
-    )
+    assert sorted(p.name for p in SCHEMAS.iterdir()) == sorted(f"{c}.schema.json" for c in EVERY)
 
 
-@pytest.mark.parametrize("command", [*COMMANDS, "upgrade"])
+@pytest.mark.parametrize("command", EVERY)
 def test_the_schemas_can_fail(command: str) -> None:
     """A status paired with another command's exit code, or a failure without its
     error, is rejected: the schemas pin what they promise."""
@@ -252,3 +252,108 @@ def test_upgrade_downgrade_stamp_objects_on_every_path(tmp_path: Path) -> None:
     assert code == 2 and data["status"] == "usage_error"
     code, data = run_json("stamp", store, "--schema", EXAMPLE, "--json")  # no REVISION
     assert code == 2 and data["status"] == "usage_error"
+
+
+def test_current_check_history_revision_objects(tmp_path: Path) -> None:
+    from statemigrate.registry import get_engine
+    from statemigrate.testing.upgrade_conformance import (
+        EXAMPLE,
+        revision_file,
+        schema_with,
+        seeded,
+    )
+
+    store = seeded(get_engine("sqlite"), tmp_path, events=5)
+    code, data = run_json("current", store, "--json")
+    assert code == 0 and data["status"] == "ok" and data["current"] == ["0001"]
+    assert data["heads"] is None and "ok" not in data  # no --schema: nothing to compare
+    code, data = run_json("current", store, "--schema", EXAMPLE, "--json")
+    assert code == 0 and data["heads"] == ["0005"] and data["ok"] is False
+    code, data = run_json("check", store, "--schema", EXAMPLE, "--json")
+    assert code == 1 and data["status"] == "behind" and data["error"] is None
+    assert data["current"] == ["0001"] and data["heads"] == ["0005"] and data["ok"] is False
+    assert run_json("upgrade", store, "--schema", EXAMPLE, "--no-digest", "--json")[0] == 0
+    code, data = run_json("check", store, "--schema", EXAMPLE, "--json")
+    assert code == 0 and data["status"] == "at_head" and data["ok"] is True
+    newer = schema_with(
+        tmp_path, {"0006_n.py": revision_file("0006", "0005", "op.create_table('n')")}
+    )
+    assert run_json("upgrade", store, "--schema", newer, "--no-digest", "--json")[0] == 0
+    code, data = run_json("check", store, "--schema", EXAMPLE, "--json")
+    assert code == 1 and data["status"] == "too_new" and data["unknown"] == ["0006"], data
+
+    code, data = run_json("history", "--schema", EXAMPLE, "--json")
+    assert code == 0 and data["status"] == "ok" and data["schema"] == str(EXAMPLE)
+    assert [r["revision"] for r in data["revisions"]] == ["0005", "0004", "0003", "0002", "0001"]
+    assert data["revisions"][0]["is_head"] is True
+
+    schema = schema_with(tmp_path, {}, name="fresh")
+    code, data = run_json("revision", "--schema", schema, "-m", "x", "--dry-run", "--json")
+    assert code == 0 and data["status"] == "dry_run" and data["path"] is None
+    assert not list((Path(schema) / "versions").glob("0006*"))
+    args = ["revision", "--schema", schema, "-m", "add a thing", "--rev-id", "0006", "--json"]
+    code, data = run_json(*args)
+    assert code == 0 and data["status"] == "written" and data["dry_run"] is False
+    assert Path(data["path"]).is_file() and data["message"] == "add a thing"
+
+
+@pytest.mark.parametrize(
+    "args, code, status",
+    [
+        (["current", "{missing}"], 4, "missing"),
+        (["check", "{missing}", "--schema", "{example}"], 4, "missing"),
+        (["current", "rocksdb:{src}"], 4, "unreadable"),
+        (["check", "rocksdb:{src}", "--schema", "{example}"], 4, "unreadable"),
+        (["check", "{src}", "--schema", "{nowhere}"], 2, "usage_error"),  # not a schema
+        (["history", "--schema", "{nowhere}"], 2, "usage_error"),
+        (["revision", "--schema", "{example}", "-m", "x", "--head", "zzzz"], 2, "usage_error"),
+        (["current"], 2, "usage_error"),  # click's: no STORE
+        (["check", "{src}"], 2, "usage_error"),  # click's: no --schema
+        (["history", "--bogus"], 2, "usage_error"),
+        (["revision", "--schema", "{example}"], 2, "usage_error"),  # click's: no -m
+    ],
+    ids=[
+        "current-missing",
+        "check-missing",
+        "current-wrong-engine",
+        "check-wrong-engine",
+        "check-no-schema-dir",
+        "history-no-schema-dir",
+        "revision-unknown-head",
+        "current-no-store",
+        "check-no-schema",
+        "history-bogus-option",
+        "revision-no-message",
+    ],
+)
+def test_current_check_history_revision_failures(
+    args: list[str], code: int, status: str, src: Path, tmp_path: Path
+) -> None:
+    from statemigrate.testing.upgrade_conformance import EXAMPLE
+
+    values = {
+        "missing": tmp_path / "nope.sqlite",
+        "src": src,
+        "example": EXAMPLE,
+        "nowhere": tmp_path / "no-schema",
+    }
+    got, data = run_json(*[a.format(**values) for a in args], "--json")
+    assert (got, data["status"]) == (code, status), data
+    assert data["error"] and "revisions" not in data and "current" not in data
+    assert not (tmp_path / "nope.sqlite").exists()
+
+
+def test_current_and_check_of_a_held_store_are_busy(tmp_path: Path) -> None:
+    """An app holding a RocksDB store (its LOCK): current and check say busy, exit 3."""
+    from statemigrate.registry import get_engine
+    from statemigrate.testing.upgrade_conformance import EXAMPLE
+
+    store = tmp_path / "held.rocksdb"
+    write_store(get_engine("rocksdb"), store, {TableInfo("t"): [(b"k", b"v")]})
+    with app_holding("rocksdb", store) as pid:
+        results = [
+            run_json("current", store, "--json"),
+            run_json("check", store, "--schema", EXAMPLE, "--json"),
+        ]
+    for code, data in results:
+        assert code == 3 and data["status"] == "busy" and f"pid {pid}" in data["error"], data

@@ -115,7 +115,7 @@ def test_dry_run_and_backup(store, tmp_path) -> None:
 def test_history_and_revision(tmp_path) -> None:
     r = run("history", "--schema", EXAMPLE)
     assert r.exit_code == 0 and r.output.splitlines()[0].startswith("0004 -> 0005 (head)")
-    rows = json.loads(run("history", "--schema", EXAMPLE, "--json").output)
+    rows = json.loads(run("history", "--schema", EXAMPLE, "--json").output)["revisions"]
     assert [x["revision"] for x in rows] == ["0005", "0004", "0003", "0002", "0001"]
     schema = schema_with(tmp_path, {})
     r = run("revision", "--schema", schema, "-m", "add a thing", "--rev-id", "0006", "--json")

@@ -16,7 +16,7 @@ import click
 
 from .. import api
 from ..errors import InterruptedByUser
-from .output import echo, emit_json, emit_report, reported
+from .output import echo, emit_report, reported
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -261,7 +261,10 @@ def current(store: str, schema: str | None, dry_run: bool, as_json: bool) -> Non
     `statemigrate upgrade` (or `downgrade`) finishes it.
     """
     report = _call(as_json, store, lambda: api.current(store, schema=schema))
-    emit_json(report.to_json()) if as_json else _print_current(report)
+    if as_json:
+        emit_report("current", "ok", 0, report.to_json())  # docs/schemas/current.schema.json
+    else:
+        _print_current(report)
 
 
 def _print_check(report: Any) -> None:
@@ -293,8 +296,23 @@ def check(store: str, schema: str, dry_run: bool, as_json: bool) -> None:
     upgrade was interrupted (reported, not finished: check never changes the store).
     """
     report = _call(as_json, store, lambda: api.check(store, schema))
-    emit_json(report.to_json()) if as_json else _print_check(report)
-    sys.exit(0 if report.ok else 1)
+    code = 0 if report.ok else 1
+    if as_json:
+        emit_report("check", _check_status(report), code, report.to_json())
+    else:
+        _print_check(report)
+    sys.exit(code)
+
+
+def _check_status(report: Any) -> str:
+    """``check --json``'s status (docs/schemas/check.schema.json), in _print_check's order."""
+    if report.interrupted:
+        return "unfinished"  # an upgrade was interrupted; upgrade finishes it
+    if report.unknown:
+        return "too_new"  # as upgrade says of a store a newer app wrote
+    if not report.at_head:
+        return "behind"
+    return "changed" if report.changed_files else "at_head"
 
 
 @click.command()
@@ -307,7 +325,7 @@ def history(schema: str, dry_run: bool, as_json: bool) -> None:
     """List the schema's revisions, newest first (like `alembic history`)."""
     rows = _call(as_json, None, lambda: api.history(schema))
     if as_json:
-        emit_json(rows)
+        emit_report("history", "ok", 0, {"schema": schema, "revisions": rows})
         return
     for r in rows:
         down = ", ".join(r["down_revision"]) or "<base>"
@@ -335,11 +353,15 @@ def revision(
     """Write a new revision file into the schema from its script.py.mako template."""
     if dry_run:
         out = {"schema": schema, "message": message, "head": head, "path": None, "dry_run": True}
-        emit_json(out) if as_json else echo(f"would write a revision after {head}: {message}")
+        if as_json:
+            emit_report("revision", "dry_run", 0, out)  # docs/schemas/revision.schema.json
+        else:
+            echo(f"would write a revision after {head}: {message}")
         return
     path = _call(as_json, None, lambda: api.revision(schema, message, head=head, rev_id=rev_id))
     if as_json:
-        emit_json({"schema": schema, "message": message, "path": path})
+        out = {"schema": schema, "message": message, "head": head, "path": path, "dry_run": False}
+        emit_report("revision", "written", 0, out)
     else:
         echo(f"wrote {path}")
 
