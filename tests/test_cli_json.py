@@ -357,3 +357,19 @@ def test_current_and_check_of_a_held_store_are_busy(tmp_path: Path) -> None:
         ]
     for code, data in results:
         assert code == 3 and data["status"] == "busy" and f"pid {pid}" in data["error"], data
+
+
+def test_check_of_a_revision_changed_after_it_ran_is_status_changed(tmp_path: Path) -> None:
+    from statemigrate.registry import get_engine
+    from statemigrate.testing.upgrade_conformance import revision_file, schema_with, seeded
+
+    store = seeded(get_engine("sqlite"), tmp_path, events=5)
+    schema = schema_with(
+        tmp_path, {"0006_n.py": revision_file("0006", "0005", "op.create_table('n')")}
+    )
+    assert run_json("upgrade", store, "--schema", schema, "--no-digest", "--json")[0] == 0
+    changed = next((Path(schema) / "versions").glob("0006_*.py"))
+    changed.write_text(changed.read_text().replace("create_table('n')", "create_table('m')"))
+    code, data = run_json("check", store, "--schema", schema, "--json")
+    assert code == 1 and data["status"] == "changed" and data["at_head"] is True, data
+    assert [f["revision"] for f in data["changed_files"]] == ["0006"]
