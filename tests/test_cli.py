@@ -215,7 +215,7 @@ def test_inspect_and_engines(src: Path):
     assert res.exit_code == 0 and data["engine"] == "sqlite" and data["schema"] == "demo"
     assert {t["table"]: t["records"] for t in data["tables"]} == {"events": 50, "settings": 2}
     res = run("engines", "--json")
-    names = {e["name"] for e in json.loads(res.output)}
+    names = {e["name"] for e in json.loads(res.output)["engines"]}
     assert {"sqlite", "rocksdb", "jsonl"} <= names
 
 

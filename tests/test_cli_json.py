@@ -28,7 +28,7 @@ SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schemas"
 COMMANDS = ["convert", "verify", "checksum", "inspect"]
 SCHEMA_FILE = {"downgrade": "upgrade", "stamp": "upgrade"}  # one shape for the three
 READ_ONLY = ["current", "check", "history", "revision"]  # the other schema commands
-EVERY = [*COMMANDS, "upgrade", *READ_ONLY]  # one schema file each
+EVERY = [*COMMANDS, "upgrade", *READ_ONLY, "engines"]  # one schema file each
 
 
 def schema_of(command: str) -> dict[str, Any]:
@@ -373,3 +373,13 @@ def test_check_of_a_revision_changed_after_it_ran_is_status_changed(tmp_path: Pa
     code, data = run_json("check", store, "--schema", schema, "--json")
     assert code == 1 and data["status"] == "changed" and data["at_head"] is True, data
     assert [f["revision"] for f in data["changed_files"]] == ["0006"]
+
+
+def test_engines_lists_every_engine_with_its_options_in_the_envelope() -> None:
+    code, out = run_json("engines", "--json")
+    assert code == 0 and out["status"] == "ok" and out["error"] is None
+    by_name = {e["name"]: e for e in out["engines"]}
+    assert {"sqlite", "rocksdb", "redb", "lmdb", "jsonl"} <= set(by_name)
+    assert "rocksdb_format_version" in {o["name"] for o in by_name["rocksdb"]["options"]}
+    code, out = run_json("engines", "--json", "--bogus")
+    assert code == 2 and out["status"] == "usage_error" and "--bogus" in out["error"]

@@ -15,7 +15,6 @@ from ..errors import EXIT_INTERRUPTED, UsageError
 from ..model import BATCH_BYTES, BATCH_RECORDS
 from .output import (
     echo,
-    emit_json,
     emit_report,
     print_convert,
     print_engines,
@@ -374,7 +373,7 @@ def engines(as_json: bool) -> None:
     """List the engines, whether each driver is installed, their capabilities and options."""
     rows = api.engines()
     if as_json:
-        emit_json(rows)
+        emit_report("engines", "ok", 0, {"engines": rows})
     else:
         print_engines(rows)
 
