@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from statemigrate import api
@@ -132,3 +133,43 @@ def test_verify_json_and_a_difference_keep_their_output(tmp_path: Path) -> None:
     assert re.match(
         r"statemigrate: verifying a: 1,200 of 1,200 records, ", checked.stderr.splitlines()[1]
     )
+
+
+# --- redb: exact totals from the table's stored length ---------------------------------
+
+REDB_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "redb"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "redb1-format1.redb",
+        "redb2-format2.redb",
+        "redb4-format3.redb",
+        "redb2-format3.redb",
+        "redb3-format3.redb",
+    ],
+)
+def test_redb_counts_are_the_tables_lengths(name: str) -> None:
+    from statemigrate.engines.redb import RedbEngine
+
+    path = REDB_FIXTURES / name
+    # What redb itself reads from each table (written by the fixture maker).
+    expected = {t: len(rows) for t, rows in json.loads(Path(f"{path}.json").read_text()).items()}
+    assert any(n > 1 for n in expected.values()) and 0 in expected.values()
+    with RedbEngine.open_reader(path) as reader:
+        tables = reader.tables()
+        counts = {t.name: reader.estimate_count(t) for t in tables}
+        read = {t.name: sum(map(len, reader.read_batches(t))) for t in tables}
+    assert counts == {t: (n, True) for t, n in expected.items()}, name
+    assert read == expected  # every kind: plain, versioned, typed, custom order, multimap
+
+
+def test_redb_verify_logs_exact_totals(tmp_path: Path) -> None:
+    a = _store("redb", tmp_path / "a.redb")
+    b = _store("sqlite", tmp_path / "b.sqlite")
+    res = run("verify", a, b)
+    assert res.exit_code == 0, res.output
+    lines = res.stderr.splitlines()
+    assert re.match(r"statemigrate: verifying a: 1,200 of 1,200 records, ", lines[1]), lines
+    assert re.match(r"statemigrate: verifying b: 300 of 300 records, ", lines[2]), lines

@@ -118,6 +118,12 @@ impl RedbReader {
         recs_to_py(py, recs, plan(format, &d).kind == Kind::Versioned)
     }
 
+    /// How many records `table` (a dict from `list_tables`) holds: redb's stored length.
+    fn count(&self, py: Python<'_>, table: &Bound<'_, PyDict>) -> PyResult<u64> {
+        let d = desc_from_py(table)?;
+        self.run(py, |r, _| each!(r, x => x.txn().count(&d)))
+    }
+
     /// Release the snapshot and the file.
     fn close(&self, py: Python<'_>) {
         // Closing never raises: a damaged file may make redb fail even here.

@@ -38,6 +38,8 @@ pub trait Snapshot {
     ) -> Result<Pairs, NErr>;
     /// Every stored pair of a typed table, in redb's order.
     fn scan_raw(&self, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr>;
+    /// The table's stored length (a multimap's: its key-value pairs), exact.
+    fn count(&self, desc: &TableDesc) -> Result<u64, NErr>;
 }
 
 pub struct SortState {

@@ -252,7 +252,7 @@ pub mod v1 {
 
 /// File format 2, through redb 2.6 (and format 3 as redb 2.6 writes it on request).
 pub mod v2 {
-    use redb::{Key, Value};
+    use redb::{Key, ReadableTableMetadata, Value};
     use redb2 as redb;
 
     pub type RT<'a> = redb::ReadTransaction;
@@ -280,7 +280,7 @@ pub mod v2 {
 
 /// File format 3, through the current redb (4.x).
 pub mod v4 {
-    use redb::{Key, ReadableDatabase, Value};
+    use redb::{Key, ReadableDatabase, ReadableTableMetadata, Value};
 
     pub type RT<'a> = redb::ReadTransaction;
 

@@ -179,6 +179,18 @@ impl Snapshot for RT<'_> {
         set_spec(exact_spec(self, desc, None, None)?);
         visit_raw(self, desc, Bound::Unbounded, |k, v| f(k, v).map(|()| false))
     }
+
+    /// redb's length of the table (opened with its stored types), without reading it.
+    fn count(&self, desc: &TableDesc) -> Result<u64, NErr> {
+        set_spec(exact_spec(self, desc, None, None)?);
+        if desc.multimap {
+            let def = MultimapTableDefinition::<RawKey, RawValue>::new(&desc.name);
+            self.open_multimap_table(def).map_err(err)?.len().map_err(err)
+        } else {
+            let def = TableDefinition::<RawKey, RawValue>::new(&desc.name);
+            self.open_table(def).map_err(err)?.len().map_err(err)
+        }
+    }
 }
 
 /// A source opened at one snapshot (one read transaction) that is never modified.
