@@ -104,7 +104,7 @@ def test_rocksdb_flipped_sst_byte_is_exit_4_on_every_verb(
     nothing_at(final)  # found mid-copy: the .partial this run made is removed
     for args in (
         ["checksum", spec("rocksdb", src)],
-        ["verify", spec("rocksdb", src), spec("rocksdb", b1_pristine)],
+        ["verify", "--quiet", spec("rocksdb", src), spec("rocksdb", b1_pristine)],
         ["inspect", spec("rocksdb", src)],
     ):
         refused(run_cli(args, timeout=BOUND), 4, str(src))

@@ -235,7 +235,7 @@ def test_checksum_inspect_and_verify_take_reader_options(src: Path, tmp_path: Pa
 
 
 def test_engines_lists_options_with_type_default_and_help() -> None:
-    rows = {r["name"]: r for r in json.loads(run("engines", "--json").output)}
+    rows = {r["name"]: r for r in json.loads(run("engines", "--json").output)["engines"]}
     for row in rows.values():  # today's keys, and the options
         assert {"name", "description", "extra", "driver_installed", "capabilities"} <= set(row)
     assert rows["rocksdb"]["options"] == [

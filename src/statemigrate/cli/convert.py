@@ -278,6 +278,7 @@ def convert(
 @_option_pairs("--option-a", "Engine option for reading A (repeatable).")
 @_option_pairs("--option-b", "Engine option for reading B (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (the report stays).")
 def verify(
     a: str,
     b: str | None,
@@ -286,6 +287,7 @@ def verify(
     option_a: tuple[str, ...],
     option_b: tuple[str, ...],
     as_json: bool,
+    quiet: bool,
 ) -> None:
     """Check that stores A and B (any engines) hold the same state.
 
@@ -298,11 +300,13 @@ def verify(
         if manifest is not None and b is None:
             if options_b:
                 raise UsageError("--option-b needs a second store B")
-            return api.verify_manifest(a, manifest, options=options_a, progress=for_stderr(as_json))
+            return api.verify_manifest(
+                a, manifest, options=options_a, progress=for_stderr(as_json or quiet)
+            )
         if manifest is None and b is not None:
             return api.verify(
                 a, b, limit=limit, options_a=options_a, options_b=options_b,
-                progress=for_stderr(as_json),
+                progress=for_stderr(as_json or quiet),
             )  # fmt: skip
         raise UsageError("give either a second store B or --manifest M")
 
