@@ -206,24 +206,11 @@ def killed_store(engine: str, tmp: Path, kill: str) -> tuple[str, str, bool]:
     return spec, head, "committed" in anchor
 
 
-# An open bug of the helixdb engine (tests/test_upgrade_kill.py: HELIXDB_QUEUED_INDEX): a
-# kill while a range-index build is queued leaves it queued; every later read of the
-# table then waits about 5 minutes before it refuses it (exit 4). Not run: it would
-# hold the suite for those minutes.
-HELIXDB_QUEUED_INDEX = (
-    "BUG in the helixdb engine: killed after 0004 copied prefs, the range-index build stays "
-    "queued; reading the store waits ~5 min, then exit 4 'key index … not usable (queued)'"
-)
-
-
 def _kill_params() -> list:
     out = []
     for engine in SWITCHED:
         for kill in KILLS:
-            marks = []
-            if engine == "helixdb" and kill == "committed_drop_only":
-                marks = [pytest.mark.xfail(run=False, reason=HELIXDB_QUEUED_INDEX)]
-            out.append(pytest.param(engine, kill, id=f"{engine}-{kill}", marks=marks))
+            out.append(pytest.param(engine, kill, id=f"{engine}-{kill}"))
     return out
 
 

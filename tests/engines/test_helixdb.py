@@ -501,3 +501,51 @@ def test_foreign_labels_are_left_out_on_request(tmp_path):
     assert read_store(get_engine("sqlite"), tmp_path / "out.sqlite")["tables"] == _expected(
         DRIVER_CONTENT
     )
+
+
+_KILLED_MID_BUILD = """
+import os, random, sys, pathlib
+from statemigrate.registry import get_engine
+from statemigrate.model import TableInfo, TableKind
+w = get_engine("helixdb").create_writer(pathlib.Path(sys.argv[1]))
+t = TableInfo("events", TableKind.PLAIN)
+keys = [i.to_bytes(4, "big") for i in range(int(sys.argv[2]))]
+random.Random(7).shuffle(keys)
+w.write_batch(t, [(k, k * 3) for k in keys])
+w.create_table(t)  # the range index is built over the records already there ...
+os.kill(os.getpid(), 9)  # ... and the build is still queued or running when killed
+"""
+
+
+def test_a_table_whose_index_build_a_kill_left_unfinished_reads_whole_and_in_order(tmp_path):
+    """A writer killed while HelixDB builds a table's range index leaves the build queued
+    or running for good, as readers see it; the table is then read without the index
+    (sorted by scan), never refused after a wait, never read short."""
+    from statemigrate.engines.helixdb.tables import _read_meta, _registry, index_state
+
+    store, n = tmp_path / "killed.helixdb", 20_000
+    run = subprocess.run(
+        [sys.executable, "-c", _KILLED_MID_BUILD, str(store), str(n)], check=False, timeout=120
+    )
+    assert run.returncode == -9
+    before = tree_sha256(store)
+    reader = HelixdbReader(HelixdbEngine, store)
+    try:
+        assert reader.hx is not None
+        entry = _registry(_read_meta(reader.hx))[label_of("events")]
+        state = index_state(reader.hx, entry["index_op"])
+        assert state in ("queued", "running"), f"the build finished before the kill: {state}"
+        assert reader._unindexed == {"events"}
+    finally:
+        reader.close()
+    expected = [(i.to_bytes(4, "big"), i.to_bytes(4, "big") * 3) for i in range(n)]
+    assert read_store(HelixdbEngine, store)["tables"]["events"] == ("plain", expected)
+    assert tree_sha256(store) == before
+    # A writer (an upgrade run again after the kill) reads it whole and in order too.
+    w = HelixdbEngine.open_writer(store)
+    try:
+        table = TableInfo("events", TableKind.PLAIN)
+        assert [r for b in w.scan(table, None, 4096, 1 << 20) for r in b] == expected
+        w.finish()
+    finally:
+        w.close()

@@ -21,7 +21,7 @@ names, which is how a table without records exists. A table's kind shows in its
 records (``ver`` present or not); ``kind:<table>`` (``plain``/``versioned``) in the
 metadata states it, which an empty table needs. What statemigrate writes also keeps
 ``helixdb.table:<label>`` (name, kind and the range index's build operation, to wait
-for); both key families are hidden from :meth:`metadata`, and any two sources of a
+for or to check); both key families are hidden from :meth:`metadata`, and any two sources of a
 kind must agree. A label that is neither a table nor the metadata, or any edge, is not
 in the layout: refused (exit 4) unless ``skip_foreign_tables``. Every record is checked
 as it is read (``k`` lower-case hex, ``v`` base64, ``ver`` an integer exactly in
@@ -35,6 +35,9 @@ Quirks handled here:
   SlateDB's manifest), so the reader opens a private image of the store made of hard
   links in a temporary directory (SlateDB never rewrites a file in place), and the
   source stays byte-identical. Reading while the app writes is not supported: stop it.
+- A writer killed while HelixDB builds a range index leaves the build queued or running,
+  and a reader (which never builds) sees it so for good: such a table is read by
+  :func:`sorted_by_scan`, not refused. A writer waits only for the builds it started.
 - Reads page through the range index, ``n_with_label_where(label, k > last)``, which
   returns ascending keys; every page is checked, and should one ever come back out of
   order the table is read by :func:`sorted_by_scan` instead (an external merge sort

@@ -20,7 +20,7 @@ from ...model import Batch, Record, TableInfo
 from .. import _snapshot
 from ..base import Reader, take_batches
 from .client import HELIX_FACTS, I64_MAX, U64, _Helix, database_of, label_of, private_copy
-from .tables import _read_meta, _registry, _wait_for_indexes, discover_tables, scan_timeout
+from .tables import _read_meta, _registry, discover_tables, scan_timeout, unbuilt_indexes
 
 if TYPE_CHECKING:
     from .engine import HelixdbEngine
@@ -91,7 +91,8 @@ def sorted_by_scan(
 ) -> Iterator[Batch]:
     """The table in key order without the range index: an external merge sort.
 
-    The fallback for an index that ever answers out of order. The label is scanned in
+    For a table whose index build a killed writer left unfinished, and the fallback
+    for an index that ever answers out of order. The label is scanned in
     pages (``range(i, i + n)``), records after ``after`` are gathered into runs of at
     most ``run_bytes``, each run sorted and spilled to a private temporary file, and the
     runs merged; memory stays bounded by one run plus one record per run.
@@ -177,9 +178,20 @@ def _pages(
 
 
 def read_table(
-    hx: _Helix, path: Path, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    hx: _Helix,
+    path: Path,
+    table: TableInfo,
+    after: bytes | None,
+    max_records: int,
+    max_bytes: int,
+    *,
+    indexed: bool = True,
 ) -> Iterator[Batch]:
-    """Batches of a table through its range index, taken natively from its pages."""
+    """Batches of a table through its range index, taken natively from its pages; a table
+    whose index is not built (``indexed=False``) is sorted without it."""
+    if not indexed:
+        yield from sorted_by_scan(hx, path, table, after, max_records, max_bytes)
+        return
     yielded = after
     try:
         rows = itertools.chain.from_iterable(_pages(hx, path, table, after, max_records, max_bytes))
@@ -223,13 +235,22 @@ class HelixdbReader(Reader):
             )
             self.snapshot_metadata = meta
             self._registry = _registry(meta)
-            _wait_for_indexes(self.hx, list(self._registry.values()), path, source=True)
+            # The image is private: a build not finished now was left by a killed writer.
+            self._unindexed = unbuilt_indexes(self.hx, list(self._registry.values()))
 
     def scan(
         self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
     ) -> Iterator[Batch]:
         assert self.hx is not None
-        batches = read_table(self.hx, self.path, table, after, max_records, max_bytes)
+        batches = read_table(
+            self.hx,
+            self.path,
+            table,
+            after,
+            max_records,
+            max_bytes,
+            indexed=table.name not in self._unindexed,
+        )
         nodes = self._counts.get(table.name)
         if after is not None or nodes is None:
             return batches

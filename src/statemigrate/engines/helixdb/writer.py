@@ -30,7 +30,7 @@ from .client import (
     other_helix_process,
 )
 from .reader import read_table
-from .tables import _read_meta, _registry, _wait_for_indexes, discover_tables
+from .tables import _read_meta, _registry, discover_tables, index_state, wait_for_index
 
 if TYPE_CHECKING:
     from .engine import HelixdbEngine
@@ -82,6 +82,9 @@ class HelixdbWriter(Writer):
             if not create:
                 tables = discover_tables(self.hx, path, self._meta, skip_foreign=True)[0]
         self._tables = {t.name: t for t in tables}
+        # The index builds this writer started (the only ones worth waiting for: a build
+        # a killed writer left queued is never taken up again; see unbuilt_indexes).
+        self._building: set[str] = set()
         g, PI = self.helix.g, self.helix.PropertyInput
         self._meta_body = self.helix.write_batch().var_as(
             "m", g().add_n(METADATA_TABLE, [("key", PI.param("key")), ("value", PI.param("value"))])
@@ -151,7 +154,10 @@ class HelixdbWriter(Writer):
                 .var_as("ix", self.helix.g().create_index_if_not_exists(spec))
                 .returning(["ix"])
             )
-        op = answer.get("ix", {}).get("operation_id")
+        receipt = answer.get("ix", {})
+        op = receipt.get("operation_id")
+        if op and receipt.get("kind", "accepted") == "accepted":
+            self._building.add(op)
         entry = {"name": table.name, "kind": table.kind.value, "index_op": op}
         # kind: is what DESIGN.md documents (an empty table has no other trace).
         self.put_metadata(
@@ -209,9 +215,15 @@ class HelixdbWriter(Writer):
         self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
     ) -> Iterator[Batch]:
         entry = _registry(self._meta).get(label_of(table.name))
+        indexed = True
         if entry is not None:
-            _wait_for_indexes(self.hx, [entry], self.path, source=False)
-        yield from read_table(self.hx, self.path, table, after, max_records, max_bytes)
+            if entry.get("index_op") in self._building:
+                wait_for_index(self.hx, entry, self.path, source=False)
+            else:
+                indexed = index_state(self.hx, entry.get("index_op")) == "succeeded"
+        yield from read_table(
+            self.hx, self.path, table, after, max_records, max_bytes, indexed=indexed
+        )
 
     def drop_table(self, name: str) -> None:
         label = label_of(name)
@@ -240,9 +252,9 @@ class HelixdbWriter(Writer):
 
     def finish(self) -> None:
         with self.errors("waiting for index builds"):
-            _wait_for_indexes(
-                self.hx, list(_registry(self._meta).values()), self.path, source=False
-            )
+            for entry in _registry(self._meta).values():
+                if entry.get("index_op") in self._building:
+                    wait_for_index(self.hx, entry, self.path, source=False)
 
     def close(self) -> None:
         hx = getattr(self, "hx", None)
