@@ -1,4 +1,5 @@
-"""Progress of ``verify``: the library's hook and the CLI's log lines off a terminal."""
+"""Progress of ``verify`` and ``upgrade``: the library's hook and the CLI's log lines off a
+terminal."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from statemigrate.model import TableInfo, TableKind
 from statemigrate.progress import Progress
 from statemigrate.registry import get_engine
 from statemigrate.testing.stores import write_store
+from statemigrate.testing.upgrade_conformance import EXAMPLE, seeded
 
 
 def run(*args: object):
@@ -173,3 +175,42 @@ def test_redb_verify_logs_exact_totals(tmp_path: Path) -> None:
     lines = res.stderr.splitlines()
     assert re.match(r"statemigrate: verifying a: 1,200 of 1,200 records, ", lines[1]), lines
     assert re.match(r"statemigrate: verifying b: 300 of 300 records, ", lines[2]), lines
+
+
+def test_upgrade_reports_each_revision_and_what_each_operation_wrote(tmp_path: Path) -> None:
+    store = seeded(get_engine("sqlite"), tmp_path, events=300)
+    progress = Recorded()
+    report = api.upgrade(store, EXAMPLE, to="0003", progress=progress)
+    assert report.status == "upgraded"
+    phases = [e[1] for e in progress.events if e[0] == "phase"]
+    assert [p.split(":")[0] for p in phases] == [
+        "digesting the store before",
+        "revision 0002 (1 of 2, upgrade)",
+        "revision 0003 (2 of 2, upgrade)",
+        "syncing",
+        "digesting the store after",
+    ]
+    assert phases[1].startswith("revision 0002 (1 of 2, upgrade): Re-key the event log")
+    written = {e[0]: e[2] for e in progress.events if e[0] not in ("phase", "end")}
+    # The example's 0002 rekeys the event log; 0003 copies it and rewrites it.
+    assert written["rekey of 'events'"] == 300
+    assert written["copy_table 'events'"] == 300
+    assert written["rewrite of 'events'"] == 300
+
+
+def test_upgrade_logs_lines_off_a_terminal_and_quiet_or_json_silences_them(
+    tmp_path: Path,
+) -> None:
+    store = seeded(get_engine("sqlite"), tmp_path, events=300)
+    res = run("upgrade", store, "--schema", EXAMPLE, "--to", "0002", "--no-digest")
+    assert res.exit_code == 0, res.output
+    lines = res.stderr.splitlines()
+    assert lines[0].startswith("statemigrate: revision 0002 (1 of 1, upgrade): "), lines
+    assert re.match(r"statemigrate: revision 0002 .* rekey of 'events': 300 records, ", lines[1])
+    assert lines[2:] == ["statemigrate: syncing"], lines
+    assert "upgraded from 0001 to 0002" in res.stdout and "statemigrate:" not in res.stdout
+    quiet = run("upgrade", store, "--schema", EXAMPLE, "--to", "0003", "-q")
+    assert quiet.exit_code == 0 and quiet.stderr == "", quiet.stderr
+    as_json = run("downgrade", store, "--schema", EXAMPLE, "--to", "0002", "--json")
+    assert as_json.exit_code == 0 and as_json.stderr == "", as_json.stderr
+    assert json.loads(as_json.stdout)["status"] == "downgraded"

@@ -17,6 +17,7 @@ import click
 from .. import api
 from ..errors import InterruptedByUser
 from .output import echo, emit_report, reported
+from .progress import clear, for_stderr
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -121,6 +122,13 @@ def _migration_options(fn: F) -> F:
                 "--no-digest", is_flag=True, help="Skip the store digest before and after (faster)."
             ),
             json_option("Print one JSON report on stdout (errors too)."),
+            click.option(
+                "--quiet",
+                "-q",
+                is_flag=True,
+                help="No progress on stderr (each revision, the records each operation "
+                "writes; the report stays).",
+            ),
         ]
     ):
         fn = option(fn)
@@ -163,6 +171,7 @@ def upgrade(
     dry_run: bool,
     no_digest: bool,
     as_json: bool,
+    quiet: bool,
 ) -> None:
     """Bring STORE to the schema's head (or --to REV) in place, one atomic revision at a time.
 
@@ -185,8 +194,10 @@ def upgrade(
             backup=backup,
             digests=not no_digest,
             create=create,
+            progress=for_stderr(quiet or as_json),
         ),
     )
+    clear()
     _print_migration(report, backup) if not as_json else _emit_migration(report)
 
 
@@ -204,15 +215,23 @@ def downgrade(
     dry_run: bool,
     no_digest: bool,
     as_json: bool,
+    quiet: bool,
 ) -> None:
     """Take STORE back to an earlier revision (--to REV, -1 or base) through the downgrades."""
     report = _call(
         as_json,
         store,
         lambda: api.downgrade(
-            store, schema, to=target, dry_run=dry_run, backup=backup, digests=not no_digest
+            store,
+            schema,
+            to=target,
+            dry_run=dry_run,
+            backup=backup,
+            digests=not no_digest,
+            progress=for_stderr(quiet or as_json),
         ),
     )
+    clear()
     _print_migration(report, backup) if not as_json else _emit_migration(report)
 
 

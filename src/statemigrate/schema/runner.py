@@ -28,6 +28,7 @@ from ..engines.base import (
 )
 from ..errors import DestinationError, StateMigrateError, UsageError
 from ..model import TableInfo
+from ..progress import Progress
 from ..registry import StorePath
 from . import op as op_module
 from .errors import RevisionFailedError, RevisionUnknownError
@@ -124,8 +125,10 @@ def _migrate(
     batch_records: int,
     batch_bytes: int,
     create: bool = False,
+    progress: Progress | None = None,
 ) -> UpgradeReport:
     started = time.monotonic()
+    progress = progress or Progress()
     created = False
     store = os.fspath(store)
     if create and is_missing(store, engine):
@@ -163,7 +166,8 @@ def _migrate(
         steps = schema.steps(current, target, up)
         report.to_revisions = steps[-1].heads_after if steps else list(current)
         if digests:
-            report.digest_before = digest_writer(writer)
+            progress.phase("digesting the store before")
+            report.digest_before = digest_writer(writer, progress)
         if not steps:
             report.status = "up_to_date"
             report.digest_after = report.digest_before
@@ -171,19 +175,35 @@ def _migrate(
             report.seconds = time.monotonic() - started
             return report
         if backup is not None:
+            progress.phase(f"writing the backup {backup}")
             report.backup = str(_backup(writer, Path(backup)))
         checksums = json.loads(writer.metadata().get(META_CHECKSUMS) or b"{}")
         counter = [0]
-        for step in steps:
+        for i, step in enumerate(steps, 1):
             t0 = time.monotonic()
+            progress.phase(
+                f"revision {step.revision} ({i} of {len(steps)}, {step.direction}): {step.doc}"
+            )
             log = _run_step(
-                eng, writer, path, schema, step, checksums, counter, batch_records, batch_bytes
+                eng,
+                writer,
+                path,
+                schema,
+                step,
+                checksums,
+                counter,
+                batch_records,
+                batch_bytes,
+                progress,
             )
             report.revisions.append(_step_json(step, time.monotonic() - t0, log))
             crash_point(f"{step.revision} done")
+        progress.phase("syncing")
         writer.finish()
         if digests:
-            report.digest_after = digest_writer(writer)
+            progress.phase("digesting the store after")
+            report.digest_after = digest_writer(writer, progress)
+    progress.close()
     report.status = "upgraded" if up else "downgraded"
     report.seconds = time.monotonic() - started
     return report
@@ -236,6 +256,7 @@ def _run_step(
     counter: list[int],
     batch_records: int,
     batch_bytes: int,
+    progress: Progress,
 ) -> list[str]:
     """One revision and its stamp, atomically; on failure the store stays at the revision before."""
     try:
@@ -250,6 +271,7 @@ def _run_step(
                 counter,
                 to=step.heads_after,
                 direction=step.direction,
+                progress=progress,
             )
             try:
                 with op_module.bind(staging):
@@ -287,6 +309,7 @@ def upgrade(
     batch_records: int = DEFAULT_BATCH_RECORDS,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     create: bool = False,
+    progress: Progress | None = None,
 ) -> UpgradeReport:
     """Bring a store to a revision of its schema, in place, one atomic revision at a time.
 
@@ -302,6 +325,8 @@ def upgrade(
         batch_bytes: payload bytes per batch at most.
         create: make the store first when nothing is at the path (a first install); its
             engine is named (``ENGINE:PATH``, ``engine``) or told by the path's suffix.
+        progress: receives the phases (each revision, the digests) and a table's
+            records as each operation writes them.
 
     Returns:
         An :class:`UpgradeReport` (status ``up_to_date`` when nothing was to do;
@@ -325,6 +350,7 @@ def upgrade(
         batch_records=batch_records,
         batch_bytes=batch_bytes,
         create=create,
+        progress=progress,
     )
 
 
@@ -339,6 +365,7 @@ def downgrade(
     digests: bool = True,
     batch_records: int = DEFAULT_BATCH_RECORDS,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    progress: Progress | None = None,
 ) -> UpgradeReport:
     """Take a store back to an earlier revision through the revisions' downgrades.
 
@@ -352,6 +379,7 @@ def downgrade(
         digests: compute the store digest before and after (for the report).
         batch_records: records per batch at most.
         batch_bytes: payload bytes per batch at most.
+        progress: as :func:`upgrade`.
 
     Returns:
         An :class:`UpgradeReport` (status ``downgraded``, or ``up_to_date``).
@@ -370,6 +398,7 @@ def downgrade(
         digests=digests,
         batch_records=batch_records,
         batch_bytes=batch_bytes,
+        progress=progress,
     )
 
 

@@ -19,6 +19,7 @@ from .. import _native
 from ..engines.base import META_REVISION, META_TABLE_PREFIX, Engine, Writer
 from ..errors import DestinationError, UsageError
 from ..model import TableInfo, TableKind, check_table_name
+from ..progress import Progress
 from .errors import RevisionFailedError
 from .journal import (
     META_CHECKSUMS,
@@ -47,6 +48,7 @@ class Staging:
         *,
         to: list[str] | None = None,
         direction: str = "upgrade",
+        progress: Progress | None = None,
     ) -> None:
         self.engine = engine
         self.writer = writer
@@ -57,6 +59,7 @@ class Staging:
         self.counter = counter  # shared across a run: private names never repeat
         self.to = list(to or [])
         self.direction = direction
+        self.progress = progress or Progress()  # a bar or log line per table written
         self.private: list[str] = []  # every private name this revision took, in order
         self.original = {t.name: t for t in writer.list_tables()}
         self.view: dict[str, TableInfo] = dict(self.original)
@@ -143,11 +146,12 @@ class Staging:
         ``table``: the logical name, for errors about keys the engine refuses.
         """
         last: bytes | None = None
+        self.progress.start_table(what, None)
         for batch in batches:
             if not batch:
                 continue
             try:
-                unsorted = _native.batch_digest(batch, dst.versioned)[2]
+                _count, _total, unsorted, nbytes = _native.batch_digest(batch, dst.versioned)
             except (TypeError, ValueError, OverflowError) as exc:
                 shape = "(key, value, version)" if dst.versioned else "(key, value)"
                 raise self._fail(
@@ -171,7 +175,9 @@ class Staging:
                         raise self._fail(exc.message) from exc
             self.writer.write_batch(dst, batch)
             last = batch[-1][0]
+            self.progress.advance(len(batch), nbytes)
             crash_point(f"{self.revision} {what}")
+        self.progress.end_table()
 
     def _materialize(self, name: str) -> None:
         """Merge pending single-record puts/deletes into a new private table."""

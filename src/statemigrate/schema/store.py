@@ -14,11 +14,13 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..digest import Digest, batch_digest, store_digest
+from .. import _native
+from ..digest import Digest, store_digest
 from ..engines.base import META_REVISION, Engine, Writer
 from ..errors import DestinationError, StateMigrateError, StoreBusyError, UsageError
 from ..model import Batch, TableInfo
 from ..perms import no_wider_than
+from ..progress import Progress
 from ..registry import StorePath, parse_store, resolve_source
 from .errors import StoreMissingError
 
@@ -205,18 +207,25 @@ def stamped_revisions(eng: type[Engine], path: Path, meta: dict[str, bytes]) -> 
 
 
 def digest_tables(
-    tables: list[TableInfo], read_batches: Callable[[TableInfo], Iterable[Batch]]
+    tables: list[TableInfo],
+    read_batches: Callable[[TableInfo], Iterable[Batch]],
+    progress: Progress | None = None,
 ) -> str:
     """The store digest of ``tables``, each read through ``read_batches``."""
+    progress = progress or Progress()
     parts = []
     for table in tables:
         total = Digest()
+        progress.start_table(table.name, None)
         for batch in read_batches(table):
-            total = total + batch_digest(batch, table.versioned)
+            count, part, _unsorted, nbytes = _native.batch_digest(batch, table.versioned)
+            total = total + Digest(count, part)
+            progress.advance(count, nbytes)
+        progress.end_table()
         parts.append((table.name, table.kind, total))
     return store_digest(parts)
 
 
-def digest_writer(writer: Writer) -> str:
+def digest_writer(writer: Writer, progress: Progress | None = None) -> str:
     """The store digest, read through the writer (it sees what the writer sees)."""
-    return digest_tables(writer.list_tables(), writer.read_batches)
+    return digest_tables(writer.list_tables(), writer.read_batches, progress)
