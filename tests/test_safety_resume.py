@@ -6,6 +6,7 @@ A real ``statemigrate convert`` runs in a subprocess and gets real signals.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -118,6 +119,23 @@ def test_signal_twice_stops_at_once_and_stays_resumable(sig: int, source, tmp_pa
     resumed = run_cli(args + ["--resume"])
     assert resumed.returncode == 0, describe(resumed)
     assert digest_of(dst, final) == src_digest
+
+
+def test_signal_twice_with_json_still_prints_one_object(source, tmp_path: Path) -> None:
+    """The hard stop leaves, like every other path, one JSON object on stdout."""
+    src, src_digest = source
+    final = store_file("sqlite", tmp_path, "out")
+    partial = final.with_name(final.name + ".partial")
+    args = ["convert", "--json", *BATCH, spec("sqlite", src), spec("sqlite", final)]
+    run = interrupt(args, partial, [signal.SIGINT, signal.SIGINT], gap=0.001)
+    assert run.returncode == 6, describe(run)
+    assert "stopped at once" in run.stderr, describe(run)
+    out = json.loads(run.stdout)
+    assert (out["command"], out["status"], out["exit_code"]) == ("convert", "interrupted", 6)
+    assert out["error"].startswith("stopped at once") and "--resume" in out["hint"]
+    assert (out["source"], out["destination"]) == (spec("sqlite", src), spec("sqlite", final))
+    assert run_cli(args + ["--resume"]).returncode == 0
+    assert digest_of("sqlite", final) == src_digest
 
 
 def test_sigterm_once_behaves_like_ctrl_c(source, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -11,11 +12,15 @@ from typing import Any, TypeVar
 import click
 
 from .. import api
-from ..errors import EXIT_INTERRUPTED, UsageError
+from ..errors import EXIT_INTERRUPTED, InterruptedByUser, UsageError
 from ..model import BATCH_BYTES, BATCH_RECORDS
 from .output import (
+    RESUME_HINT,
+    describe,
     echo,
+    emit_failure,
     emit_report,
+    options_of,
     print_convert,
     print_engines,
     print_inspect,
@@ -35,9 +40,11 @@ class _Stopper:
     that an open or a read that cannot finish never outlives it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, json_failure: Callable[[BaseException], None] | None = None) -> None:
         self.requested = False
         self.polled = False
+        # With --json: prints the failure object, so a hard stop also leaves one on stdout.
+        self.json_failure = json_failure
 
     def poll(self) -> bool:
         """Whether a stop was asked for; from the first call on, signals wait for a batch."""
@@ -48,9 +55,12 @@ class _Stopper:
         if sys.stderr.isatty():
             os.write(2, b"\r\x1b[K")  # a clean line: the message does not land on the bar
         if self.requested:
-            os.write(
-                2, b"statemigrate: stopped at once; the destination's .partial stays resumable\n"
-            )
+            message = "stopped at once; the destination's .partial stays resumable"
+            os.write(2, f"statemigrate: {message}\n".encode())
+            if self.json_failure is not None:
+                with contextlib.suppress(Exception):
+                    self.json_failure(InterruptedByUser(message, hint=RESUME_HINT))
+                    sys.stdout.flush()
             os._exit(EXIT_INTERRUPTED)
         self.requested = True
         if not self.polled:
@@ -231,13 +241,17 @@ def convert(
       statemigrate convert --from redb --to sqlite state.redb state.sqlite
     """
     context = {"source": source, "destination": destination}
+    ctx = click.get_current_context()
+
+    def json_failure(exc: BaseException) -> None:
+        emit_failure("convert", exc, describe(exc, options_of(ctx.command)), context)
 
     def run() -> api.ConvertReport:
         src_options, dst_options = _engine_options(
             source_opts, dest_opts, skip_foreign_tables, rocksdb_format_version, redb_format,
             bytewise_keys,
         )  # fmt: skip
-        stopper = _Stopper()
+        stopper = _Stopper(json_failure if as_json else None)
         stopper.install()
         return api.convert(
             source,
