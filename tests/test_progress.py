@@ -14,7 +14,7 @@ from statemigrate import api
 from statemigrate.cli import main
 from statemigrate.model import TableInfo, TableKind
 from statemigrate.progress import Progress
-from statemigrate.registry import get_engine
+from statemigrate.registry import engine_names, get_engine
 from statemigrate.testing.stores import write_store
 from statemigrate.testing.upgrade_conformance import EXAMPLE, seeded
 
@@ -214,3 +214,29 @@ def test_upgrade_logs_lines_off_a_terminal_and_quiet_or_json_silences_them(
     as_json = run("downgrade", store, "--schema", EXAMPLE, "--to", "0002", "--json")
     assert as_json.exit_code == 0 and as_json.stderr == "", as_json.stderr
     assert json.loads(as_json.stdout)["status"] == "downgraded"
+
+
+@pytest.mark.parametrize("engine", engine_names())
+def test_a_count_an_engine_gives_for_progress_is_right(engine: str, tmp_path: Path) -> None:
+    """Exact counts are the tables' lengths; estimates are marked so (the bar says so)."""
+    eng = get_engine(engine)
+    eng.require_driver()
+    path = _store(engine, tmp_path / f"s{eng.suffixes[0] if eng.suffixes else ''}", 1200, 0)
+    with eng.open_reader(path) as reader:
+        counts = {t.name: reader.estimate_count(t) for t in reader.tables()}
+    for name, real in (("a", 1200), ("b", 0)):
+        found = counts[name]
+        if found is not None and found[1]:
+            assert found[0] == real, (name, found)
+
+
+@pytest.mark.parametrize("engine", ["libsql", "turso"])
+def test_the_sql_drivers_engines_give_exact_totals(engine: str, tmp_path: Path) -> None:
+    eng = get_engine(engine)
+    eng.require_driver()
+    path = _store(engine, tmp_path / "s.db", 1200, 300)
+    with eng.open_reader(path) as reader:
+        assert [(t.name, reader.estimate_count(t)) for t in reader.tables()] == [
+            ("a", (1200, True)),
+            ("b", (300, True)),
+        ]

@@ -163,6 +163,14 @@ class DbapiSqlReader(Reader):
         sql_name = self._sql.get(table.name, table.name)
         return page_batches(self.conn, sql_name, table, after, max_records, max_bytes)
 
+    def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
+        """``count(*)``, exact, in the read's snapshot (for progress totals)."""
+        sql_name = self._sql.get(table.name, table.name)
+        with contextlib.suppress(Exception):  # progress only: a failure here is no error
+            row = self.conn.execute(f"SELECT count(*) FROM {quote(sql_name)}").fetchone()
+            return int(row[0]), True
+        return None
+
     def close(self) -> None:
         conn = getattr(self, "conn", None)
         if conn is not None:
