@@ -256,6 +256,11 @@ class HelixdbReader(Reader):
             return batches
         return self._all_of(table, batches, nodes)
 
+    def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
+        """The label's node count, exact (a read from the start is checked against it)."""
+        nodes = self._counts.get(table.name)
+        return None if nodes is None else (nodes, True)
+
     def _all_of(self, table: TableInfo, batches: Iterator[Batch], nodes: int) -> Iterator[Batch]:
         """The batches of a whole table, refusing a read that gives fewer or more records than
         the label has nodes (a label without its range index reads in id order, and pages

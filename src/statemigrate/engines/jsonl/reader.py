@@ -88,6 +88,11 @@ class JsonlReader(Reader):
     def list_tables(self) -> list[TableInfo]:
         return [info for info, _off in self._tables.values()]
 
+    def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
+        """The footer's count, exact (every table's records are checked against it)."""
+        expect = self._expect.get(table.name)
+        return None if expect is None else (expect.count, True)
+
     def raw_metadata(self) -> dict[str, bytes]:
         return dict(self._meta)
 
