@@ -1,0 +1,201 @@
+"""Peak memory of `statemigrate convert` per engine pair, as anonymous memory (RssAnon).
+
+Usage:  python benchmarks/rss.py [--sizes 1000000,4000000] [--pairs sqlite-redb,...]
+                                 [--dir DIR] [--json FILE]
+
+For each pair and size, `statemigrate convert --quiet` runs in a fresh child process
+whose wrapper (this file's `_WRAPPER`) polls `/proc/self/status` on a thread every
+50 ms and reports the peak RssAnon (the process's own memory: heap, caches, buffers)
+and VmHWM (the peak of total RSS, exact, kept by the kernel). Total RSS also counts
+file mappings, which are page cache, not the tool's memory: LMDB maps its whole file,
+so a read of an LMDB store shows the store's size in RSS. That is why RssAnon is the
+measure; a 50 ms poll may miss a spike shorter than that.
+
+The source stores are written once per engine and size by the workload generator that
+`benchmarks/run.py` uses (`statemigrate.testing.workload.write_workload`: ~316-byte
+events, 200 versioned 2 KB settings, odd keys) and kept in --dir when it is given.
+Where the destination cannot hold every odd key (LMDB: no empty key, at most 511
+bytes) the convert leaves out that table of eight records (`--tables events,settings`).
+The seconds are the convert's own (in the child, interpreter start-up excluded), one
+run each. The growth column is RssAnon at the largest size over the smallest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from statemigrate.registry import get_engine
+from statemigrate.testing.workload import EVENTS, SETTINGS, odd_records, write_workload
+
+PAIRS = (
+    ("sqlite", "redb"),
+    ("redb", "sqlite"),
+    ("redb", "lmdb"),
+    ("lmdb", "redb"),
+    ("sqlite", "rocksdb"),
+    ("sqlite", "jsonl"),
+)
+SUFFIX = {
+    "sqlite": ".sqlite",
+    "redb": ".redb",
+    "lmdb": ".lmdb",
+    "rocksdb": ".rocksdb",
+    "jsonl": ".jsonl",
+}
+
+# Runs in the child: argv = [result file, statemigrate arguments...].
+_WRAPPER = r"""
+import json, sys, threading, time
+
+def status():
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            if key in ("RssAnon", "VmHWM", "RssFile"):
+                out[key] = int(rest.split()[0]) * 1024
+    return out
+
+peak = {"RssAnon": 0, "RssFile": 0}
+done = threading.Event()
+
+def sample():
+    s = status()
+    for k in peak:
+        peak[k] = max(peak[k], s[k])
+
+def poll():
+    while not done.wait(0.05):
+        sample()
+
+result_file, args = sys.argv[1], sys.argv[2:]
+from statemigrate.cli import main
+sample()
+threading.Thread(target=poll, daemon=True).start()
+t0 = time.perf_counter()
+try:
+    main.main(args=args, prog_name="statemigrate")
+    code = 0
+except SystemExit as exc:
+    code = exc.code if isinstance(exc.code, int) else 1
+seconds = time.perf_counter() - t0
+done.set()
+sample()
+with open(result_file, "w") as f:
+    json.dump({"exit": code, "seconds": seconds, "rss_anon": peak["RssAnon"],
+               "rss_file": peak["RssFile"], "vm_hwm": status()["VmHWM"]}, f)
+"""
+
+
+def remove(path: Path) -> None:
+    """Remove a store (a file or a directory) and what a convert leaves beside it."""
+    for p in (path, path.with_name(path.name + ".partial")):
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink(missing_ok=True)
+
+
+def source_store(work: Path, engine: str, n: int) -> Path:
+    """The workload with ``n`` events in ``engine``, written once (kept across runs)."""
+    path = work / f"src-{n}{SUFFIX[engine]}"
+    done = path.with_name(path.name + ".done")
+    if not done.exists():
+        remove(path)
+        print(f"writing {n:,} events to {path}", file=sys.stderr, flush=True)
+        write_workload(get_engine(engine), path, n)
+        done.touch()
+    return path
+
+
+def measure(src_engine: str, src: Path, dst_engine: str, dst: Path) -> dict[str, float]:
+    """One `statemigrate convert` in a child process: its peaks and seconds."""
+    remove(dst)
+    result = dst.with_name(dst.name + ".result.json")
+    args = ["convert", "--quiet", f"{src_engine}:{src}", f"{dst_engine}:{dst}"]
+    if not set(odd_records(get_engine(src_engine))) <= set(odd_records(get_engine(dst_engine))):
+        # The destination cannot hold every odd key (LMDB: no empty key): leave out
+        # that table of eight records rather than have the convert refuse.
+        args[1:1] = ["--tables", f"{EVENTS.name},{SETTINGS.name}"]
+    proc = subprocess.run(
+        [sys.executable, "-c", _WRAPPER, str(result), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    try:
+        out: dict[str, float] = json.loads(result.read_text())
+    except FileNotFoundError:
+        out = {"exit": proc.returncode}
+    result.unlink(missing_ok=True)
+    remove(dst)
+    if proc.returncode != 0 or out["exit"] != 0:
+        raise SystemExit(f"convert {src} -> {dst} failed ({out['exit']}):\n{proc.stderr}")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1000000,4000000", help="events per store, comma-separated")
+    ap.add_argument(
+        "--pairs",
+        default=",".join(f"{a}-{b}" for a, b in PAIRS),
+        help="SRC-DST engine pairs, comma-separated",
+    )
+    ap.add_argument("--dir", default=None, help="keep the source stores here (reused)")
+    ap.add_argument("--json", default=None, help="also write the results here")
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    pairs = [tuple(p.split("-", 1)) for p in args.pairs.split(",") if p]
+    work = Path(args.dir or tempfile.mkdtemp(prefix="sm-rss-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    try:
+        for src_engine, dst_engine in pairs:
+            for n in sizes:
+                src = source_store(work, src_engine, n)
+                dst = work / f"out-{n}{SUFFIX[dst_engine]}"
+                m = measure(src_engine, src, dst_engine, dst)
+                row = {"pair": f"{src_engine}->{dst_engine}", "events": n, **m}
+                rows.append(row)
+                print(
+                    f"{row['pair']} {n:,}: RssAnon {m['rss_anon'] / 2**20:.0f} MiB, "
+                    f"RSS {m['vm_hwm'] / 2**20:.0f} MiB, {m['seconds']:.1f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    finally:
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+    first = {}
+    print(f"\n2 shared cores; sizes {', '.join(f'{n:,}' for n in sizes)} events\n")
+    print("| pair | events | peak RssAnon MiB | peak RSS MiB | seconds | RssAnon growth |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for row in rows:
+        base = first.setdefault(row["pair"], row)
+        growth = (
+            f"{(row['rss_anon'] / base['rss_anon'] - 1) * 100:+.0f} % "
+            f"(time {row['seconds'] / base['seconds']:.1f}x)"
+            if base is not row
+            else ""
+        )
+        row["rss_anon_growth_pct"] = (row["rss_anon"] / base["rss_anon"] - 1) * 100
+        row["time_ratio"] = row["seconds"] / base["seconds"]
+        print(
+            f"| {row['pair']} | {row['events']:,} | {row['rss_anon'] / 2**20:.0f} | "
+            f"{row['vm_hwm'] / 2**20:.0f} | {row['seconds']:.1f} | {growth} |"
+        )
+    if args.json:
+        env = {k: v for k, v in os.environ.items() if k.startswith("STATEMIGRATE_")}
+        Path(args.json).write_text(json.dumps({"rows": rows, "env": env}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
