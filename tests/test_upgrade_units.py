@@ -35,6 +35,18 @@ def test_external_sort_spills_and_merges(tmp_path) -> None:
     assert not list(tmp_path.glob("*" + SORT_DIR_INFIX + "*")), "and it was removed"
 
 
+def test_external_sort_keeps_versioned_records_exactly_across_runs(tmp_path) -> None:
+    rnd = random.Random(11)
+    keys = list({rnd.randbytes(rnd.randint(1, 9)) for _ in range(3000)})
+    versions = [0, 1, 2**63 - 1, 2**63, 2**64 - 1]
+    records = [(k, rnd.randbytes(rnd.randint(0, 40)), versions[i % 5]) for i, k in enumerate(keys)]
+    rnd.shuffle(records)
+    batches = (records[i : i + 250] for i in range(0, len(records), 250))
+    out = [r for b in sorted_batches(batches, tmp_path / "s", run_records=400) for r in b]
+    assert out == sorted(records, key=lambda r: r[0])
+    assert all(type(r) is tuple and type(r[2]) is int for r in out)
+
+
 def test_external_sort_cleans_up_on_error(tmp_path) -> None:
     def batches():
         yield [(b"b", b"1"), (b"a", b"2")]

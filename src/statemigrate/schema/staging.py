@@ -275,7 +275,10 @@ class Staging:
         def rekeyed() -> Iterator[list]:
             for records in self._batches(table):
                 keys = list(map(fn, records))
-                out = [(k,) + tuple(r[1:]) for k, r in zip(keys, records) if k is not None]
+                if src.versioned:
+                    out = [(k, r[1], r[2]) for k, r in zip(keys, records) if k is not None]
+                else:
+                    out = [(k, r[1]) for k, r in zip(keys, records) if k is not None]
                 if not all(isinstance(r[0], bytes) for r in out):
                     bad = next(r[0] for r in out if not isinstance(r[0], bytes))
                     raise self._fail(
