@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 mod batch;
 mod digest;
+mod fjall_engine;
 mod lmdb_check;
 mod rocksdb_check;
 mod redb_engine;
@@ -18,5 +19,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lmdb_check::lmdb_check, m)?)?;
     m.add_function(wrap_pyfunction!(rocksdb_check::rocksdb_manifest_check, m)?)?;
     redb_engine::register(m)?;
+    fjall_engine::register(m)?;
     Ok(())
 }

@@ -18,7 +18,10 @@ Case = Callable[[type[Engine], Path], None]
 CASES: dict[str, Case] = {}
 
 # (engine, case) -> reason: a real limit of the engine, run as xfail(strict=True).
-XFAIL: dict[tuple[str, str], str] = {}
+XFAIL: dict[tuple[str, str], str] = {
+    ("fjall2", "odd_table_names"): "fjall 2 partition names are at most 255 characters of "
+    "[A-Za-z0-9_.#$-]: a 255-byte non-ASCII name has no reversible escaped form that fits",
+}
 
 P = TableKind.PLAIN
 V = TableKind.VERSIONED

@@ -1,0 +1,73 @@
+//! What both fjall majors offer the bindings: one `Store` per open database.
+use super::errors::NErr;
+
+/// A stored pair: the key, and the value as stored (a versioned table's carries its
+/// 8-byte big-endian version first).
+pub type Pair = (Vec<u8>, Vec<u8>);
+/// A metadata update: key, and the new value (None deletes).
+pub type MetaUpdate = (String, Option<Vec<u8>>);
+
+/// The longest key fjall stores (both majors; longer ones make it panic).
+pub const MAX_KEY: usize = 65_535;
+/// The metadata keyspace (partition) of the layout.
+pub const META: &str = "__statemigrate__";
+
+/// One open fjall database, read at a pinned snapshot (a reader) or live (a writer).
+pub trait Store: Send {
+    /// Every keyspace (partition) name, the metadata's included.
+    fn names(&self) -> Vec<String>;
+    /// Whether keyspace `name` exists (never creates it).
+    fn exists(&self, name: &str) -> bool;
+    /// Stored pairs of `name` strictly after `after`, at most `max_records`, stopping
+    /// after the pair that brings the payload to `max_bytes`.
+    fn scan(
+        &mut self,
+        name: &str,
+        after: Option<&[u8]>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<Pair>, NErr>;
+    /// Create an empty keyspace (it does not exist).
+    fn create(&mut self, name: &str) -> Result<(), NErr>;
+    /// Store `recs` into `name` (ingested when `ingest`, else one write batch holding
+    /// the metadata updates too) and `meta`; both survive a kill of the process.
+    fn write(
+        &mut self,
+        name: Option<&str>,
+        recs: Vec<Pair>,
+        meta: Vec<MetaUpdate>,
+        ingest: bool,
+    ) -> Result<(), NErr>;
+    /// Make every write durable (fsync).
+    fn persist(&mut self) -> Result<(), NErr>;
+    /// fjall's approximate record count of `name`.
+    fn approximate_len(&mut self, name: &str) -> Result<u64, NErr>;
+    /// Bytes on disk of `name`, or of the whole database.
+    fn disk_space(&mut self, name: Option<&str>) -> Result<u64, NErr>;
+}
+
+/// Take pairs from `it` into a bounded batch (see [`Store::scan`]).
+pub fn take<E>(
+    it: impl Iterator<Item = Result<Pair, E>>,
+    max_records: usize,
+    max_bytes: usize,
+) -> Result<Vec<Pair>, NErr>
+where
+    NErr: From<E>,
+{
+    let mut out = Vec::new();
+    let mut nbytes = 0usize;
+    for item in it {
+        let (k, v) = item?;
+        nbytes += k.len() + v.len();
+        out.push((k, v));
+        if out.len() >= max_records || nbytes >= max_bytes {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+pub fn no_keyspace(name: &str) -> NErr {
+    NErr::Other(format!("no keyspace {name:?}"))
+}

@@ -1,0 +1,157 @@
+//! fjall 2.x (on-disk format 2): one partition per table; names are checked by the
+//! caller against fjall 2's character set (`[A-Za-z0-9_.#$-]`, see `valid_name`).
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::path::Path;
+
+use fjall2::{Config, Instant, Keyspace, PartitionCreateOptions, PartitionHandle, PersistMode};
+
+use super::errors::NErr;
+use super::store::{no_keyspace, take, MetaUpdate, Pair, Store, META};
+
+const VALID: &str = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.#$";
+
+/// A name fjall 2 accepts as a partition name (it panics on others), and not a path
+/// step (`.`, `..`): partitions are directories named as they are.
+pub fn valid_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 255 && s != "." && s != ".." && s.chars().all(|c| VALID.contains(c))
+}
+
+pub struct Store2 {
+    ks: Keyspace,
+    /// The reader's one instant (None: a writer, which reads live).
+    instant: Option<Instant>,
+    handles: HashMap<String, PartitionHandle>,
+}
+
+impl Store2 {
+    pub fn open(path: &Path, pin: bool) -> Result<Self, NErr> {
+        let ks = Config::new(path).open()?;
+        let instant = pin.then(|| ks.instant());
+        Ok(Store2 {
+            ks,
+            instant,
+            handles: HashMap::new(),
+        })
+    }
+
+    fn handle(&mut self, name: &str, create: bool) -> Result<PartitionHandle, NErr> {
+        if let Some(h) = self.handles.get(name) {
+            return Ok(h.clone());
+        }
+        if !valid_name(name) {
+            return Err(NErr::Refused(format!(
+                "{name:?} is not a fjall 2 partition name"
+            )));
+        }
+        if !create && !self.ks.partition_exists(name) {
+            return Err(no_keyspace(name));
+        }
+        let h = self
+            .ks
+            .open_partition(name, PartitionCreateOptions::default())?;
+        self.handles.insert(name.to_string(), h.clone());
+        Ok(h)
+    }
+}
+
+impl Store for Store2 {
+    fn names(&self) -> Vec<String> {
+        self.ks
+            .list_partitions()
+            .iter()
+            .map(|n| n.to_string())
+            .collect()
+    }
+
+    fn exists(&self, name: &str) -> bool {
+        valid_name(name) && self.ks.partition_exists(name)
+    }
+
+    fn scan(
+        &mut self,
+        name: &str,
+        after: Option<&[u8]>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<Pair>, NErr> {
+        let p = self.handle(name, false)?;
+        let range = (
+            after.map_or(Bound::Unbounded, Bound::Excluded),
+            Bound::<&[u8]>::Unbounded,
+        );
+        // fjall 2 iterators are not Send: each lives inside this one call.
+        match self.instant {
+            Some(at) => {
+                let it = p.snapshot_at(at).range::<&[u8], _>(range);
+                take(
+                    it.map(|r| {
+                        r.map_err(fjall2::Error::from)
+                            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                    }),
+                    max_records,
+                    max_bytes,
+                )
+            }
+            None => take(
+                p.range::<&[u8], _>(range)
+                    .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec()))),
+                max_records,
+                max_bytes,
+            ),
+        }
+    }
+
+    fn create(&mut self, name: &str) -> Result<(), NErr> {
+        self.handle(name, true).map(|_| ())
+    }
+
+    fn write(
+        &mut self,
+        name: Option<&str>,
+        recs: Vec<Pair>,
+        meta: Vec<MetaUpdate>,
+        ingest: bool,
+    ) -> Result<(), NErr> {
+        let mut batch = self.ks.batch().durability(Some(PersistMode::Buffer));
+        if let Some(name) = name {
+            let p = self.handle(name, false)?;
+            // `ingest` only into an empty partition (it panics otherwise).
+            if ingest && !recs.is_empty() && p.is_empty()? {
+                p.ingest(recs.into_iter())?;
+            } else {
+                for (k, v) in recs {
+                    batch.insert(&p, k, v);
+                }
+            }
+        }
+        if !meta.is_empty() {
+            let m = self.handle(META, true)?;
+            for (k, v) in meta {
+                match v {
+                    Some(v) => batch.insert(&m, k, v),
+                    None => batch.remove(&m, k),
+                }
+            }
+        }
+        if !batch.is_empty() {
+            batch.commit()?;
+        }
+        Ok(())
+    }
+
+    fn persist(&mut self) -> Result<(), NErr> {
+        Ok(self.ks.persist(PersistMode::SyncAll)?)
+    }
+
+    fn approximate_len(&mut self, name: &str) -> Result<u64, NErr> {
+        Ok(self.handle(name, false)?.approximate_len() as u64)
+    }
+
+    fn disk_space(&mut self, name: Option<&str>) -> Result<u64, NErr> {
+        match name {
+            Some(n) => Ok(self.handle(n, false)?.disk_space()),
+            None => Ok(self.ks.disk_space()),
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! fjall 3.x (on-disk format 3): one keyspace per table.
+use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
+use std::path::Path;
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable, Snapshot};
+
+use super::errors::NErr;
+use super::store::{no_keyspace, take, MetaUpdate, Pair, Store, META};
+
+pub struct Store3 {
+    db: Database,
+    /// The reader's one snapshot (None: a writer, which reads live).
+    snap: Option<Snapshot>,
+    handles: HashMap<String, Keyspace>,
+    names: HashSet<String>,
+}
+
+impl Store3 {
+    pub fn open(path: &Path, pin: bool) -> Result<Self, NErr> {
+        let db = Database::builder(path).open()?;
+        let names = db
+            .list_keyspace_names()
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        let snap = pin.then(|| db.snapshot());
+        Ok(Store3 {
+            db,
+            snap,
+            handles: HashMap::new(),
+            names,
+        })
+    }
+
+    fn handle(&mut self, name: &str, create: bool) -> Result<Keyspace, NErr> {
+        if let Some(h) = self.handles.get(name) {
+            return Ok(h.clone());
+        }
+        // `keyspace` creates a missing keyspace: only ever called for one that exists,
+        // or to create one on purpose.
+        if !create && !self.db.keyspace_exists(name) {
+            return Err(no_keyspace(name));
+        }
+        let h = self.db.keyspace(name, KeyspaceCreateOptions::default)?;
+        self.names.insert(name.to_string());
+        self.handles.insert(name.to_string(), h.clone());
+        Ok(h)
+    }
+}
+
+fn pair(g: fjall::Guard) -> Result<Pair, fjall::Error> {
+    let (k, v) = g.into_inner()?;
+    Ok((k.to_vec(), v.to_vec()))
+}
+
+impl Store for Store3 {
+    fn names(&self) -> Vec<String> {
+        self.names.iter().cloned().collect()
+    }
+
+    fn exists(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
+
+    fn scan(
+        &mut self,
+        name: &str,
+        after: Option<&[u8]>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<Pair>, NErr> {
+        if !self.exists(name) {
+            return Err(no_keyspace(name));
+        }
+        let ks = self.handle(name, false)?;
+        let range = (
+            after.map_or(Bound::Unbounded, Bound::Excluded),
+            Bound::<&[u8]>::Unbounded,
+        );
+        let it = match &self.snap {
+            Some(s) => s.range::<&[u8], _>(&ks, range),
+            None => ks.range::<&[u8], _>(range),
+        };
+        take(it.map(pair), max_records, max_bytes)
+    }
+
+    fn create(&mut self, name: &str) -> Result<(), NErr> {
+        self.handle(name, true).map(|_| ())
+    }
+
+    fn write(
+        &mut self,
+        name: Option<&str>,
+        recs: Vec<Pair>,
+        meta: Vec<MetaUpdate>,
+        ingest: bool,
+    ) -> Result<(), NErr> {
+        let mut batch = self.db.batch().durability(Some(PersistMode::Buffer));
+        if let Some(name) = name {
+            let ks = self.handle(name, false)?;
+            if ingest && !recs.is_empty() {
+                let mut ing = ks.start_ingestion()?;
+                for (k, v) in recs {
+                    ing.write(k, v)?;
+                }
+                ing.finish()?;
+            } else {
+                for (k, v) in recs {
+                    batch.insert(&ks, k, v);
+                }
+            }
+        }
+        if !meta.is_empty() {
+            let m = self.handle(META, true)?;
+            for (k, v) in meta {
+                match v {
+                    Some(v) => batch.insert(&m, k, v),
+                    None => batch.remove(&m, k),
+                }
+            }
+        }
+        if !batch.is_empty() {
+            batch.commit()?;
+        }
+        Ok(())
+    }
+
+    fn persist(&mut self) -> Result<(), NErr> {
+        Ok(self.db.persist(PersistMode::SyncAll)?)
+    }
+
+    fn approximate_len(&mut self, name: &str) -> Result<u64, NErr> {
+        Ok(self.handle(name, false)?.approximate_len() as u64)
+    }
+
+    fn disk_space(&mut self, name: Option<&str>) -> Result<u64, NErr> {
+        match name {
+            Some(n) => Ok(self.handle(n, false)?.disk_space()),
+            None => Ok(self.db.disk_space()?),
+        }
+    }
+}

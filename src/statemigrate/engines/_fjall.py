@@ -1,0 +1,354 @@
+"""fjall 2.x and 3.x through the project's own binding of the real crates (``statemigrate._native``).
+
+No Python binding of fjall is usable (pyfjall needs Python 3.12 and moves one record per
+call), so the Rust extension binds fjall 3.x and fjall 2.x as renamed Cargo
+dependencies; :mod:`.fjall3` and :mod:`.fjall2` are the two engines, this module what
+they share. Layout: one keyspace (fjall 2: partition) per table, raw keys, a versioned
+table's values as ``u64be(version) ‖ value``, metadata in ``__statemigrate__`` with the
+``kind:<table>`` entries. A store is a directory whose ``version`` file starts with
+``FJL`` and the format byte (2 or 3); nothing else is ever opened, because fjall creates
+a database wherever it is pointed.
+
+Opening a fjall store changes it (the journal is truncated from its preallocated size,
+fjall 3 prunes old version files), so a reader opens a private image
+(:mod:`._snapshot`): journals and small files copied, table and blob files (never
+written in place) hard-linked, a fresh ``lock`` file of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..errors import DestinationError, SourceError, StateMigrateError
+from ..locks import LockProbe, lock_holder, refuse_if_held
+from ..model import Batch, TableInfo
+from . import _snapshot
+from .base import META_KIND_PREFIX as KIND_PREFIX
+from .base import (
+    Capabilities,
+    Engine,
+    Reader,
+    StoreFacts,
+    Writer,
+    check_options,
+    recorded_tables,
+)
+from .errors import DriverErrors, Meaning, Rule
+
+MAGIC = b"FJL"
+VERSION_FILE = "version"
+LOCK_FILE = "lock"
+MAX_KEY = 65_535
+# Files at most this large are copied into a private image, larger ones hard-linked
+# (only journals are written in place, and they are always copied).
+_COPY_BELOW = 256 << 10
+
+FJALL_ERRORS = DriverErrors(
+    rules=(
+        Rule(Meaning.BUSY, types=("FjallBusyError",)),
+        Rule(
+            Meaning.DAMAGED,
+            types=("FjallCorruptError",),
+            message="{path}: corrupt fjall store ({text})",
+        ),
+        Rule(Meaning.REFUSED, types=("FjallRefusedError",)),
+        Rule(Meaning.FULL, words=("no space", "enospc", "os error 28")),
+        Rule(
+            Meaning.FAILED,
+            types=("PanicException",),
+            message="{path}: corrupt fjall store (fjall stopped: {text})",
+        ),
+    ),
+    driver=("FjallBusyError", "FjallCorruptError", "FjallRefusedError", "FjallError"),
+    failed="{path}: fjall error while {doing} ({text})",
+    whole_text=True,
+)
+FJALL_FACTS = StoreFacts(errors=FJALL_ERRORS, private_metadata=(KIND_PREFIX,))
+
+
+def read_format(path: Path) -> int | None:
+    """The format byte of the store's ``version`` file (2: fjall 2.x, 3: fjall 3.x), or None."""
+    try:
+        with open(path / VERSION_FILE, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return None
+    return head[3] if len(head) == 4 and head[:3] == MAGIC else None
+
+
+def _copy_used(src: Path, dst: Path) -> None:
+    """Copy a journal: its data, then its (sparse) preallocated length, so the copy reads
+    the same bytes without writing the preallocated zeros."""
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        size = os.fstat(fin.fileno()).st_size
+        try:
+            end = os.lseek(fin.fileno(), 0, os.SEEK_HOLE)
+        except (OSError, AttributeError):
+            end = size
+        fin.seek(0)
+        shutil.copyfileobj(fin, fout, 1 << 20) if end >= size else _copy_n(fin, fout, end)
+        fout.truncate(size)
+
+
+def _copy_n(fin: Any, fout: Any, n: int) -> None:
+    while n > 0:
+        chunk = fin.read(min(n, 1 << 20))
+        if not chunk:
+            return
+        fout.write(chunk)
+        n -= len(chunk)
+
+
+def _journal(rel: Path, major: int) -> bool:
+    return rel.parts[0] == "journals" if major == 2 else rel.suffix == ".jnl"
+
+
+def private_image(path: Path, major: int) -> Path:
+    """A private image of the fjall store at ``path`` that fjall may change when it opens it.
+
+    Raises:
+        OSError: the store cannot be read, or changed while the image was made.
+    """
+    shadow = _snapshot.private_dir(f"fjall{major}")
+    try:
+        for root, dirs, files in os.walk(path):
+            here = Path(root)
+            rel_dir = here.relative_to(path)
+            for d in dirs:
+                (shadow / rel_dir / d).mkdir()
+            for name in files:
+                src, rel = here / name, rel_dir / name
+                if rel == Path(LOCK_FILE):
+                    continue  # our own, below: fjall 3 takes a lock on it
+                if _journal(rel, major):
+                    _copy_used(src, shadow / rel)
+                elif src.stat().st_size <= _COPY_BELOW:
+                    shutil.copyfile(src, shadow / rel)
+                else:
+                    _snapshot.link(src, shadow / rel, fallback="copy")
+        (shadow / LOCK_FILE).touch()
+    except BaseException:
+        _snapshot.remove(shadow)
+        raise
+    return shadow
+
+
+class FjallReader(Reader):
+    """One snapshot of a private image of a fjall store (the store itself never changes)."""
+
+    threadsafe_reads = True
+    facts: ClassVar[StoreFacts] = FJALL_FACTS
+
+    def __init__(self, engine: type[FjallEngine], path: Path) -> None:
+        native = engine.require_driver()
+        self.engine = engine
+        self.path = path
+        self._native: Any = None
+        self.shadow: Path | None = None
+        refuse_if_held(path, engine.lock_probes, hint=engine.busy_hint)
+        try:
+            self.shadow = private_image(path, engine.major)
+        except OSError as exc:
+            raise SourceError(
+                f"{path}: cannot be read ({exc.strerror or exc}); if an app is writing it, "
+                "stop the app and run again"
+            ) from exc
+        with self.opening(failed="{path}: not a readable fjall store ({text})"):
+            self._native = native.FjallReader(str(self.shadow), engine.major)
+            self.snapshot_metadata = dict(self._native.metadata())
+            names = [engine.table_name(n) for n in self._native.names()]
+            self.snapshot_tables = recorded_tables(self.snapshot_metadata, names)
+
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
+        """Whole batches from the binding, each read and built with the GIL released."""
+        stored = self.engine.stored_name(table.name)
+        while True:
+            batch = self._native.read_batch(stored, after, max_records, max_bytes, table.versioned)
+            if not batch:
+                return
+            yield batch
+            after = batch[-1][0]
+
+    def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
+        """fjall's approximate record count of the keyspace (an estimate)."""
+        with contextlib.suppress(Exception):  # progress only: a failure here is no error
+            return int(self._native.approximate_len(self.engine.stored_name(table.name))), False
+        return None
+
+    def sizes(self) -> dict[str, Any]:
+        """Bytes on disk of the store and of each keyspace (for ``inspect``)."""
+        names = sorted(self._native.names())
+        return {
+            "disk_bytes": int(self._native.disk_space()),
+            "keyspaces": {n: int(self._native.disk_space(n)) for n in names},
+        }
+
+    def close(self) -> None:
+        """Release the snapshot and remove the private image."""
+        if self._native is not None:
+            self._native.close()
+            self._native = None
+        _snapshot.remove(self.shadow)
+        self.shadow = None
+
+
+class FjallWriter(Writer):
+    """Writes a fjall store: a table this writer created is filled by ingestion (its keys
+    come ascending into an empty keyspace), other batches go in write batches together
+    with their metadata; everything is fsynced in :meth:`finish`."""
+
+    facts: ClassVar[StoreFacts] = FJALL_FACTS
+
+    def __init__(self, engine: type[FjallEngine], path: Path, create: bool) -> None:
+        native = engine.require_driver()
+        self.engine = engine
+        self.path = path
+        self._native: Any = None
+        with self.opening(failed="{path}: cannot open fjall for writing ({text})"):
+            self._native = native.FjallWriter(str(path), engine.major, create)
+
+    @staticmethod
+    def _meta(metadata: Mapping[str, bytes | None] | None) -> list[tuple[str, bytes | None]]:
+        return list((metadata or {}).items())
+
+    def raw_metadata(self) -> dict[str, bytes]:
+        with self.errors():
+            return dict(self._native.metadata())
+
+    def list_tables(self) -> list[TableInfo]:
+        with self.errors():
+            names = [self.engine.table_name(n) for n in self._native.names()]
+        return recorded_tables(self.raw_metadata(), names)
+
+    def create_table(self, table: TableInfo) -> None:
+        # The kind is always written (None deletes one a dropped table left).
+        kind = b"versioned" if table.versioned else None
+        with self.errors(failed=f"{{path}}: cannot create table {table.name!r} ({{text}})"):
+            self._native.create_table(
+                self.engine.stored_name(table.name), [(KIND_PREFIX + table.name, kind)]
+            )
+
+    def write_batch(
+        self, table: TableInfo, batch: Batch, metadata: Mapping[str, bytes | None] | None = None
+    ) -> None:
+        stored = self.engine.stored_name(table.name)
+        with self.errors(failed="{path}: write failed ({text})"):
+            self._native.write_batch(stored, list(batch), table.versioned, self._meta(metadata))
+
+    def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
+        with self.errors(failed="{path}: write failed ({text})"):
+            self._native.put_metadata(self._meta(metadata))
+
+    def finish(self) -> None:
+        with self.errors(failed="{path}: sync failed ({text})"):
+            self._native.persist()
+
+    def sync(self) -> None:
+        self.finish()
+
+    def close(self) -> None:
+        if self._native is not None:
+            native, self._native = self._native, None
+            with self.errors(failed="{path}: closing failed ({text})"):
+                native.close()
+
+
+class FjallEngine(Engine):
+    """What the fjall 2 and fjall 3 engines share; each declares its major and name rules."""
+
+    major: ClassVar[int]
+    driver_module: ClassVar[str] = "statemigrate._native"
+    lock_probes: ClassVar[tuple[LockProbe, ...]] = ()
+    busy_hint: ClassVar[str | None] = None
+    reader: ClassVar[type[FjallReader]] = FjallReader
+    writer: ClassVar[type[FjallWriter]] = FjallWriter
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        atomic_multi_table=True,
+        read_only_open=False,
+        multi_process_readers=False,
+        directory=True,
+        min_key_len=1,
+        max_key_len=MAX_KEY,
+    )
+    max_table_name_bytes: ClassVar[int | None] = 255
+    space_factor: ClassVar[float] = 1.5
+
+    @classmethod
+    def stored_name(cls, name: str) -> str:
+        """The keyspace (partition) name of table ``name``."""
+        return name
+
+    @classmethod
+    def table_name(cls, stored: str) -> str:
+        """The table name of keyspace (partition) ``stored``."""
+        return stored
+
+    @classmethod
+    def detect(cls, path: Path) -> bool:
+        """A directory whose ``version`` file is fjall's, of this engine's major."""
+        return path.is_dir() and read_format(path) == cls.major
+
+    @classmethod
+    def _check_store(cls, path: Path, error: type[StateMigrateError]) -> None:
+        """Refuse (``error``) a path that is not a fjall store of this major, before opening it."""
+        if not path.is_dir():
+            raise error(f"{path}: not a fjall store (a fjall store is a directory)")
+        fmt = read_format(path)
+        if fmt is None:
+            raise error(f"{path}: not a fjall store (no version file starting with FJL)")
+        if fmt != cls.major:
+            known = {2: "fjall 2.x: --from fjall2", 3: "fjall 3.x: --from fjall3"}
+            raise error(
+                f"{path}: a fjall store of format {fmt} "
+                f"({known.get(fmt, 'not read by this build')}), not {cls.name}"
+            )
+
+    @classmethod
+    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
+        check_options(cls, options, "source")
+        cls._check_store(path, SourceError)
+        return cls.reader(cls, path)
+
+    @classmethod
+    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        check_options(cls, options, "dest")
+        if path.exists() or path.is_symlink():
+            raise DestinationError(f"{path}: already exists")
+        return cls.writer(cls, path, create=True)
+
+    @classmethod
+    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        check_options(cls, options, "dest")
+        cls._check_store(path, DestinationError)
+        refuse_if_held(path, cls.lock_probes, hint=cls.busy_hint)
+        return cls.writer(cls, path, create=False)
+
+    @classmethod
+    def format_info(cls, path: Path) -> dict[str, Any]:
+        """The format, and the keyspaces with their sizes (read from a private image)."""
+        info: dict[str, Any] = {"format": read_format(path), "written_by": f"fjall {cls.major}.x"}
+        if cls.lock_probes:
+            info["lock_holder_pid"] = lock_holder(path, cls.lock_probes)
+        with contextlib.suppress(StateMigrateError, OSError):
+            reader = cls.open_reader(path)
+            assert isinstance(reader, FjallReader)
+            with reader:
+                info.update(reader.sizes())
+        return info
+
+
+__all__ = [
+    "FJALL_ERRORS",
+    "FJALL_FACTS",
+    "FjallEngine",
+    "FjallReader",
+    "FjallWriter",
+    "read_format",
+]

@@ -1,0 +1,53 @@
+"""fjall 3.x (on-disk format 3): one keyspace per table (see :mod:`._fjall`).
+
+fjall 3 stores keyspace names (1-255 bytes of UTF-8) in its own metadata keyspace, not
+as file names, so every table name of the model is a keyspace name as it is. fjall 3
+takes a BSD lock (flock) on the store's ``lock`` file while a process has it open: a
+store an app holds is refused (exit 3) with the app's pid.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ..locks import LockProbe
+from ._fjall import FJALL_ERRORS, FjallEngine, FjallReader, FjallWriter
+from .base import META_KIND_PREFIX, StoreFacts
+
+LOCK_PROBES = (LockProbe("lock", "flock"),)
+BUSY_HINT = "stop the application that uses it"
+FJALL3_FACTS = StoreFacts(
+    errors=FJALL_ERRORS,
+    locks=LOCK_PROBES,
+    private_metadata=(META_KIND_PREFIX,),
+    busy_hint=BUSY_HINT,
+)
+
+
+class Fjall3Reader(FjallReader):
+    """A fjall 3 store at one snapshot of a private image."""
+
+    facts: ClassVar[StoreFacts] = FJALL3_FACTS
+
+
+class Fjall3Writer(FjallWriter):
+    """Writes a fjall 3 store (ingestion into the keyspaces it creates)."""
+
+    facts: ClassVar[StoreFacts] = FJALL3_FACTS
+
+
+class Fjall3Engine(FjallEngine):
+    """fjall 3.x stores through the bundled native binding."""
+
+    name: ClassVar[str] = "fjall3"
+    extra: ClassVar[str] = "fjall"
+    description: ClassVar[str] = (
+        "fjall 3.x (format 3) through the bundled native binding: one keyspace per table"
+    )
+    major: ClassVar[int] = 3
+    suffixes: ClassVar[tuple[str, ...]] = (".fjall3", ".fjall")
+    volatile_files: ClassVar[tuple[str, ...]] = ("lock",)
+    lock_probes: ClassVar[tuple[LockProbe, ...]] = LOCK_PROBES
+    busy_hint: ClassVar[str | None] = BUSY_HINT
+    reader: ClassVar[type[FjallReader]] = Fjall3Reader
+    writer: ClassVar[type[FjallWriter]] = Fjall3Writer
