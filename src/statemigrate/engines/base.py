@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -55,6 +55,7 @@ __all__ = [
     "META_TABLE_PREFIX",
     "Capabilities",
     "Engine",
+    "NativeCopy",
     "Reader",
     "StoreAccess",
     "StoreFacts",
@@ -106,6 +107,20 @@ class Capabilities:
     def to_json(self) -> dict[str, Any]:
         """A JSON-friendly form, for ``statemigrate engines``."""
         return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class NativeCopy:
+    """An engine's own copy of one reader's snapshot into a new store (:meth:`Engine.native_copy`).
+
+    Attributes:
+        method: what the engine copies with, for progress ("SQLite backup").
+        run: copies the snapshot to the path it is given, which does not exist yet;
+            driver errors come out as the contract's (a full disk is exit 5).
+    """
+
+    method: str
+    run: Callable[[Path], None]
 
 
 class Engine(ABC):
@@ -185,6 +200,23 @@ class Engine(ABC):
         out = [path] if path.exists() or path.is_symlink() else []
         out += [p for p in (Path(str(path) + s) for s in cls.sidecar_suffixes) if p.exists()]
         return out
+
+    @classmethod
+    def native_copy(cls, reader: Reader) -> NativeCopy | None:
+        """The engine's own copy of ``reader``'s snapshot, where it has one for this store.
+
+        Asked only for a convert to the same engine that changes nothing but the file
+        (no ``--tables``, no options, metadata carried as it is); the pipeline still
+        digests the source and reads the copy back. Deciding creates nothing.
+
+        Args:
+            reader: this engine's reader, open at the snapshot to copy.
+
+        Returns:
+            The copy, or None (the default) when the engine has none or the store holds
+            something the batch path would leave out: the batch path runs instead.
+        """
+        return None
 
     @classmethod
     def format_info(cls, path: Path) -> dict[str, Any]:

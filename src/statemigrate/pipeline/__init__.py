@@ -10,8 +10,9 @@ The modules, by job: :mod:`.conversion` (:func:`convert`, its steps in order),
 destination's engine and path, what may be replaced, the lock, placing),
 :mod:`.sidefiles` (what a side file beside the destination holds), :mod:`.resume`
 (what an interrupted run left and where this one starts), :mod:`.source`,
-:mod:`.copy` (the batch loop, digests, key limits), :mod:`.readback` (the built store
-read back) and :mod:`.report`. No module looks at an engine's name: engines declare
+:mod:`.copy` (the batch loop, digests, key limits), :mod:`.native` (a same-engine
+convert by the engine's own copy), :mod:`.readback` (the built store read back) and
+:mod:`.report`. No module looks at an engine's name: engines declare
 their facts (suffixes, side files, capabilities, limits).
 """
 

@@ -37,6 +37,7 @@ from .destination import (
     resolve_destination,
 )
 from .job import Job
+from .native import copy_natively, native_copy_for
 from .readback import check_partial
 from .report import ConvertReport, fill_report
 from .resume import (
@@ -207,12 +208,17 @@ def _build(
 
     refuse_interrupted(job.src_path, source_meta)  # a half-switched upgrade is no source
     kept = settle_finished(plan, job, reader, chosen)
+    native = native_copy_for(job, plan, reader, chosen, source_meta)
     if plan.start is Start.FRESH:
-        _check_before_writing(job, reader, chosen, source_meta)
-    job.progress.phase("converting")
-    if kept is not None:
+        # A store of the same engine holds only keys that engine can hold.
+        _check_before_writing(job, reader, chosen, source_meta, keys=native is None)
+    if native is not None:
+        digests = copy_natively(job, plan, reader, chosen, native)
+    elif kept is not None:
+        job.progress.phase("converting")
         digests = kept
     else:
+        job.progress.phase("converting")
         writer = _open_writer(job, plan, chosen, source_meta, source_fp)
         digests = _copy_and_finish(job, plan, reader, writer, chosen)
         mark_done(job.done_mark)
@@ -221,18 +227,23 @@ def _build(
 
 
 def _check_before_writing(
-    job: Job, reader: Reader, chosen: list[TableInfo], source_meta: dict[str, bytes]
+    job: Job,
+    reader: Reader,
+    chosen: list[TableInfo],
+    source_meta: dict[str, bytes],
+    keys: bool = True,
 ) -> None:
     """Refuse, before anything is created, a source or destination that cannot be copied.
 
-    Reserved table names in the source (exit 4); tables, free space and keys the
-    destination cannot hold (exit 5).
+    Reserved table names in the source (exit 4); tables, free space and (unless
+    ``keys`` is False) keys the destination cannot hold (exit 5).
     """
     check_source_tables(chosen, source_meta, str(job.src_path))
     job.dst_engine.check_tables(chosen, job.dst_options)
     check_space(job.dst_engine, job.src_path, job.final.parent, job.force)
-    job.progress.phase("checking keys")
-    check_keys(job.dst_engine, reader, chosen)
+    if keys:
+        job.progress.phase("checking keys")
+        check_keys(job.dst_engine, reader, chosen)
 
 
 def _open_writer(

@@ -1,0 +1,101 @@
+"""Same-engine converts by the engine's own copy (SQLite's backup API, LMDB's compacting copy).
+
+A convert to the same engine that changes nothing but the file (no ``--tables``, no
+engine options, the source's metadata carried as it is) asks the engine for its own
+copy of the reader's snapshot (:meth:`~statemigrate.engines.base.Engine.native_copy`)
+instead of running the batch loop. The source is digested from that snapshot first
+(the digests the batch loop would carry, by the same code), then the engine copies
+the same snapshot into ``DST.partial`` and the finished mark is set. Reading back,
+syncing and placing are the pipeline's, as for any convert.
+
+No checkpoint is written: a ``DST.partial`` without one and without the finished mark
+(a run killed during the copy) is started over by the next ``--resume``; one with the
+mark is read back and kept, as after the batch loop.
+"""
+
+from __future__ import annotations
+
+from ..checkpoint import is_checkpoint_entry
+from ..digest import Digest
+from ..engines.base import META_TABLE_PREFIX, NativeCopy, Reader
+from ..errors import InterruptedByUser
+from ..fsutil import crash_point, fsync_tree
+from ..model import TableInfo
+from .copy import digest_store
+from .job import Job
+from .resume import ResumePlan, Start, mark_done
+
+
+def native_copy_for(
+    job: Job,
+    plan: ResumePlan,
+    reader: Reader,
+    chosen: list[TableInfo],
+    source_meta: dict[str, bytes],
+) -> NativeCopy | None:
+    """The engine's own copy when this convert may use it, else None (the batch loop runs).
+
+    Only a fresh start of a convert to the same engine with no ``--tables`` and no
+    engine options (either side: they change what is read or how it is written), whose
+    metadata the batch loop would carry unchanged; the engine may still decline this
+    store (a SQLite file holding views, triggers or tables outside the layout).
+    """
+    if plan.start is not Start.FRESH or job.src_engine is not job.dst_engine:
+        return None
+    if job.tables or job.src_options or job.dst_options:
+        return None
+    if not carried_as_is(source_meta, chosen):
+        return None
+    return job.dst_engine.native_copy(reader)
+
+
+def carried_as_is(source_meta: dict[str, bytes], chosen: list[TableInfo]) -> bool:
+    """Whether the batch loop would give the destination the source's metadata unchanged.
+
+    It leaves out a conversion checkpoint the source carries (a copy of the file would
+    carry it into ``DST.partial``, where the next ``--resume`` would take it for this
+    run's) and per-table entries (``table:<name>``) of tables the source does not hold.
+    """
+    kept = {META_TABLE_PREFIX + t.name for t in chosen if t.meta}
+    return not any(
+        is_checkpoint_entry(key) or (key.startswith(META_TABLE_PREFIX) and key not in kept)
+        for key in source_meta
+    )
+
+
+def copy_natively(
+    job: Job, plan: ResumePlan, reader: Reader, chosen: list[TableInfo], copy: NativeCopy
+) -> dict[str, Digest]:
+    """Digest the source, copy the same snapshot into ``DST.partial``, sync it, mark it done.
+
+    ``should_stop`` is polled while the source is read (nothing is written yet) and
+    once the copy is done and marked (a ``--resume`` then reads it back and keeps it).
+
+    Returns:
+        Each table's digest, as read from the source.
+
+    Raises:
+        InterruptedByUser: ``should_stop`` said so (exit 6).
+    """
+    job.progress.phase("reading the source")
+    digests = digest_store(
+        reader,
+        chosen,
+        str(job.src_path),
+        job.progress,
+        job.should_stop,
+        job.resume_hint,
+        job.sizes,
+    )
+    if job.should_stop():
+        raise InterruptedByUser("interrupted before anything was written")
+    job.progress.phase(f"copying natively ({copy.method})")
+    plan.created = True
+    copy.run(job.partial)
+    crash_point("copied")
+    job.progress.phase("syncing")
+    fsync_tree(job.partial)
+    mark_done(job.done_mark)
+    if job.should_stop():
+        raise InterruptedByUser("interrupted after the copy", hint=job.resume_hint)
+    return digests

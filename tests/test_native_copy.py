@@ -1,0 +1,344 @@
+"""Same-engine converts by the engine's own copy: SQLite's backup API, LMDB's compacting copy.
+
+Which path ran shows in the progress phases ("copying natively (…)" or "converting").
+The native path must give exactly what the batch path gives (tables, kinds, records,
+metadata, the report's counts, bytes and digests), keep every safety rule of a convert
+(kill -9 then --resume, Ctrl-C, permissions, --no-verify), and step aside whenever
+the copy would carry something the batch path leaves out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+from pathlib import Path
+
+import apsw
+import lmdb
+import pytest
+
+from statemigrate import checksum, convert
+from statemigrate.errors import InterruptedByUser
+from statemigrate.model import TableInfo, TableKind
+from statemigrate.progress import Progress
+from statemigrate.registry import get_engine
+from statemigrate.testing.safety import (
+    describe,
+    leftovers,
+    run_and_kill,
+    run_cli,
+    spec,
+)
+from statemigrate.testing.stores import content_digest, read_store, write_store
+from statemigrate.testing.workload import write_workload
+
+ENGINES = ["sqlite", "lmdb"]
+METHOD = {"sqlite": "SQLite backup", "lmdb": "LMDB compacting copy"}
+CONTENT = {
+    TableInfo("events", TableKind.VERSIONED): [
+        (i.to_bytes(4, "big"), b"v" * (i % 50), 2**64 - 1 - i) for i in range(3000)
+    ],
+    TableInfo("settings"): [(b"k%03d" % i, b"x" * i) for i in range(200)],
+    TableInfo("empty"): [],
+    TableInfo('x"; DROP TABLE y; --'): [(b"\x00", b""), (b"\xff" * 40, b"\x01")],
+}
+METADATA = {"schema": b"native-test", "revision": b'["0002"]'}
+
+
+class Phases(Progress):
+    """Records the phases a convert announces."""
+
+    def __init__(self) -> None:
+        self.phases: list[str] = []
+
+    def phase(self, name: str) -> None:
+        self.phases.append(name)
+
+    def native(self) -> bool:
+        """Whether the convert took the native path (and not the batch loop too)."""
+        copied = any(p.startswith("copying natively") for p in self.phases)
+        assert copied != ("converting" in self.phases), self.phases
+        return copied
+
+
+def store(engine: str, tmp: Path, name: str = "src") -> Path:
+    path = tmp / f"{name}.{engine}"
+    write_store(get_engine(engine), path, CONTENT, METADATA)
+    return path
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_same_engine_convert_is_native_and_exact(engine: str, tmp_path: Path) -> None:
+    src = store(engine, tmp_path)
+    progress = Phases()
+    report = convert(str(src), str(tmp_path / f"dst.{engine}"), progress=progress)
+
+    assert progress.native()
+    assert f"copying natively ({METHOD[engine]})" in progress.phases
+    assert "verifying" in progress.phases and report.verified
+    eng = get_engine(engine)
+    assert read_store(eng, tmp_path / f"dst.{engine}") == read_store(eng, src)
+    assert report.store_digest == content_digest(CONTENT)
+    assert checksum(str(tmp_path / f"dst.{engine}")).digest == report.store_digest
+    assert leftovers(tmp_path / f"dst.{engine}") == []
+
+    # The batch loop (forced by naming every table) reports the same tables.
+    batch = Phases()
+    names = [t.name for t in CONTENT]
+    again = convert(str(src), str(tmp_path / f"batch.{engine}"), tables=names, progress=batch)
+    assert not batch.native()
+    assert [t.to_json() for t in again.tables] == [t.to_json() for t in report.tables]
+    assert again.records == report.records == 3202 and again.bytes == report.bytes > 0
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_cli_json_report_of_a_native_convert(engine: str, tmp_path: Path) -> None:
+    src = store(engine, tmp_path)
+    run = run_cli(["convert", "--json", src, tmp_path / f"dst.{engine}"])
+    assert run.returncode == 0, describe(run)
+    out = json.loads(run.stdout)
+    assert out["status"] == "converted" and out["verified"] is True
+    assert out["records"] == 3202 and out["store_digest"] == content_digest(CONTENT)
+    tables = {t["name"]: t for t in out["tables"]}
+    assert tables["settings"]["records"] == 200
+    assert tables["settings"]["bytes"] == sum(
+        len(k) + len(v) for k, v in CONTENT[TableInfo("settings")]
+    )
+
+
+def test_sqlite_copy_opens_in_the_sqlite_shell_in_rollback_mode(tmp_path: Path) -> None:
+    src = tmp_path / "src.sqlite"
+    write_store(get_engine("sqlite"), src, CONTENT, METADATA)
+    conn = apsw.Connection(str(src))
+    conn.execute("PRAGMA journal_mode=WAL")  # the copy must not inherit it
+    conn.close()
+    dst = tmp_path / "dst.sqlite"
+    assert convert(str(src), str(dst), progress=(p := Phases())).verified and p.native()
+
+    assert dst.read_bytes()[18:20] == b"\x01\x01"  # rollback journal, as a built store
+    query = "PRAGMA integrity_check; SELECT count(*) FROM events; SELECT value FROM __statemigrate__ WHERE key = 'schema';"
+    if shutil.which("sqlite3"):
+        out = subprocess.run(
+            ["sqlite3", str(dst), query], capture_output=True, text=True, check=True
+        ).stdout.split()
+    else:
+        c = apsw.Connection(str(dst))
+        out = [str(r[0]) for r in c.execute(query)]
+        c.close()
+    assert out == ["ok", "3000", "native-test"]
+
+
+def test_lmdb_copy_opens_with_the_driver(tmp_path: Path) -> None:
+    src = store("lmdb", tmp_path)
+    dst = tmp_path / "dst.lmdb"
+    assert convert(str(src), str(dst), progress=(p := Phases())).verified and p.native()
+
+    env = lmdb.open(str(dst), readonly=True, lock=False, max_dbs=16)
+    try:
+        with env.begin() as txn:
+            db = env.open_db(b"settings", txn=txn, create=False)
+            assert txn.stat(db)["entries"] == 200
+            assert txn.get(b"k007", db=db) == b"x" * 7
+            events = env.open_db(b"events", txn=txn, create=False)
+            # versioned: the 8-byte big-endian version before the value
+            assert (
+                txn.get((5).to_bytes(4, "big"), db=events)
+                == (2**64 - 6).to_bytes(8, "big") + b"v" * 5
+            )
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_tables_or_options_take_the_batch_path(engine: str, tmp_path: Path) -> None:
+    src = store(engine, tmp_path)
+    eng = get_engine(engine)
+    progress = Phases()
+    convert(str(src), str(tmp_path / f"some.{engine}"), tables=["settings"], progress=progress)
+    assert not progress.native()
+    assert set(read_store(eng, tmp_path / f"some.{engine}")["tables"]) == {"settings"}
+    if engine == "sqlite":  # the only one of the two with options
+        progress = Phases()
+        convert(
+            str(src),
+            str(tmp_path / "opt.sqlite"),
+            source_options={"skip_foreign_tables": True},
+            progress=progress,
+        )
+        assert not progress.native()
+        assert read_store(eng, tmp_path / "opt.sqlite") == read_store(eng, src)
+
+
+def test_a_sqlite_foreign_table_is_left_out_by_the_batch_path(tmp_path: Path) -> None:
+    src = store("sqlite", tmp_path)
+    conn = apsw.Connection(str(src))
+    conn.execute("CREATE TABLE app_log (id INTEGER PRIMARY KEY, line TEXT)")
+    conn.execute("INSERT INTO app_log (line) VALUES ('hello')")
+    conn.close()
+    dst = tmp_path / "dst.sqlite"
+    run = run_cli(["convert", "--skip-foreign-tables", src, dst])
+    assert run.returncode == 0, describe(run)
+    assert "copying natively" not in run.stderr and "converting" in run.stderr
+
+    conn = apsw.Connection(str(dst))
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+    conn.close()
+    assert "app_log" not in names and "settings" in names
+    eng = get_engine("sqlite")
+    assert read_store(eng, dst) == read_store(eng, src, {"skip_foreign_tables": True})
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "CREATE INDEX by_value ON settings (value)",
+        "CREATE VIEW v AS SELECT key FROM settings",
+        "CREATE TRIGGER t AFTER INSERT ON settings BEGIN SELECT 1; END",
+    ],
+    ids=["index", "view", "trigger"],
+)
+def test_sqlite_schema_objects_outside_the_layout_take_the_batch_path(
+    sql: str, tmp_path: Path
+) -> None:
+    src = store("sqlite", tmp_path)
+    conn = apsw.Connection(str(src))
+    conn.execute(sql)
+    conn.close()
+    dst = tmp_path / "dst.sqlite"
+    progress = Phases()
+    convert(str(src), str(dst), progress=progress)
+    assert not progress.native()
+    conn = apsw.Connection(str(dst))
+    kinds = {
+        r[0] for r in conn.execute("SELECT type FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'")
+    }
+    conn.close()
+    assert kinds == {"table"}
+    assert read_store(get_engine("sqlite"), dst) == read_store(get_engine("sqlite"), src)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_source_carrying_a_checkpoint_takes_the_batch_path(engine: str, tmp_path: Path) -> None:
+    src = tmp_path / f"src.{engine}"
+    stale = {"checkpoint": b'{"table": null, "last_key": null, "so_far": [0, "0"]}'}
+    write_store(get_engine(engine), src, CONTENT, {**METADATA, **stale})
+    dst = tmp_path / f"dst.{engine}"
+    progress = Phases()
+    convert(str(src), str(dst), progress=progress)
+    assert not progress.native()
+    assert "checkpoint" not in read_store(get_engine(engine), dst)["metadata"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_no_verify(engine: str, tmp_path: Path) -> None:
+    src = store(engine, tmp_path)
+    dst = tmp_path / f"dst.{engine}"
+    progress = Phases()
+    report = convert(str(src), str(dst), verify=False, progress=progress)
+    assert progress.native() and "verifying" not in progress.phases
+    assert not report.verified and report.store_digest == content_digest(CONTENT)
+    assert read_store(get_engine(engine), dst) == read_store(get_engine(engine), src)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_private_source_gives_a_private_copy(engine: str, tmp_path: Path) -> None:
+    src = store(engine, tmp_path)
+    files = [src] if src.is_file() else [src, *src.iterdir()]
+    for f in files:
+        f.chmod(0o700 if f.is_dir() else 0o600)
+    dst = tmp_path / f"dst.{engine}"
+    assert convert(str(src), str(dst), progress=(p := Phases())).verified and p.native()
+    for f in [dst] if dst.is_file() else [dst, *dst.iterdir()]:
+        want = 0o700 if f.is_dir() else 0o600
+        assert stat.S_IMODE(f.stat().st_mode) == want, f
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_stop_while_reading_the_source_leaves_nothing(engine: str, tmp_path: Path) -> None:
+    src = store(engine, tmp_path)
+    dst = tmp_path / f"dst.{engine}"
+    progress = Phases()
+    with pytest.raises(InterruptedByUser):
+        convert(str(src), str(dst), progress=progress, should_stop=lambda: True)
+    assert "reading the source" in progress.phases
+    assert not any(p.startswith("copying natively") for p in progress.phases)
+    assert not dst.exists() and not Path(f"{dst}.partial").exists()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_stop_after_the_copy_resumes_from_the_finished_copy(engine: str, tmp_path: Path) -> None:
+    src = store(engine, tmp_path)
+    dst = tmp_path / f"dst.{engine}"
+    progress = Phases()
+    with pytest.raises(InterruptedByUser):
+        convert(
+            str(src), str(dst), progress=progress, should_stop=lambda: "syncing" in progress.phases
+        )
+    assert Path(f"{dst}.partial").exists() and Path(f"{dst}.partial.done").exists()
+    assert not dst.exists()
+
+    again = Phases()
+    report = convert(str(src), str(dst), resume=True, progress=again)
+    assert "checking the interrupted destination" in again.phases
+    assert not any(p.startswith("copying natively") for p in again.phases)
+    assert report.resumed and report.store_digest == content_digest(CONTENT)
+    assert read_store(get_engine(engine), dst) == read_store(get_engine(engine), src)
+    assert leftovers(dst) == []
+
+
+def kill_source(engine: str, tmp: Path) -> Path:
+    """A store big enough that SQLite's backup takes more than one step (16 MiB)."""
+    path = tmp / f"big.{engine}"
+    write_workload(get_engine(engine), path, 70_000)
+    return path
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("point", ["native copy", "copied", "finished"])
+def test_kill_during_the_native_copy_then_resume(engine: str, point: str, tmp_path: Path) -> None:
+    src = kill_source(engine, tmp_path)
+    dst = tmp_path / f"dst with space.{engine}"
+    args = ["convert", spec(engine, src), spec(engine, dst)]
+    killed = run_and_kill(args, 120, env={"STATEMIGRATE_CRASH_AT": point})
+    assert killed.killed_by(signal.SIGKILL), describe(killed)
+    assert "copying natively" in killed.stderr
+    partial = Path(f"{dst}.partial")
+    assert partial.exists() and not dst.exists()
+    if point == "native copy" and engine == "sqlite":
+        assert 0 < partial.stat().st_size < src.stat().st_size  # cut short mid-copy
+
+    plain = run_cli(args)  # a .partial is never continued without --resume
+    assert plain.returncode == 5, describe(plain)
+    resumed = run_cli([*args, "--resume"], timeout=300)
+    assert resumed.returncode == 0, describe(resumed)
+    if point == "finished":  # the copy was complete and marked: read back and kept
+        assert "checking the interrupted destination" in resumed.stderr
+        assert "copying natively" not in resumed.stderr
+    else:  # no checkpoint, no mark: started over, natively again
+        assert "copying natively" in resumed.stderr
+    eng = get_engine(engine)
+    assert checksum(spec(engine, dst)).digest == checksum(spec(engine, src)).digest
+    assert read_store(eng, dst) == read_store(eng, src)
+    assert leftovers(dst) == []
+
+
+def test_a_half_written_lmdb_copy_is_started_over(tmp_path: Path) -> None:
+    """An LMDB copy cut short (what a kill during mdb_env_copy leaves) is not trusted."""
+    src = kill_source("lmdb", tmp_path)
+    dst = tmp_path / "dst.lmdb"
+    assert convert(str(src), str(tmp_path / "whole.lmdb")).verified
+    partial = Path(f"{dst}.partial")
+    partial.mkdir()
+    data = (tmp_path / "whole.lmdb" / "data.mdb").read_bytes()
+    (partial / "data.mdb").write_bytes(data[: len(data) // 2])
+
+    progress = Phases()
+    report = convert(str(src), str(dst), resume=True, progress=progress)
+    assert progress.native() and report.verified
+    assert read_store(get_engine("lmdb"), dst) == read_store(get_engine("lmdb"), src)
+    assert leftovers(dst) == []
+    assert not os.path.exists(f"{dst}.partial")
