@@ -275,6 +275,7 @@ class Staging:
         def rekeyed() -> Iterator[list]:
             for records in self._batches(table):
                 keys = list(map(fn, records))
+                out: list[tuple[Any, ...]]
                 if src.versioned:
                     out = [(k, r[1], r[2]) for k, r in zip(keys, records) if k is not None]
                 else:
