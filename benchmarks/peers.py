@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -428,10 +429,12 @@ def main() -> None:
     jobs, pairs = plan(work, notes)
     for note in notes:
         print(note, file=sys.stderr)
+    load = [os.getloadavg()[0]]
     for i in range(args.runs):
         for job in jobs:
             print(f"run {i + 1}/{args.runs}: {job.name}", file=sys.stderr)
             job.run(expected.get(job.engine))
+    load.append(os.getloadavg()[0])
     by_name = {j.name: j for j in jobs}
     rows = []
     for label, mine, peer in pairs:
@@ -452,7 +455,8 @@ def main() -> None:
     records = {e: sum(c.values()) for e, c in expected.items()}
     print(
         f"\n{args.records:,} events per source ({', '.join(f'{e} {n:,} records' for e, n in records.items())}), "
-        f"medians of {args.runs}, whole processes, commit {commit}; ratio = peer / statemigrate\n"
+        f"medians of {args.runs}, whole processes, commit {commit}, load average {load[0]:.1f} "
+        f"before and {load[1]:.1f} after; ratio = peer / statemigrate\n"
     )
     print(table(rows))
     if args.json:
@@ -463,6 +467,7 @@ def main() -> None:
                     "records": records,
                     "runs": args.runs,
                     "commit": commit,
+                    "load_average": load,
                     "rows": rows,
                     "timings": {j.name: j.times for j in jobs},
                     "skipped": notes,
