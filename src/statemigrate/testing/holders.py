@@ -13,7 +13,9 @@ prints ``ready`` and then sits idle until it is killed:
   same call an app's redb makes), one read done;
 - helixdb: an embedded client on the store's database (``Client.embedded``), the store
   named on its command line as an app names its data directory;
-- jsonl: the dump open for reading (a dump carries no lock).
+- jsonl: the dump open for reading (a dump carries no lock);
+- fjall2, fjall3: the database open through the project's binding of the real crate
+  (fjall 3 locks its ``lock`` file; fjall 2 has no lock).
 
 With ``writing=True`` the app also sits inside a write transaction where the engine has
 one (SQL engines: ``BEGIN IMMEDIATE``; LMDB: a write transaction). Every holder waits on
@@ -101,6 +103,17 @@ APP_CODE: dict[str, str] = {
     )
     + _WAIT,
     "jsonl": ("import sys\nf = open(sys.argv[1], 'rb')\nf.readline()\n") + _WAIT,
+    # fjall 3 takes a flock on its lock file; fjall 2 takes no lock at all.
+    **{
+        f"fjall{major}": (
+            "import sys\n"
+            "from statemigrate import _native\n"
+            f"db = _native.FjallWriter(sys.argv[1], {major}, False)\n"
+            "db.names()\n"
+        )
+        + _WAIT
+        for major in (2, 3)
+    },
 }
 
 

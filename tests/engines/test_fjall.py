@@ -1,0 +1,204 @@
+"""fjall 2 and fjall 3 quirks: the real crates' stores, name escaping, limits, untouched sources."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from statemigrate import _native, convert, verify
+from statemigrate.cli import main
+from statemigrate.engines.fjall2 import Fjall2Engine, escape, unescape
+from statemigrate.engines.fjall3 import Fjall3Engine
+from statemigrate.errors import DestinationError, SourceError, StoreBusyError
+from statemigrate.model import MAX_VERSION, TableInfo, TableKind, table_name_problem
+from statemigrate.registry import get_engine
+from statemigrate.testing.holders import app_holding
+from statemigrate.testing.stores import content_as_data, read_store, tree_sha256, write_store
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "fjall"
+ENGINES = {2: Fjall2Engine, 3: Fjall3Engine}
+V = TableKind.VERSIONED
+
+
+def fixture(major: int, tmp_path: Path) -> Path:
+    """A private copy of the store the real fjall crate wrote (``rust/fjall-fixture-maker``)."""
+    return Path(shutil.copytree(FIXTURES / f"app.fjall{major}", tmp_path / f"app.fjall{major}"))
+
+
+def expected(major: int) -> dict:
+    return json.loads((FIXTURES / f"app.fjall{major}.expected.json").read_text())
+
+
+def as_data(exp: dict) -> dict:
+    """The expectation in :func:`read_store`'s form."""
+    out = {}
+    for name, t in exp["tables"].items():
+        recs = [
+            (bytes.fromhex(r[0]), bytes.fromhex(r[1]), *([r[2]] if len(r) == 3 else []))
+            for r in t["records"]
+        ]
+        out[name] = (t["kind"], sorted(recs, key=lambda r: r[0]))
+    return out
+
+
+@pytest.mark.parametrize("major", [2, 3])
+def test_the_crates_fixture_reads_exactly_and_stays_byte_identical(
+    major: int, tmp_path: Path
+) -> None:
+    store = fixture(major, tmp_path)
+    before = tree_sha256(store)
+    exp = expected(major)
+    got = read_store(ENGINES[major], store)
+    assert got["tables"] == as_data(exp)
+    assert {k: got["metadata"][k].hex() for k in exp["metadata"]} == exp["metadata"]
+    assert not any(k.startswith("kind:") for k in got["metadata"])
+    assert tree_sha256(store) == before
+    assert ENGINES[major].detect(store) and not ENGINES[5 - major].detect(store)
+
+
+def test_fjall2_partitions_are_named_as_the_readme_says(tmp_path: Path) -> None:
+    store = fixture(2, tmp_path)
+    parts = {p.name for p in (store / "partitions").iterdir()}
+    wanted = {t["partition"] for t in expected(2)["tables"].values()}
+    assert parts == wanted | {"__statemigrate__"}
+    assert escape('a "quoted" name') == "a$20$22quoted$22$20name"
+    assert unescape("a$20$22quoted$22$20name") == 'a "quoted" name'
+
+
+def test_sqlite_to_fjall3_and_back_is_exact(tmp_path: Path) -> None:
+    content = {
+        TableInfo("events"): [(b"\x00", b""), (b"a", b"1"), (b"k" * 65_535, b"\xff" * 10)],
+        TableInfo("settings", V): [(b"x", b"v", 0), (b"y", b"w", MAX_VERSION)],
+        TableInfo('é "odd" /name'): [(b"q", b"r")],
+        TableInfo("empty", V): [],
+    }
+    src = write_store(get_engine("sqlite"), tmp_path / "a.sqlite", content)
+    mid, back = tmp_path / "s.fjall3", tmp_path / "b.sqlite"
+    assert convert(str(src), str(mid)).verified
+    before = tree_sha256(mid)
+    assert convert(str(mid), str(back)).verified
+    assert tree_sha256(mid) == before
+    assert read_store(Fjall3Engine, mid)["tables"] == content_as_data(content)
+    assert read_store(get_engine("sqlite"), back)["tables"] == content_as_data(content)
+    assert verify(str(src), str(back)).equal
+
+
+def test_fjall2_to_fjall3_converts_and_verifies(tmp_path: Path) -> None:
+    src = fixture(2, tmp_path)
+    before = tree_sha256(src)
+    dst = tmp_path / "upgraded.fjall3"
+    report = convert(str(src), f"fjall3:{dst}")
+    assert report.verified
+    assert tree_sha256(src) == before
+    assert read_store(Fjall3Engine, dst)["tables"] == as_data(expected(2))
+    assert verify(str(src), str(dst)).equal
+    # fjall 3 keeps the real name as the keyspace name: the app finds it as it is.
+    reader = _native.FjallReader(str(shutil.copytree(dst, tmp_path / "copy")), 3)
+    try:
+        assert 'a "quoted" name' in reader.names()
+    finally:
+        reader.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(min_size=1, max_size=80))
+def test_fjall2_escaping_is_reversible_and_leaves_safe_names(name: str) -> None:
+    if table_name_problem(name) is not None:
+        return
+    stored = escape(name)
+    problems = Fjall2Engine.table_name_problems([name])
+    if name not in problems:
+        assert unescape(stored) == name
+        assert _native.fjall2_valid_name(stored)
+    if _native.fjall2_valid_name(name):
+        assert stored == name
+
+
+def test_fjall2_refuses_names_it_cannot_hold_before_writing(tmp_path: Path) -> None:
+    src = write_store(
+        Fjall3Engine,
+        tmp_path / "a.fjall3",
+        {TableInfo("x$20"): [(b"k", b"v")], TableInfo("é" * 100): [], TableInfo("ok"): []},
+    )
+    dst = tmp_path / "b.fjall2"
+    with pytest.raises(DestinationError) as err:
+        convert(str(src), str(dst))
+    assert "'x$20' (its partition name would read back as 'x ')" in err.value.message
+    assert "over 255" in err.value.message
+    assert not dst.exists() and not list(tmp_path.glob("b.fjall2*"))
+
+
+@pytest.mark.parametrize("major", [2, 3])
+@pytest.mark.parametrize("key", [b"", b"k" * 65_536])
+def test_keys_fjall_cannot_hold_are_refused_before_writing(
+    major: int, key: bytes, tmp_path: Path
+) -> None:
+    src = write_store(get_engine("sqlite"), tmp_path / "a.sqlite", {TableInfo("t"): [(key, b"v")]})
+    dst = tmp_path / f"b.fjall{major}"
+    result = CliRunner().invoke(main, ["convert", "--quiet", str(src), str(dst)])
+    assert result.exit_code == 5, result.output
+    assert f"of table 't': length {len(key)} is outside 1..65535 bytes" in result.output
+    assert not dst.exists() and not list(tmp_path.glob("b.fjall*"))
+
+
+@pytest.mark.parametrize("major", [2, 3])
+def test_the_binding_refuses_a_bad_key_without_a_panic(major: int, tmp_path: Path) -> None:
+    w = _native.FjallWriter(str(tmp_path / "s"), major, True)
+    try:
+        w.create_table("t", [])
+        with pytest.raises(_native.FjallRefusedError, match="length 65536 is outside"):
+            w.write_batch("t", [(b"k" * 65_536, b"v")], False, [])
+        with pytest.raises(_native.FjallRefusedError, match="out of order"):
+            w.write_batch("t", [(b"b", b"v"), (b"a", b"v")], False, [])
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("engine", ["fjall2", "fjall3"])
+@pytest.mark.parametrize("layout", ["empty", "files", "other_major"])
+def test_a_directory_that_is_not_this_fjall_is_refused_and_untouched(
+    engine: str, layout: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "dir"
+    if layout == "other_major":
+        path = fixture(5 - int(engine[-1]), tmp_path)
+    else:
+        path.mkdir()
+        if layout == "files":
+            (path / "version").write_bytes(b"NOTFJALL")
+            (path / "data").write_bytes(b"x" * 100)
+    before = tree_sha256(path)
+    names = sorted(p.name for p in path.iterdir())
+    result = CliRunner().invoke(main, ["convert", f"{engine}:{path}", str(tmp_path / "o.sqlite")])
+    assert result.exit_code == 4, result.output
+    wanted = "--from fjall" if layout == "other_major" else "not a fjall store"
+    assert wanted in result.output
+    with pytest.raises(SourceError, match=wanted):
+        get_engine(engine).open_reader(path)
+    # Nothing created there (fjall would create a database in any directory it opens).
+    assert tree_sha256(path) == before
+    assert sorted(p.name for p in path.iterdir()) == names
+
+
+def test_fjall3_held_by_an_app_is_busy_with_its_pid(tmp_path: Path) -> None:
+    store = fixture(3, tmp_path)
+    with app_holding("fjall3", store) as pid, pytest.raises(StoreBusyError) as err:
+        Fjall3Engine.open_reader(store)
+    assert f"pid {pid}" in err.value.message
+
+
+def test_inspect_shows_the_format_and_keyspaces(tmp_path: Path) -> None:
+    store = fixture(3, tmp_path)
+    before = tree_sha256(store)
+    info = Fjall3Engine.format_info(store)
+    assert info["format"] == 3 and info["lock_holder_pid"] is None
+    assert set(info["keyspaces"]) == set(expected(3)["tables"]) | {"__statemigrate__"}
+    assert info["disk_bytes"] > 0
+    assert Fjall2Engine.format_info(fixture(2, tmp_path))["format"] == 2
+    assert tree_sha256(store) == before
