@@ -56,7 +56,7 @@ def test_values_are_converted_to_the_declared_type() -> None:
     }
     for text, value in (("true", True), ("YES", True), ("1", True), ("off", False), ("0", False)):
         got = check_options(SqliteEngine, {"skip_foreign_tables": text}, "source")
-        assert got == {"skip_foreign_tables": value}, text
+        assert got == {"skip_foreign_tables": value, "layout": None}, text
     got = check_options(RedbEngine, {"redb_format": "2", "bytewise_key_types": "app::Id"}, "dest")
     assert got == {"redb_format": 2, "bytewise_key_types": ("app::Id",)}
     got = check_options(RedbEngine, {"bytewise_key_types": ["a::A", "b::B"]}, "dest")
@@ -66,7 +66,14 @@ def test_values_are_converted_to_the_declared_type() -> None:
 def test_defaults_fill_what_is_not_given() -> None:
     assert check_options(RocksdbEngine, None, "dest") == {"rocksdb_format_version": 5}
     assert check_options(RedbEngine, {}, "dest") == {"redb_format": None, "bytewise_key_types": ()}
-    assert check_options(SqliteEngine, None, "source") == {"skip_foreign_tables": False}
+    assert check_options(SqliteEngine, None, "source") == {
+        "skip_foreign_tables": False,
+        "layout": None,
+    }
+    assert check_options(SqliteEngine, {"layout": "kv.toml"}, "dest") == {
+        "skip_foreign_tables": False,
+        "layout": "kv.toml",
+    }
     assert check_options(LmdbEngine, None, "source") == {}
 
 

@@ -104,6 +104,24 @@ def _option_pairs(flag: str, help: str) -> Callable[[F], F]:
     return click.option(flag, multiple=True, metavar="KEY=VALUE", help=help)
 
 
+def _layout_option(flag: str, whose: str) -> Callable[[F], F]:
+    """A layout file for one side (shorthand for the ``layout=FILE`` engine option)."""
+    return click.option(
+        flag,
+        type=click.Path(dir_okay=False),
+        metavar="FILE",
+        help=f"A layout file (TOML) saying how the app lays {whose} out (README: Your app's own"
+        " layout; shorthand for the engine option layout=FILE).",
+    )
+
+
+def _with_layout(options: dict[str, Any] | None, layout: str | None) -> dict[str, Any] | None:
+    """``options`` with ``layout`` set when a layout file was given."""
+    if layout is None:
+        return options
+    return {**(options or {}), "layout": layout}
+
+
 def _engine_options(
     source_opts: tuple[str, ...],
     dest_opts: tuple[str, ...],
@@ -192,6 +210,8 @@ def _count_option(flag: str, default: int, help: str, minimum: int = 1) -> Calla
     help="redb destinations: assert that this custom key type sorts bytewise (repeatable;"
     " shorthand for --dest-option bytewise_key_types=TYPE).",
 )
+@_layout_option("--source-layout", "the source's state")
+@_layout_option("--dest-layout", "the destination's state")
 @click.option(
     "--source-option",
     "source_opts",
@@ -224,6 +244,8 @@ def convert(
     rocksdb_format_version: int | None,
     redb_format: int | None,
     bytewise_keys: tuple[str, ...],
+    source_layout: str | None,
+    dest_layout: str | None,
     source_opts: tuple[str, ...],
     dest_opts: tuple[str, ...],
     as_json: bool,
@@ -251,6 +273,8 @@ def convert(
             source_opts, dest_opts, skip_foreign_tables, rocksdb_format_version, redb_format,
             bytewise_keys,
         )  # fmt: skip
+        src_options = _with_layout(src_options, source_layout)
+        dst_options = _with_layout(dst_options, dest_layout)
         stopper = _Stopper(json_failure if as_json else None)
         stopper.install()
         return api.convert(
@@ -291,6 +315,8 @@ def convert(
 @_count_option("--limit", 20, "Differences to list.", minimum=0)
 @_option_pairs("--option-a", "Engine option for reading A (repeatable).")
 @_option_pairs("--option-b", "Engine option for reading B (repeatable).")
+@_layout_option("--layout-a", "A's state")
+@_layout_option("--layout-b", "B's state")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (the report stays).")
 def verify(
@@ -300,6 +326,8 @@ def verify(
     limit: int,
     option_a: tuple[str, ...],
     option_b: tuple[str, ...],
+    layout_a: str | None,
+    layout_b: str | None,
     as_json: bool,
     quiet: bool,
 ) -> None:
@@ -310,10 +338,12 @@ def verify(
     """
 
     def run() -> api.VerifyReport:
-        options_a, options_b = _options_or_none(option_a), _options_or_none(option_b)
+        options_a = _with_layout(_options_or_none(option_a), layout_a)
+        options_b = _with_layout(_options_or_none(option_b), layout_b)
         if manifest is not None and b is None:
             if options_b:
-                raise UsageError("--option-b needs a second store B")
+                flag = "--layout-b" if layout_b is not None else "--option-b"
+                raise UsageError(f"{flag} needs a second store B")
             return api.verify_manifest(
                 a, manifest, options=options_a, progress=for_stderr(as_json or quiet)
             )
@@ -343,7 +373,8 @@ def verify(
     help="Print a manifest (JSON) that `verify --manifest` reads.",
 )
 @_option_pairs("--option", "Engine option for reading STORE (repeatable).")
-def checksum(store: str, as_json: bool, option: tuple[str, ...]) -> None:
+@_layout_option("--layout", "STORE's state")
+def checksum(store: str, as_json: bool, option: tuple[str, ...], layout: str | None) -> None:
     """Print each table's record count and digest, and the store digest.
 
     The digest is engine-independent (XXH3-128 per record, summed; see the README):
@@ -354,7 +385,9 @@ def checksum(store: str, as_json: bool, option: tuple[str, ...]) -> None:
         "checksum",
         as_json,
         {"store": store},
-        lambda: api.checksum(store, options=_options_or_none(option), progress=progress),
+        lambda: api.checksum(
+            store, options=_with_layout(_options_or_none(option), layout), progress=progress
+        ),
     )
     clear()
     if as_json:
@@ -369,14 +402,17 @@ def checksum(store: str, as_json: bool, option: tuple[str, ...]) -> None:
 @click.argument("store")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @_option_pairs("--option", "Engine option for reading STORE (repeatable).")
-def inspect(store: str, as_json: bool, option: tuple[str, ...]) -> None:
+@_layout_option("--layout", "STORE's state")
+def inspect(store: str, as_json: bool, option: tuple[str, ...], layout: str | None) -> None:
     """Describe STORE: engine, format, tables (kind, records, bytes), schema revision."""
     progress = for_stderr(as_json, log=False)  # a bar in a terminal only
     report = reported(
         "inspect",
         as_json,
         {"store": store},
-        lambda: api.inspect(store, options=_options_or_none(option), progress=progress),
+        lambda: api.inspect(
+            store, options=_with_layout(_options_or_none(option), layout), progress=progress
+        ),
     )
     clear()
     if as_json:

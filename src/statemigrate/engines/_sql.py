@@ -14,13 +14,16 @@ from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import SourceError
 from ..locks import LockProbe, lock_holder
 from ..model import METADATA_TABLE, Batch, TableInfo, TableKind
 from .base import META_REVISION, Capabilities, Engine, Reader, Writer, check_options
 from .options import EngineOptions, option
+
+if TYPE_CHECKING:
+    from ..layout import Layout
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 ALEMBIC_TABLE = "alembic_version"
@@ -379,22 +382,50 @@ class SqlFileEngine(Engine):
 
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        """Open a whole SQLite file at one snapshot (option ``skip_foreign_tables``)."""
+        """Open a whole SQLite file at one snapshot (options ``skip_foreign_tables`` and,
+        where the engine has it, ``layout``)."""
         opts = check_options(cls, options, "source")
+        layout = cls._layout(opts)  # a bad layout file is refused before the store is read
         cls.check_source(path)
+        if layout is not None:
+            return cls._layout_reader(path, opts, layout)
         return cls._reader(path, opts)
 
     @classmethod
     def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        """Create a new SQLite file at ``path`` (no options)."""
-        check_options(cls, options, "dest")
+        """Create a new SQLite file at ``path`` (option ``layout`` where the engine has it)."""
+        layout = cls._layout(check_options(cls, options, "dest"))
+        if layout is not None:  # loaded first: a bad layout file creates nothing
+            return cls._layout_writer(path, True, layout)
         return cls._writer(path, create=True)
 
     @classmethod
     def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        """Open an existing SQLite file for writing (no options)."""
-        check_options(cls, options, "dest")
+        """Open an existing SQLite file for writing (option ``layout`` where it exists)."""
+        layout = cls._layout(check_options(cls, options, "dest"))
+        if layout is not None:
+            return cls._layout_writer(path, False, layout)
         return cls._writer(path, create=False)
+
+    @classmethod
+    def _layout(cls, opts: Mapping[str, Any]) -> Layout | None:
+        """The layout file the options name, loaded and checked (exit 2), or None."""
+        given = opts.get("layout")
+        if not given:
+            return None
+        from ..layout import load_layout
+
+        return load_layout(given, cls.name)
+
+    @classmethod
+    def _layout_reader(cls, path: Path, options: Mapping[str, Any], layout: Layout) -> Reader:
+        """The reader of a store in an app's own layout (engines with a ``layout`` option)."""
+        raise NotImplementedError
+
+    @classmethod
+    def _layout_writer(cls, path: Path, create: bool, layout: Layout) -> Writer:
+        """The writer of a store in an app's own layout (engines with a ``layout`` option)."""
+        raise NotImplementedError
 
     @classmethod
     @abstractmethod

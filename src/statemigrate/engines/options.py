@@ -164,6 +164,16 @@ class EngineOptions:
         return EngineOptions._specs[cls]
 
     @classmethod
+    def for_reading_back(cls, given: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """Of a writer's options, those that say how to read the store too (``both``, such
+        as a layout file), for reading a built store back; None when there are none."""
+        if not given:
+            return None
+        both = {s.name for s in cls.specs() if s.applies == "both"}
+        kept = {k: v for k, v in given.items() if k.replace("-", "_") in both}
+        return kept or None
+
+    @classmethod
     def known(cls) -> str:
         """The options in words, for a refusal: ``its options: a (source), b (destination)``."""
         specs = cls.specs()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..digest import Digest
 from ..engines.base import Engine
@@ -26,14 +26,16 @@ def check_built(
     progress: Progress,
     should_stop: Callable[[], bool] | None,
     hint: str | None,
+    options: dict[str, Any] | None = None,
 ) -> None:
-    """The built store holds exactly the chosen tables, with their kinds and digests.
+    """The built store holds exactly the chosen tables, with their kinds and digests,
+    read with the writer's ``options`` that apply to reading (a layout file).
 
     Raises:
         DestinationError: it does not, or it does not read back (exit 5).
     """
     try:
-        got = read_built(dst_engine, partial, chosen, progress, should_stop, hint)
+        got = read_built(dst_engine, partial, chosen, progress, should_stop, hint, options)
     except SourceError as exc:  # the built store does not read back: the destination failed
         raise DestinationError(
             f"verification failed: {exc.message}", hint="the destination was not put in place"
@@ -57,6 +59,7 @@ def check_partial(job: Job, chosen: list[TableInfo], expected: dict[str, Digest]
         job.progress,
         job.should_stop,
         job.resume_hint,
+        job.dst_engine.options.for_reading_back(job.dst_options),
     )
 
 
@@ -67,9 +70,10 @@ def read_built(
     progress: Progress,
     should_stop: Callable[[], bool] | None,
     hint: str | None,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Digest]:
     """The built store's digests, once its tables and their kinds are the chosen ones."""
-    with dst_engine.open_reader(partial) as reader:
+    with dst_engine.open_reader(partial, options) as reader:
         built = {t.name: t for t in reader.tables()}
         want = {t.name: t for t in chosen}
         if set(built) != set(want):

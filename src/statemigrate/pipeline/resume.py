@@ -163,7 +163,10 @@ def already_in_place(job: Job) -> ConvertReport | None:
             reader, chosen, str(job.src_path), None, job.should_stop, sizes=job.sizes
         )
     try:
-        check_built(job.dst_engine, job.final, chosen, expected, Progress(), job.should_stop, None)
+        reading = job.dst_engine.options.for_reading_back(job.dst_options)
+        check_built(
+            job.dst_engine, job.final, chosen, expected, Progress(), job.should_stop, None, reading
+        )
     except (DestinationError, SourceError):
         return None
     report = job.new_report()

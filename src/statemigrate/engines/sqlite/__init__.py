@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..fsutil import crash_point
-from ..model import Batch, TableInfo
-from ._sql import (
+from ...fsutil import crash_point
+from ...model import Batch, TableInfo
+from .._sql import (
     INTERNAL_TABLES,
     LOCK_PROBES,
     SqlFileEngine,
+    SqlFileOptions,
     SqlLayout,
     layout_tables,
     quote,
@@ -29,8 +31,12 @@ from ._sql import (
     versioned_rows,
     write_metadata,
 )
-from .base import NativeCopy, Reader, StoreFacts, Writer, take_batches
-from .errors import DriverErrors, Meaning, Rule
+from ..base import NativeCopy, Reader, StoreFacts, Writer, take_batches
+from ..errors import DriverErrors, Meaning, Rule
+from ..options import option
+
+if TYPE_CHECKING:
+    from ...layout import Layout
 
 # What apsw's errors mean; a key or value that is not a BLOB is refused while reading.
 APSW_ERRORS = DriverErrors(
@@ -289,6 +295,18 @@ class SqliteWriter(Writer):
                 dest.close()
 
 
+@dataclass(frozen=True)
+class SqliteOptions(SqlFileOptions):
+    """SQLite's options: those of every SQLite file, and an app's own layout."""
+
+    layout: str | None = option(
+        None,
+        "a layout file (TOML) saying how the app lays its state out in SQLite "
+        "(README: Your app's own layout)",
+        expects="the path of a layout file",
+    )
+
+
 class SqliteEngine(SqlFileEngine):
     """SQLite through apsw."""
 
@@ -298,10 +316,23 @@ class SqliteEngine(SqlFileEngine):
     description = "SQLite (apsw): one WITHOUT ROWID table per table"
     suffixes = (".sqlite", ".sqlite3", ".db")
     detect_priority = 1  # a SQLite file is also a libSQL and a Turso file: sqlite reads any
+    options = SqliteOptions
 
     @classmethod
     def _reader(cls, path: Path, options: Mapping[str, Any]) -> Reader:
         return SqliteReader(cls, path, options)
+
+    @classmethod
+    def _layout_reader(cls, path: Path, options: Mapping[str, Any], layout: Layout) -> Reader:
+        from .layout import LayoutSqliteReader
+
+        return LayoutSqliteReader(cls, path, options, layout)
+
+    @classmethod
+    def _layout_writer(cls, path: Path, create: bool, layout: Layout) -> Writer:
+        from .layout import LayoutSqliteWriter
+
+        return LayoutSqliteWriter(cls, path, create, layout)
 
     @classmethod
     def _writer(cls, path: Path, create: bool) -> Writer:

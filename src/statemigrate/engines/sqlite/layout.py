@@ -1,0 +1,268 @@
+"""SQLite in an app's own layout: every state table in one SQL table (``--source-layout``).
+
+The layout file (:mod:`statemigrate.layout`) names the SQL table and its columns:
+``table(name_column, key, value[, version])``. A state table is the set of rows with
+its name in ``name_column``; its records are read ``ORDER BY key`` (BLOBs compare as
+bytes). The metadata stays in ``__statemigrate__`` (and the revision in
+``alembic_version``) as in the default layout; a table's kind is in the layout's
+``versioned`` list or in the metadata's ``kind:<table>`` entry, which is also how an
+empty table exists. Other SQL tables are the app's own: refused as foreign unless
+``skip_foreign_tables``. Writers create exactly the layout's table (``PRIMARY KEY
+(name, key)``, ``WITHOUT ROWID`` unless the layout says otherwise); indexes the app
+needs are the app's business.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ...errors import DestinationError, SourceError
+from ...layout import Layout, SqlOneTable
+from ...model import META_KIND_PREFIX, METADATA_TABLE, Batch, TableInfo, TableKind
+from .._sql import (
+    ALEMBIC_TABLE,
+    quote,
+    read_metadata,
+    refuse_foreign,
+    table_names,
+    to_signed,
+    uri_path,
+    write_metadata,
+)
+from ..base import Reader, take_batches
+from . import SQLITE_FACTS, SqliteEngine, SqliteWriter
+
+LAYOUT_FACTS = replace(SQLITE_FACTS, private_metadata=(META_KIND_PREFIX,))
+
+
+def _select_sql(spec: SqlOneTable, versioned: bool, after: bool) -> str:
+    cols = [spec.key, spec.value] + ([spec.version] if versioned and spec.version else [])
+    where = f"{quote(spec.name_column)} = ?" + (f" AND {quote(spec.key)} > ?" if after else "")
+    return (
+        f"SELECT {', '.join(quote(c) for c in cols)} FROM {quote(spec.table)} "
+        f"WHERE {where} ORDER BY {quote(spec.key)}"
+    )
+
+
+def _scan(
+    conn: Any, spec: SqlOneTable, table: TableInfo, after: bytes | None, n: int, nbytes: int
+) -> Iterator[Batch]:
+    args = (table.name,) if after is None else (table.name, after)
+    cur = conn.execute(_select_sql(spec, table.versioned, after is not None), args)
+    return take_batches(cur, n, nbytes, "signed_version" if table.versioned else "as_is")
+
+
+def check_layout_table(conn: Any, names: list[str], spec: SqlOneTable, where: Path) -> bool:
+    """Whether the layout's table is there, with every column the layout names.
+
+    Raises:
+        SourceError: the table is there without one of the columns (exit 4).
+    """
+    found = next((n for n in names if n.lower() == spec.table.lower()), None)
+    if found is None:
+        return False
+    cols = {r[1].lower() for r in conn.execute(f"PRAGMA table_info({quote(found)})").fetchall()}
+    missing = [c for c in spec.columns() if c.lower() not in cols]
+    if missing:
+        raise SourceError(
+            f"{where}: table {spec.table!r} has no column {missing[0]!r} that the layout names"
+        )
+    return True
+
+
+def layout_tables(
+    conn: Any, layout: Layout, meta: Mapping[str, bytes], present: bool, where: Path
+) -> list[TableInfo]:
+    """The state tables: the names in the name column and the kinds the metadata records.
+
+    Raises:
+        SourceError: a name that is not text, or a table's rows that contradict its
+            kind (a version in a plain table's row, none in a versioned one's).
+    """
+    spec = layout.sql
+    names: set[str] = set()
+    if present:
+        sql = f"SELECT DISTINCT {quote(spec.name_column)} FROM {quote(spec.table)}"
+        for (name,) in conn.execute(sql).fetchall():
+            if not isinstance(name, str) or not name:
+                raise SourceError(
+                    f"{where}: {spec.table}.{spec.name_column} holds {name!r}, "
+                    "not a table name (non-empty text)"
+                )
+            names.add(name)
+    names |= {k[len(META_KIND_PREFIX) :] for k in meta if k.startswith(META_KIND_PREFIX)}
+    tables = []
+    for name in sorted(names, key=lambda n: n.encode("utf-8")):
+        versioned = name in layout.versioned or meta.get(META_KIND_PREFIX + name) == b"versioned"
+        if present and spec.version is not None:
+            wrong = "IS NULL" if versioned else "IS NOT NULL"
+            row = conn.execute(
+                f"SELECT {quote(spec.key)} FROM {quote(spec.table)} WHERE "
+                f"{quote(spec.name_column)} = ? AND {quote(spec.version)} {wrong} LIMIT 1",
+                (name,),
+            ).fetchall()
+            if row:
+                kind = "versioned" if versioned else "plain"
+                raise SourceError(
+                    f"{where}: table {name!r} is {kind}, but its record {row[0][0]!r} "
+                    f"{'has no' if versioned else 'has a'} {spec.version}",
+                    hint="list the versioned tables in the layout's `versioned`",
+                )
+        tables.append(TableInfo(name, TableKind.VERSIONED if versioned else TableKind.PLAIN))
+    return tables
+
+
+class LayoutSqliteReader(Reader):
+    """One snapshot of a SQLite file in a one-table layout."""
+
+    threadsafe_reads = True
+    facts = LAYOUT_FACTS
+
+    def __init__(
+        self, engine: type[SqliteEngine], path: Path, options: Mapping[str, Any], layout: Layout
+    ):
+        apsw = engine.require_driver()
+        self.path = path
+        self.layout = layout
+        uri = "file:" + uri_path(path) + "?mode=ro"
+        with self.errors("opening", failed="{path}: not a readable SQLite database ({text})"):
+            self.conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+            self.conn.set_busy_timeout(3000)
+            self.conn.execute("BEGIN")
+            names = table_names(self.conn)  # the first read fixes the snapshot
+            present = check_layout_table(self.conn, names, layout.sql, path)
+            ours = {layout.sql.table.lower(), METADATA_TABLE.lower(), ALEMBIC_TABLE.lower()}
+            foreign = [
+                n for n in names if n.lower() not in ours and not n.lower().startswith("sqlite_")
+            ]
+            if foreign and not options.get("skip_foreign_tables", False):
+                refuse_foreign(path, foreign)
+            self.snapshot_metadata = read_metadata(self.conn, names)
+            if not present and not any(
+                k.startswith(META_KIND_PREFIX) for k in self.snapshot_metadata
+            ):
+                raise SourceError(
+                    f"{path}: no table {layout.sql.table!r}, which {layout.describe()} names"
+                )
+            self.snapshot_tables = layout_tables(
+                self.conn, layout, self.snapshot_metadata, present, path
+            )
+
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
+        return _scan(self.conn, self.layout.sql, table, after, max_records, max_bytes)
+
+    def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
+        """``count(*)`` of the table's rows, exact, in the read's snapshot."""
+        spec = self.layout.sql
+        sql = f"SELECT count(*) FROM {quote(spec.table)} WHERE {quote(spec.name_column)} = ?"
+        with contextlib.suppress(Exception):  # progress only: a failure here is no error
+            return int(self.conn.execute(sql, (table.name,)).fetchall()[0][0]), True
+        return None
+
+    def close(self) -> None:
+        conn = getattr(self, "conn", None)
+        if conn is not None:
+            conn.close()
+            self.conn = None
+
+
+class LayoutSqliteWriter(SqliteWriter):
+    """Writes the layout's one table; everything else as the default SQLite writer."""
+
+    facts = LAYOUT_FACTS
+
+    def __init__(self, engine: type[SqliteEngine], path: Path, create: bool, layout: Layout):
+        super().__init__(engine, path, create)
+        self.layout = layout
+        spec = layout.sql
+        with self.errors("opening for writing", failed="{path}: cannot open for writing ({text})"):
+            present = check_layout_table(self.conn, table_names(self.conn), spec, path)
+        if not present:
+            if not create:
+                self.close()
+                raise DestinationError(f"{path}: no table {spec.table!r}, which the layout names")
+            self._tx(lambda: self.conn.execute(self._create_sql()))
+
+    def _create_sql(self) -> str:
+        spec = self.layout.sql
+        cols = [
+            f"{quote(spec.name_column)} TEXT NOT NULL",
+            f"{quote(spec.key)} BLOB NOT NULL",
+            f"{quote(spec.value)} BLOB NOT NULL",
+        ]
+        if spec.version:
+            cols.append(f"{quote(spec.version)} INTEGER")
+        key = f"PRIMARY KEY ({quote(spec.name_column)}, {quote(spec.key)})"
+        tail = " WITHOUT ROWID" if spec.without_rowid else ""
+        return f"CREATE TABLE {quote(spec.table)} ({', '.join(cols)}, {key}){tail}"
+
+    def _insert_sql(self, versioned: bool) -> str:
+        spec = self.layout.sql
+        cols = [spec.name_column, spec.key, spec.value]
+        if versioned and spec.version:
+            cols.append(spec.version)
+        marks = ", ".join("?" for _ in cols[:3]) + (", CAST(? AS INTEGER)" if len(cols) > 3 else "")
+        return f"INSERT INTO {quote(spec.table)} ({', '.join(quote(c) for c in cols)}) VALUES ({marks})"
+
+    def list_tables(self) -> list[TableInfo]:
+        return layout_tables(self.conn, self.layout, self.raw_metadata(), True, self.path)
+
+    def create_table(self, table: TableInfo) -> None:
+        if table.versioned and not self.layout.sql.version:
+            raise DestinationError(
+                f"{self.path}: table {table.name!r} is versioned, and the layout has no version column"
+            )
+        self.put_metadata({META_KIND_PREFIX + table.name: table.kind.value.encode()})
+
+    def write_batch(
+        self, table: TableInfo, batch: Batch, metadata: Mapping[str, bytes | None] | None = None
+    ) -> None:
+        name = table.name
+        if table.versioned:
+            rows: Any = [(name, k, v, to_signed(ver)) for k, v, ver in batch]
+        else:
+            rows = [(name, r[0], r[1]) for r in batch]
+        sql = self._insert_sql(table.versioned)
+
+        def work() -> None:
+            self.conn.executemany(sql, rows)
+            if metadata:
+                write_metadata(self.conn, metadata)
+
+        self._tx(work)
+
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
+        return _scan(self.conn, self.layout.sql, table, after, max_records, max_bytes)
+
+    def drop_table(self, name: str) -> None:
+        spec = self.layout.sql
+
+        def work() -> None:
+            self.conn.execute(
+                f"DELETE FROM {quote(spec.table)} WHERE {quote(spec.name_column)} = ?", (name,)
+            )
+            write_metadata(self.conn, {META_KIND_PREFIX + name: None})
+
+        self._tx(work)
+
+    def rename_table(self, old: str, new: str) -> None:
+        spec = self.layout.sql
+        kind = self.raw_metadata().get(META_KIND_PREFIX + old)
+
+        def work() -> None:
+            self.conn.execute(
+                f"UPDATE {quote(spec.table)} SET {quote(spec.name_column)} = ? "
+                f"WHERE {quote(spec.name_column)} = ?",
+                (new, old),
+            )
+            write_metadata(self.conn, {META_KIND_PREFIX + old: None, META_KIND_PREFIX + new: kind})
+
+        self._tx(work)

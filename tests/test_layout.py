@@ -1,0 +1,225 @@
+"""An app's own layout (``--source-layout``/``--dest-layout``): SQLite one-table mode.
+
+The "app" here is plain apsw writing ``kv(tbl, k, v, ver)`` the way an app's own
+state-store code would, knowing nothing of statemigrate; what comes back is read with
+plain SQL too, so the expectations never come from the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import apsw
+import pytest
+from click.testing import CliRunner
+
+from statemigrate import api
+from statemigrate.cli import main
+from statemigrate.registry import engine_names, get_engine
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE_LAYOUT = ROOT / "schemas" / "layouts" / "one-table.sqlite.toml"
+
+# What the app stores: plain events, versioned settings (a negative version is a
+# u64 above 2^63 in the state model, as in the default layout), odd keys.
+EVENTS = [(i.to_bytes(4, "big")[::-1], b"event %d" % i) for i in range(300)]
+SETTINGS = [(b"\x00", b"zero key", 7), (b"theme", b"dark", -1), (b"\xff\x00", b"x", 0)]
+
+
+def run(*args: object):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def app_store(path: Path, *, extra_sql: str = "") -> Path:
+    """An app's SQLite file in the one-table layout, written with plain SQL."""
+    conn = apsw.Connection(str(path))
+    conn.execute(
+        "CREATE TABLE kv (tbl TEXT NOT NULL, k BLOB NOT NULL, v BLOB NOT NULL, ver INTEGER, "
+        "PRIMARY KEY (tbl, k))"
+    )
+    with conn:
+        conn.executemany("INSERT INTO kv VALUES ('events', ?, ?, NULL)", EVENTS)
+        conn.executemany("INSERT INTO kv VALUES ('settings', ?, ?, ?)", SETTINGS)
+        if extra_sql:
+            conn.execute(extra_sql)
+    conn.close()
+    return path
+
+
+def app_rows(path: Path) -> list[tuple]:
+    """Every row of the layout's table, read with plain SQL (as the app reads it)."""
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        rows = conn.execute("SELECT tbl, k, v, ver FROM kv ORDER BY tbl, k").fetchall()
+    finally:
+        conn.close()
+    return [tuple(r) for r in rows]
+
+
+def expected_rows() -> list[tuple]:
+    rows = [("events", k, v, None) for k, v in EVENTS]
+    rows += [("settings", k, v, ver) for k, v, ver in SETTINGS]
+    return sorted(rows, key=lambda r: (r[0], r[1]))
+
+
+def write_layout(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_the_app_store_reads_as_the_state_model(tmp_path: Path) -> None:
+    src = app_store(tmp_path / "app.sqlite")
+    with get_engine("sqlite").open_reader(src, {"layout": str(EXAMPLE_LAYOUT)}) as reader:
+        tables = {t.name: (t.kind.value, list(reader.iter_records(t))) for t in reader.tables()}
+    assert tables == {
+        "events": ("plain", sorted(EVENTS)),
+        "settings": ("versioned", sorted((k, v, ver % 2**64) for k, v, ver in SETTINGS)),
+    }
+
+
+@pytest.mark.parametrize("via", engine_names())
+def test_app_layout_to_every_engine_and_back_is_exact(via: str, tmp_path: Path) -> None:
+    eng = get_engine(via)
+    eng.require_driver()
+    src = app_store(tmp_path / "app.sqlite")
+    mid = tmp_path / f"mid{eng.suffixes[0] if eng.suffixes else ''}"
+    back = tmp_path / "back.sqlite"
+    r = run("convert", "-q", "--source-layout", EXAMPLE_LAYOUT, src, f"{via}:{mid}")
+    assert r.exit_code == 0, r.output
+    r = run("convert", "-q", "--dest-layout", EXAMPLE_LAYOUT, f"{via}:{mid}", back)
+    assert r.exit_code == 0, r.output
+    assert app_rows(back) == expected_rows() == app_rows(src)
+    digest = api.checksum(src, options={"layout": str(EXAMPLE_LAYOUT)}).digest
+    assert api.checksum(f"{via}:{mid}").digest == digest
+
+
+def test_verify_checksum_and_inspect_take_a_layout(tmp_path: Path) -> None:
+    src = app_store(tmp_path / "app.sqlite")
+    plain = tmp_path / "plain.sqlite"
+    assert run("convert", "-q", "--source-layout", EXAMPLE_LAYOUT, src, plain).exit_code == 0
+    r = run("verify", "-q", "--layout-a", EXAMPLE_LAYOUT, src, plain)
+    assert r.exit_code == 0 and r.stdout.splitlines()[-1] == "equal", r.output
+    a = run("checksum", "--layout", EXAMPLE_LAYOUT, src)
+    b = run("checksum", plain)
+    assert a.exit_code == b.exit_code == 0 and a.stdout == b.stdout
+    r = run("inspect", "--json", "--layout", EXAMPLE_LAYOUT, src)
+    assert r.exit_code == 0, r.output
+    tables = {t["table"]: t["records"] for t in json.loads(r.stdout)["tables"]}
+    assert tables == {"events": len(EVENTS), "settings": len(SETTINGS)}
+    # Without the layout the app's table is foreign: refused, naming it.
+    r = run("checksum", src)
+    assert r.exit_code == 4 and "'kv'" in r.stderr
+
+
+def test_the_written_table_is_the_layouts_and_nothing_else_of_the_app(tmp_path: Path) -> None:
+    src = app_store(tmp_path / "app.sqlite")
+    out = tmp_path / "out.sqlite"
+    r = run("convert", "-q", "--source-layout", EXAMPLE_LAYOUT, "--dest-layout", EXAMPLE_LAYOUT,
+            src, out)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    conn = apsw.Connection(str(out), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        names = sorted(
+            n for (n,) in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")
+        )
+        sql = conn.execute("SELECT sql FROM sqlite_schema WHERE name = 'kv'").fetchall()[0][0]
+    finally:
+        conn.close()
+    assert names == ["__statemigrate__", "kv"]
+    assert "PRIMARY KEY" in sql and sql.rstrip().endswith("WITHOUT ROWID")
+    assert app_rows(out) == expected_rows()
+
+
+def test_foreign_tables_beside_the_layout_are_refused_or_skipped(tmp_path: Path) -> None:
+    src = app_store(tmp_path / "app.sqlite", extra_sql="CREATE TABLE log (line TEXT)")
+    out = tmp_path / "out.sqlite"
+    r = run("convert", "-q", "--source-layout", EXAMPLE_LAYOUT, src, out)
+    assert r.exit_code == 4 and "'log'" in r.stderr
+    assert not out.exists() and not Path(str(out) + ".partial").exists()
+    r = run("convert", "-q", "--source-layout", EXAMPLE_LAYOUT, "--skip-foreign-tables", src, out)
+    assert r.exit_code == 0, r.output
+
+
+GOOD = """engine = "sqlite"
+versioned = ["settings"]
+[sqlite]
+mode = "one-table"
+table = "kv"
+name_column = "tbl"
+key = "k"
+value = "v"
+version = "ver"
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (GOOD + "colour = 1\n", "unknown field sqlite.colour"),
+        (GOOD.replace('key = "k"\n', ""), "sqlite.key must be a non-empty string"),
+        (GOOD.replace('"kv"', '"kv; DROP TABLE x"'), "not a plain SQL identifier"),
+        (GOOD.replace('engine = "sqlite"', 'engine = "rocksdb"'), "describes engine 'rocksdb'"),
+        (GOOD.replace('"one-table"', '"table-per-table"'), "not implemented yet"),
+        (GOOD + '[kv]\nmode = "prefix"\n', "[kv] layouts"),
+        (GOOD.replace('version = "ver"\n', ""), "versioned tables need a version column"),
+        (GOOD.replace('value = "v"', 'value = "k"'), "are not all different"),
+        ("engine = [", "is not a TOML file"),
+    ],
+    ids=["unknown", "missing", "injection", "engine", "per-table", "kv", "version", "same", "toml"],
+)
+def test_a_bad_layout_is_one_line_exit_2_before_anything_is_written(
+    text: str, says: str, tmp_path: Path
+) -> None:
+    src = app_store(tmp_path / "app.sqlite")
+    layout = write_layout(tmp_path / "bad.toml", text)
+    out = tmp_path / "out.sqlite"
+    for args in (
+        ["convert", "-q", "--source-layout", layout, src, out],
+        ["convert", "-q", "--source-layout", EXAMPLE_LAYOUT, "--dest-layout", layout, src, out],
+    ):
+        r = run(*args)
+        assert r.exit_code == 2, r.output
+        lines = r.stderr.splitlines()
+        assert lines[0].startswith(f"statemigrate: error: layout {layout}: ") and says in lines[0]
+        assert not out.exists() and not Path(str(out) + ".partial").exists()
+
+
+def test_a_missing_layout_file_and_an_engine_without_layouts_are_exit_2(tmp_path: Path) -> None:
+    src = app_store(tmp_path / "app.sqlite")
+    r = run("checksum", "--layout", tmp_path / "nope.toml", src)
+    assert r.exit_code == 2 and "cannot be read" in r.stderr
+    r = run("checksum", "--layout", EXAMPLE_LAYOUT, f"libsql:{src}")
+    assert r.exit_code == 2 and "has no option 'layout'" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("sql", "says"),
+    [
+        (
+            (
+                "UPDATE kv SET ver = 3 WHERE tbl = 'events' "
+                "AND k = (SELECT min(k) FROM kv WHERE tbl = 'events')"
+            ),
+            "has a ver",
+        ),
+        ("UPDATE kv SET ver = NULL WHERE tbl = 'settings' AND k = x'7468656d65'", "has no ver"),
+        ("INSERT INTO kv VALUES (x'07', x'01', x'02', NULL)", "not a table name"),
+        ("INSERT INTO kv VALUES ('events', 'text key', x'02', NULL)", "outside the model"),
+    ],
+    ids=["version-in-plain", "no-version-in-versioned", "name-not-text", "text-key"],
+)
+def test_a_store_that_contradicts_its_layout_is_exit_4(sql: str, says: str, tmp_path: Path) -> None:
+    src = app_store(tmp_path / "app.sqlite", extra_sql=sql)
+    r = run("checksum", "--layout", EXAMPLE_LAYOUT, src)
+    assert r.exit_code == 4, r.output
+    assert says in r.stderr.splitlines()[0], r.stderr
+
+
+def test_a_store_without_the_layouts_column_is_exit_4(tmp_path: Path) -> None:
+    src = tmp_path / "app.sqlite"
+    conn = apsw.Connection(str(src))
+    conn.execute("CREATE TABLE kv (tbl TEXT, k BLOB, v BLOB)")
+    conn.close()
+    r = run("checksum", "--layout", EXAMPLE_LAYOUT, src)
+    assert r.exit_code == 4 and "no column 'ver'" in r.stderr, r.output
