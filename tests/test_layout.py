@@ -223,3 +223,37 @@ def test_a_store_without_the_layouts_column_is_exit_4(tmp_path: Path) -> None:
     conn.close()
     r = run("checksum", "--layout", EXAMPLE_LAYOUT, src)
     assert r.exit_code == 4 and "no column 'ver'" in r.stderr, r.output
+
+
+def test_upgrades_in_place_run_on_a_store_in_a_layout(tmp_path: Path) -> None:
+    """The example schema's revisions, up and back, on a store in the one-table layout: at
+    every revision the same digest as the same revision in the default layout."""
+    from statemigrate.testing.upgrade_conformance import EXAMPLE, seeded
+
+    default = seeded(get_engine("sqlite"), tmp_path, events=400)
+    app = tmp_path / "app.sqlite"
+    assert run("convert", "-q", "--dest-layout", EXAMPLE_LAYOUT, default, app).exit_code == 0
+    layout = {"layout": str(EXAMPLE_LAYOUT)}
+    start = api.checksum(app, options=layout).digest
+    for rev in ("0002", "0003", "0004", "0005"):
+        r = run("upgrade", "-q", "--layout", EXAMPLE_LAYOUT, app, "--schema", EXAMPLE, "--to", rev)
+        assert r.exit_code == 0, r.output
+        api.upgrade(default, EXAMPLE, to=rev, digests=False)
+        assert api.checksum(app, options=layout).digest == api.checksum(default).digest, rev
+    r = run("check", "--layout", EXAMPLE_LAYOUT, app, "--schema", EXAMPLE)
+    assert r.exit_code == 0 and "at head" in r.stdout, r.output
+    r = run("current", "--json", "--layout", EXAMPLE_LAYOUT, app)
+    assert json.loads(r.stdout)["current"] == ["0005"]
+    r = run("downgrade", "-q", "--layout", EXAMPLE_LAYOUT, app, "--schema", EXAMPLE, "--to", "0001")
+    assert r.exit_code == 0, r.output
+    assert api.checksum(app, options=layout).digest == start
+    # Only the layout's table, the metadata and Alembic's stamp are in the file.
+    conn = apsw.Connection(str(app), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        names = sorted(
+            n for (n,) in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")
+        )
+        left = conn.execute("SELECT count(*) FROM kv WHERE tbl LIKE '__sm_tmp__%'").fetchall()
+    finally:
+        conn.close()
+    assert names == ["__statemigrate__", "alembic_version", "kv"] and left == [(0,)]

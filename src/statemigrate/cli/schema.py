@@ -103,6 +103,22 @@ def _print_migration(report: Any, asked_backup: str | None = None) -> None:
         echo(f"store digest before {report.digest_before}, after {report.digest_after}")
 
 
+def _layout_option() -> Callable[[F], F]:
+    """``--layout FILE``: the store is in an app's own layout (engine option layout=FILE)."""
+    return click.option(
+        "--layout",
+        type=click.Path(dir_okay=False),
+        metavar="FILE",
+        help="A layout file (TOML): the store is in the app's own layout (README: Your app's"
+        " own layout).",
+    )
+
+
+def _layout(layout: str | None) -> dict[str, Any] | None:
+    """The engine options of ``--layout``."""
+    return {"layout": layout} if layout is not None else None
+
+
 def _migration_options(fn: F) -> F:
     for option in reversed(
         [
@@ -122,6 +138,7 @@ def _migration_options(fn: F) -> F:
                 "--no-digest", is_flag=True, help="Skip the store digest before and after (faster)."
             ),
             json_option("Print one JSON report on stdout (errors too)."),
+            _layout_option(),
             click.option(
                 "--quiet",
                 "-q",
@@ -171,6 +188,7 @@ def upgrade(
     dry_run: bool,
     no_digest: bool,
     as_json: bool,
+    layout: str | None,
     quiet: bool,
 ) -> None:
     """Bring STORE to the schema's head (or --to REV) in place, one atomic revision at a time.
@@ -195,6 +213,7 @@ def upgrade(
             digests=not no_digest,
             create=create,
             progress=for_stderr(quiet or as_json),
+            options=_layout(layout),
         ),
     )
     clear()
@@ -215,6 +234,7 @@ def downgrade(
     dry_run: bool,
     no_digest: bool,
     as_json: bool,
+    layout: str | None,
     quiet: bool,
 ) -> None:
     """Take STORE back to an earlier revision (--to REV, -1 or base) through the downgrades."""
@@ -229,6 +249,7 @@ def downgrade(
             backup=backup,
             digests=not no_digest,
             progress=for_stderr(quiet or as_json),
+            options=_layout(layout),
         ),
     )
     clear()
@@ -241,9 +262,16 @@ def downgrade(
 @schema_option()
 @click.option("--dry-run", is_flag=True, help="Print what the stamp would be; change nothing.")
 @json_option()
-def stamp(store: str, revision: str, schema: str, dry_run: bool, as_json: bool) -> None:
+@_layout_option()
+def stamp(
+    store: str, revision: str, schema: str, dry_run: bool, as_json: bool, layout: str | None
+) -> None:
     """Set STORE's schema revision to REVISION (an id, head or base) without running anything."""
-    report = _call(as_json, store, lambda: api.stamp(store, schema, revision, dry_run=dry_run))
+    report = _call(
+        as_json,
+        store,
+        lambda: api.stamp(store, schema, revision, dry_run=dry_run, options=_layout(layout)),
+    )
     if as_json:
         _emit_migration(report)
         return
@@ -273,13 +301,18 @@ def _print_current(report: Any) -> None:
 @schema_option(required=False, help="Also say whether it is at head.")
 @_read_only_dry_run("current")
 @json_option()
-def current(store: str, schema: str | None, dry_run: bool, as_json: bool) -> None:
+@_layout_option()
+def current(
+    store: str, schema: str | None, dry_run: bool, as_json: bool, layout: str | None
+) -> None:
     """Print STORE's stamped schema revision(s). Read only: it never changes the store.
 
     An upgrade interrupted by a crash is reported ("interrupted"), not finished:
     `statemigrate upgrade` (or `downgrade`) finishes it.
     """
-    report = _call(as_json, store, lambda: api.current(store, schema=schema))
+    report = _call(
+        as_json, store, lambda: api.current(store, schema=schema, options=_layout(layout))
+    )
     if as_json:
         emit_report("current", "ok", 0, report.to_json())  # docs/schemas/current.schema.json
     else:
@@ -307,14 +340,15 @@ def _print_check(report: Any) -> None:
 @schema_option()
 @_read_only_dry_run("check")
 @json_option()
-def check(store: str, schema: str, dry_run: bool, as_json: bool) -> None:
+@_layout_option()
+def check(store: str, schema: str, dry_run: bool, as_json: bool, layout: str | None) -> None:
     """Exit 0 when STORE is at the schema's head, 1 otherwise (naming both revisions).
 
     Also exit 1 when a revision file changed after it was applied (its checksum,
     recorded beside the stamp, differs), the store's revision is unknown, or an
     upgrade was interrupted (reported, not finished: check never changes the store).
     """
-    report = _call(as_json, store, lambda: api.check(store, schema))
+    report = _call(as_json, store, lambda: api.check(store, schema, options=_layout(layout)))
     code = 0 if report.ok else 1
     if as_json:
         emit_report("check", _check_status(report), code, report.to_json())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from ..engines.base import META_REVISION
@@ -24,6 +25,7 @@ def current(
     *,
     schema: str | os.PathLike[str] | None = None,
     engine: str | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> CurrentReport:
     """The store's stamped revision(s); with a schema, whether it is at head.
 
@@ -36,6 +38,7 @@ def current(
         store: a path or ``ENGINE:PATH``.
         schema: the schema directory, to say whether the store is at its head.
         engine: the engine, when not detected.
+        options: the engine's options for the store (a layout file: ``layout``).
 
     Returns:
         A :class:`CurrentReport`.
@@ -44,7 +47,7 @@ def current(
         StoreMissingError: nothing is at the path (exit 4).
     """
     eng, path = resolve_store(store, engine)
-    with eng.open_reader(path) as reader:
+    with eng.open_reader(path, options) as reader:
         meta = reader.metadata()
         tables = reader.list_tables()
     raw = meta.get(META_REVISION)
@@ -75,7 +78,11 @@ def current(
 
 
 def check(
-    store: StorePath, schema: str | os.PathLike[str], *, engine: str | None = None
+    store: StorePath,
+    schema: str | os.PathLike[str],
+    *,
+    engine: str | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> CurrentReport:
     """Whether the store is at the schema's head, no applied revision file changed and no
     upgrade is unfinished (read only, as :func:`current`).
@@ -84,11 +91,12 @@ def check(
         store: a path or ``ENGINE:PATH``.
         schema: the schema directory.
         engine: the engine, when not detected.
+        options: as :func:`current`.
 
     Returns:
         A :class:`CurrentReport`; ``report.ok`` is the answer (the CLI exits 0 or 1).
     """
-    return current(store, schema=schema, engine=engine)
+    return current(store, schema=schema, engine=engine, options=options)
 
 
 def history(schema: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,12 +100,14 @@ def _recover(
         return recover(writer, eng.capabilities.rename_table, batch_records, batch_bytes)
 
 
-def _peek(eng: type[Engine], path: Path) -> tuple[dict[str, bytes], list[TableInfo], Reader]:
+def _peek(
+    eng: type[Engine], path: Path, options: Mapping[str, Any] | None = None
+) -> tuple[dict[str, bytes], list[TableInfo], Reader]:
     """Open a read-only view: deciding what to do must change nothing (dry run, at head, too new)."""
     try:
-        reader = eng.open_reader(path, {"skip_foreign_tables": True})
+        reader = eng.open_reader(path, {**(options or {}), "skip_foreign_tables": True})
     except UsageError:
-        reader = eng.open_reader(path)
+        reader = eng.open_reader(path, options)
     return reader.metadata(), reader.list_tables(), reader
 
 
@@ -126,6 +129,7 @@ def _migrate(
     batch_bytes: int,
     create: bool = False,
     progress: Progress | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> UpgradeReport:
     started = time.monotonic()
     progress = progress or Progress()
@@ -136,12 +140,12 @@ def _migrate(
         if dry_run:
             return _dry_run_of_a_new_store(store, engine, schema, target, started)
         new_eng, new_path = new_store_engine(store, engine)
-        created = create_store(new_eng, new_path)
+        created = create_store(new_eng, new_path, options)
         store, engine = str(new_path), new_eng.name
     eng, path = in_place_engine(store, engine, CREATE_HINT if up else MISSING_HINT)
     schema = Schema(schema_dir)
     report = UpgradeReport(str(path), eng.name, str(schema.dir), dry_run=dry_run, created=created)
-    meta, tables, reader = _peek(eng, path)
+    meta, tables, reader = _peek(eng, path, options)
     with reader:
         raw = meta.get(META_REVISION)
         current = sorted(json.loads(raw)) if raw else []
@@ -158,9 +162,9 @@ def _migrate(
             report.status = "dry_run" if dry_run else "up_to_date"
             report.seconds = time.monotonic() - started
             return report
-    with open_writer(eng, path) as writer:
+    with open_writer(eng, path, options) as writer:
         report.recovered = _recover(eng, writer, path, batch_records, batch_bytes)
-        current = stamped_revisions(eng, path, writer.metadata())
+        current = stamped_revisions(eng, path, writer.metadata(), options)
         _check_known(schema, path, current)
         report.from_revisions = list(current)
         steps = schema.steps(current, target, up)
@@ -310,6 +314,7 @@ def upgrade(
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     create: bool = False,
     progress: Progress | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> UpgradeReport:
     """Bring a store to a revision of its schema, in place, one atomic revision at a time.
 
@@ -327,6 +332,7 @@ def upgrade(
             engine is named (``ENGINE:PATH``, ``engine``) or told by the path's suffix.
         progress: receives the phases (each revision, the digests) and a table's
             records as each operation writes them.
+        options: the engine's options for the store (a layout file: ``layout``).
 
     Returns:
         An :class:`UpgradeReport` (status ``up_to_date`` when nothing was to do;
@@ -351,6 +357,7 @@ def upgrade(
         batch_bytes=batch_bytes,
         create=create,
         progress=progress,
+        options=options,
     )
 
 
@@ -366,6 +373,7 @@ def downgrade(
     batch_records: int = DEFAULT_BATCH_RECORDS,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     progress: Progress | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> UpgradeReport:
     """Take a store back to an earlier revision through the revisions' downgrades.
 
@@ -380,6 +388,7 @@ def downgrade(
         batch_records: records per batch at most.
         batch_bytes: payload bytes per batch at most.
         progress: as :func:`upgrade`.
+        options: as :func:`upgrade`.
 
     Returns:
         An :class:`UpgradeReport` (status ``downgraded``, or ``up_to_date``).
@@ -399,6 +408,7 @@ def downgrade(
         batch_records=batch_records,
         batch_bytes=batch_bytes,
         progress=progress,
+        options=options,
     )
 
 
@@ -409,6 +419,7 @@ def stamp(
     *,
     engine: str | None = None,
     dry_run: bool = False,
+    options: Mapping[str, Any] | None = None,
 ) -> UpgradeReport:
     """Set the store's revision without running anything (Alembic's ``stamp``).
 
@@ -420,6 +431,7 @@ def stamp(
         revision: a revision id, ``head`` or ``base``.
         engine: the engine, when not detected.
         dry_run: say what the stamp would be; change nothing.
+        options: the engine's options for the store (a layout file: ``layout``).
 
     Returns:
         An :class:`UpgradeReport` (status ``stamped``, or ``dry_run``).
@@ -432,12 +444,12 @@ def stamp(
     eng, path = in_place_engine(store, engine)
     sch = Schema(schema)
     report = UpgradeReport(str(path), eng.name, str(sch.dir), dry_run=dry_run)
-    with open_writer(eng, path) as writer:
+    with open_writer(eng, path, options) as writer:
         if not dry_run:
             report.recovered = _recover(
                 eng, writer, path, DEFAULT_BATCH_RECORDS, DEFAULT_BATCH_BYTES
             )
-        current = stamped_revisions(eng, path, writer.metadata())
+        current = stamped_revisions(eng, path, writer.metadata(), options)
         report.from_revisions = current
         known = [r for r in current if sch.knows(r)]
         heads = sch.stamp_heads(known, revision) if revision not in ("base",) else []
@@ -457,7 +469,9 @@ def stamp(
     return report
 
 
-def finish_interrupted(store: StorePath, *, engine: str | None = None) -> str | None:
+def finish_interrupted(
+    store: StorePath, *, engine: str | None = None, options: Mapping[str, Any] | None = None
+) -> str | None:
     """Finish (or roll back) an interrupted upgrade, and nothing else; no schema needed.
 
     ``upgrade`` and ``downgrade`` do this first on their own; this is for a caller
@@ -466,6 +480,7 @@ def finish_interrupted(store: StorePath, *, engine: str | None = None) -> str | 
     Args:
         store: a path or ``ENGINE:PATH``.
         engine: the engine, when not detected.
+        options: the engine's options for the store (a layout file: ``layout``).
 
     Returns:
         What was done, or None when no upgrade was unfinished (nothing is written then).
@@ -474,11 +489,11 @@ def finish_interrupted(store: StorePath, *, engine: str | None = None) -> str | 
         StoreBusyError: another process holds the store (exit 3).
     """
     eng, path = in_place_engine(store, engine)
-    meta, _tables, reader = _peek(eng, path)
+    meta, _tables, reader = _peek(eng, path, options)
     reader.close()
     if not needs_recovery(meta):
         return None
-    with open_writer(eng, path) as writer:
+    with open_writer(eng, path, options) as writer:
         done = _recover(eng, writer, path, DEFAULT_BATCH_RECORDS, DEFAULT_BATCH_BYTES)
         writer.finish()
     return done

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +76,7 @@ def new_store_engine(store: str, engine: str | None) -> tuple[type[Engine], Path
     return eng, path
 
 
-def create_store(eng: type[Engine], path: Path) -> bool:
+def create_store(eng: type[Engine], path: Path, options: Mapping[str, Any] | None = None) -> bool:
     """Make a new, empty store at ``path`` under its lock (a first install).
 
     Returns False when another run made it meanwhile. A failure removes what it began,
@@ -90,7 +90,7 @@ def create_store(eng: type[Engine], path: Path) -> bool:
         if path.exists() or path.is_symlink():
             return False
         try:
-            writer = eng.create_writer(path)
+            writer = eng.create_writer(path, options)
             try:
                 writer.finish()
             finally:
@@ -164,7 +164,9 @@ def _refuse_if_held(eng: type[Engine], path: Path) -> None:
 
 
 @contextlib.contextmanager
-def open_writer(eng: type[Engine], path: Path) -> Iterator[Writer]:
+def open_writer(
+    eng: type[Engine], path: Path, options: Mapping[str, Any] | None = None
+) -> Iterator[Writer]:
     """The store's writer, under its lock, while no other process holds the store.
 
     Raises:
@@ -176,7 +178,7 @@ def open_writer(eng: type[Engine], path: Path) -> Iterator[Writer]:
     # What the upgrade creates (lock, new files, spills, --backup) is no wider than the store.
     with _refusing_full_disk(path), no_wider_than(path), destination_lock(path):
         _refuse_if_held(eng, path)
-        writer = eng.open_writer(path)
+        writer = eng.open_writer(path, options)
         try:
             yield writer
         except BaseException:
@@ -191,16 +193,18 @@ def atomic(eng: type[Engine], writer: Writer) -> Any:
     return writer.transaction() if eng.capabilities.transactional_ddl else contextlib.nullcontext()
 
 
-def stamped_revisions(eng: type[Engine], path: Path, meta: dict[str, bytes]) -> list[str]:
+def stamped_revisions(
+    eng: type[Engine], path: Path, meta: dict[str, bytes], options: Mapping[str, Any] | None = None
+) -> list[str]:
     """The store's stamped revisions: ours, or else those Alembic's own tools wrote."""
     raw = meta.get(META_REVISION)
     if raw is None and eng.capabilities.sql:
         # A store stamped by Alembic's own tools only: its reader reads alembic_version.
         with contextlib.suppress(StateMigrateError):
             try:
-                reader = eng.open_reader(path, {"skip_foreign_tables": True})
+                reader = eng.open_reader(path, {**(options or {}), "skip_foreign_tables": True})
             except UsageError:
-                reader = eng.open_reader(path)
+                reader = eng.open_reader(path, options)
             with reader:
                 raw = reader.metadata().get(META_REVISION)
     return sorted(json.loads(raw)) if raw else []
