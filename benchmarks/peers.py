@@ -128,10 +128,10 @@ class Job:
         if self.mkdir:
             self.out.mkdir()
 
-    def run(self, expected: Counts | None) -> None:
+    def run(self, expected: Counts | None, env: dict[str, str] | None = None) -> None:
         self.prepare()
         t0 = time.perf_counter()
-        res = subprocess.run(self.argv, capture_output=True, text=True, check=False)
+        res = subprocess.run(self.argv, capture_output=True, text=True, check=False, env=env)
         seconds = time.perf_counter() - t0
         if res.returncode != 0:
             raise SystemExit(f"{self.name}: exit {res.returncode}\n{res.stderr.strip()[-2000:]}")
@@ -167,6 +167,14 @@ def shell(script: str) -> list[str]:
 def q(p: Path | str) -> str:
     """A path quoted for the shell (the work directory may hold anything)."""
     return "'" + str(p).replace("'", "'\\''") + "'"
+
+
+def statemigrate_python() -> list[str]:
+    """The interpreter the console script runs."""
+    script = Path(sys.executable).parent / "statemigrate"
+    if script.exists() and (first := script.read_text().splitlines()[0]).startswith("#!"):
+        return first[2:].split()
+    return [sys.executable]
 
 
 def statemigrate_argv() -> list[str]:
@@ -375,20 +383,59 @@ def plan(work: Path, notes: list[str]) -> tuple[list[Job], list[tuple[str, str, 
     return jobs, rows
 
 
+def git(*args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False
+    ).stdout.strip()
+
+
 def measured_commit() -> str:
     """HEAD, marked when src/ or rust/ differ from it (the figures then measure that)."""
-
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False
-        ).stdout.strip()
-
     head = git("rev-parse", "--short", "HEAD") or "unknown"
     return head + (
         " + uncommitted changes under src/ or rust/"
         if git("status", "--porcelain", "src", "rust")
         else ""
     )
+
+
+def snapshot(commit: str, work: Path) -> tuple[str, dict[str, str]]:
+    """``src/`` of ``commit`` unpacked under ``work``, and an environment that imports it.
+
+    For a tree that others change while the runs go on: every statemigrate process
+    then runs that commit's Python code. The native extension is not in git: the one
+    built in the tree now is copied beside it (its modification time is reported).
+    """
+    sha = git("rev-parse", "--short", f"{commit}^{{commit}}")
+    if not sha:
+        raise SystemExit(f"--at {commit}: no such commit")
+    tree = work / f"tree-{sha}"
+    if not tree.exists():
+        tree.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", sha, "src"], capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        for so in (ROOT / "src" / "statemigrate").glob("_native*.so"):
+            shutil.copy2(so, tree / "src" / "statemigrate" / so.name)
+    built = [
+        time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(so.stat().st_mtime))
+        for so in (tree / "src" / "statemigrate").glob("_native*.so")
+    ]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(tree / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
+    where = subprocess.run(
+        [*statemigrate_python(), "-c", "import statemigrate; print(statemigrate.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout.strip()
+    if not Path(where).is_relative_to(tree):
+        raise SystemExit(f"--at {commit}: statemigrate is still imported from {where}")
+    return f"{sha} (native extension built {', '.join(built) or 'nowhere'})", env
 
 
 def table(rows: list[dict]) -> str:
@@ -411,10 +458,16 @@ def main() -> None:
         "--dir", default=None, help="work here and keep the stores (default: a temp dir)"
     )
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument(
+        "--at",
+        default=None,
+        metavar="COMMIT",
+        help="run that commit's src/ (unpacked into the work dir) instead of the live tree",
+    )
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="sm-peers-"))
     work.mkdir(parents=True, exist_ok=True)
-    commit = measured_commit()
+    commit, env = snapshot(args.at, work) if args.at else (measured_commit(), None)
     expected: dict[str, Counts] = {}
     for engine in ("sqlite", "lmdb", "rocksdb"):
         src = work / f"src.{engine}"
@@ -433,7 +486,7 @@ def main() -> None:
     for i in range(args.runs):
         for job in jobs:
             print(f"run {i + 1}/{args.runs}: {job.name}", file=sys.stderr)
-            job.run(expected.get(job.engine))
+            job.run(expected.get(job.engine), env)
     load.append(os.getloadavg()[0])
     by_name = {j.name: j for j in jobs}
     rows = []
