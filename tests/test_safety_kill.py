@@ -25,7 +25,6 @@ from pathlib import Path
 
 import pytest
 
-from statemigrate.engines.base import Engine
 from statemigrate.registry import engine_names, get_engine
 from statemigrate.testing.safety import (
     CRASH_POINTS,
@@ -34,6 +33,7 @@ from statemigrate.testing.safety import (
     SLOW_ENGINES,
     KillPoint,
     build_store,
+    copies_natively,
     crash_points,
     describe,
     digest_of,
@@ -178,12 +178,6 @@ def test_kill_then_resume(point: KillPoint, sources, durations, tmp_path: Path) 
         assert set(leftovers(final)) <= harmless, leftovers(final)
     assert digest_of(dst, final) == src_digest
     assert files_sha256(point.source, src_path) == src_sha, "the source was modified"
-
-
-def copies_natively(source: str, destination: str) -> bool:
-    """Whether a plain convert of this pair takes the engine's own copy, not the batch loop."""
-    engine = get_engine(destination)
-    return source == destination and engine.native_copy.__func__ is not Engine.native_copy.__func__
 
 
 def test_enough_timed_kills_landed() -> None:

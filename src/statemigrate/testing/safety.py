@@ -320,6 +320,17 @@ class KillPoint:
         return f"{self.source}-{self.destination}-{'overwrite-' if self.overwrite else ''}{where}"
 
 
+def copies_natively(source: str, destination: str) -> bool:
+    """Whether a plain convert of this pair takes the engine's own copy, not the batch loop.
+
+    A same-engine convert without ``--tables`` or options, of an engine that has one
+    (:meth:`Engine.native_copy`): it has no ``created`` or ``batch`` step and keeps no
+    checkpoint (pipeline/native.py).
+    """
+    engine = get_engine(destination)
+    return source == destination and engine.native_copy.__func__ is not Engine.native_copy.__func__  # type: ignore[attr-defined]
+
+
 def engine_pairs(
     sources: Sequence[str], destinations: Sequence[str] | None = None
 ) -> list[tuple[str, str]]:

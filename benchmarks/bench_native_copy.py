@@ -1,0 +1,203 @@
+"""Same-engine converts (SQLite, LMDB) against the engines' own copies, in one run (issue 13).
+
+Usage:  python benchmarks/bench_native_copy.py [--n 1000000] [--runs 3] [--engines sqlite,lmdb]
+                                              [--dir DIR] [--json FILE]
+
+One source store per engine holds the example workload (``--n`` events of ~316 bytes,
+200 settings, the odd keys; ``statemigrate.testing.workload``). Each job is a whole
+process timed from start to exit, except the in-process copies through the drivers'
+APIs; every figure is the median of ``--runs`` rounds, the jobs taken in turn within
+a round so that the machine's load falls on all of them alike. The page cache is warm.
+
+Jobs per engine: ``statemigrate convert`` verified and ``--no-verify`` (the native
+path), the same convert forced through the batch loop (``--tables`` naming every
+table: the path a same-engine convert took before), the engine's command-line copy
+(``sqlite3 SRC "VACUUM INTO 'DST'"``; ``mdb_copy -c``), its API copy in this process
+(apsw's backup API and ``VACUUM INTO``; py-lmdb's ``env.copy(compact=True)``), the two
+digest scans (``statemigrate checksum`` of the source and of the copy) and
+``statemigrate --version`` (start-up).
+
+The issue's bounds, reported as ratios (at most 1.00 meets them):
+
+- verified: convert <= 1.2 x (the fastest native copy + the slower digest scan);
+- ``--no-verify``: convert <= 1.2 x (the command-line copy + start-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from statemigrate.registry import get_engine
+from statemigrate.testing.workload import write_workload
+
+STATEMIGRATE = [sys.executable, "-m", "statemigrate"]
+
+
+def remove(path: Path) -> None:
+    """Remove a store (file or directory) and its side files, if there."""
+    for p in [path, *path.parent.glob(path.name + "[.-]*")]:
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+
+
+def run(argv: list[str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(argv)}: exit {done.returncode}\n{done.stderr[-2000:]}")
+
+
+def sqlite_api_copy(src: Path, dst: Path, how: str) -> None:
+    """apsw: the backup API (inside a read transaction) or ``VACUUM INTO``."""
+    import apsw
+
+    uri = f"file:{src}?mode=ro"
+    conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    try:
+        if how == "vacuum":
+            conn.execute("VACUUM INTO ?", (str(dst),))
+            return
+        out = apsw.Connection(str(dst))
+        with out.backup("main", conn, "main") as backup:
+            while not backup.done:
+                backup.step(4096)
+        out.close()
+    finally:
+        conn.close()
+
+
+def lmdb_api_copy(src: Path, dst: Path) -> None:
+    """py-lmdb: ``env.copy(compact=True)`` (``mdb_env_copy2``, as ``mdb_copy -c``)."""
+    import lmdb
+
+    env = lmdb.open(str(src), readonly=True, lock=False, max_dbs=64)
+    try:
+        dst.mkdir()
+        env.copy(str(dst), compact=True)
+    finally:
+        env.close()
+
+
+def jobs_for(engine: str, src: Path, work: Path) -> dict[str, tuple[Callable[[], None], Path]]:
+    """Job name -> (what to time, what it makes: removed before each run)."""
+    dst = work / f"out.{engine}"
+    with get_engine(engine).open_reader(src) as reader:
+        tables = ",".join(t.name for t in reader.tables())
+    convert = [*STATEMIGRATE, "convert", "--quiet", str(src), str(dst)]
+    jobs: dict[str, tuple[Callable[[], None], Path]] = {
+        "convert": (lambda: run(convert), dst),
+        "convert --no-verify": (lambda: run([*convert, "--no-verify"]), dst),
+        "convert, batch loop": (lambda: run([*convert, "--tables", tables]), dst),
+        "checksum source": (lambda: run([*STATEMIGRATE, "checksum", str(src)]), work / "none"),
+        "checksum copy": (
+            lambda: run([*STATEMIGRATE, "checksum", str(work / f"kept.{engine}")]),
+            work / "none",
+        ),
+    }
+    if engine == "sqlite":
+        if shutil.which("sqlite3"):
+            vacuum = [
+                "sqlite3",
+                str(src),
+                "VACUUM INTO '" + str(dst).replace("'", "''") + "'",
+            ]
+            jobs["tool: sqlite3 VACUUM INTO"] = (lambda: run(vacuum), dst)
+        jobs["api: backup"] = (lambda: sqlite_api_copy(src, dst, "backup"), dst)
+        jobs["api: VACUUM INTO"] = (lambda: sqlite_api_copy(src, dst, "vacuum"), dst)
+    else:
+        if shutil.which("mdb_copy"):
+
+            def mdb_copy() -> None:
+                dst.mkdir()
+                run(["mdb_copy", "-c", str(src), str(dst)])
+
+            jobs["tool: mdb_copy -c"] = (mdb_copy, dst)
+        jobs["api: env.copy(compact)"] = (lambda: lmdb_api_copy(src, dst), dst)
+    return jobs
+
+
+def measure(engine: str, n: int, runs: int, work: Path) -> dict[str, float]:
+    src = work / f"src.{engine}"
+    remove(src)
+    print(f"{engine}: writing {n:,} events", file=sys.stderr)
+    write_workload(get_engine(engine), src, n)
+    kept = work / f"kept.{engine}"
+    remove(kept)
+    run([*STATEMIGRATE, "convert", "--quiet", str(src), str(kept)])  # the copy to digest
+    jobs = jobs_for(engine, src, work)
+    times: dict[str, list[float]] = {name: [] for name in jobs}
+    times["statemigrate --version"] = []
+    for round_ in range(runs):
+        for name, (job, made) in jobs.items():
+            remove(made)
+            started = time.perf_counter()
+            job()
+            times[name].append(time.perf_counter() - started)
+            remove(made)
+        started = time.perf_counter()
+        run([*STATEMIGRATE, "--version"])
+        times["statemigrate --version"].append(time.perf_counter() - started)
+        print(f"{engine}: round {round_ + 1} of {runs} done", file=sys.stderr)
+    remove(src)
+    remove(kept)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def bounds(m: dict[str, float]) -> dict[str, float]:
+    """The issue's two bounds and the convert's ratio to each (<= 1 meets it)."""
+    copies = [v for k, v in m.items() if k.startswith(("tool:", "api:"))]
+    tools = [v for k, v in m.items() if k.startswith("tool:")] or copies
+    verified = 1.2 * (min(copies) + max(m["checksum source"], m["checksum copy"]))
+    no_verify = 1.2 * (min(tools) + m["statemigrate --version"])
+    return {
+        "verified bound": verified,
+        "verified ratio": m["convert"] / verified,
+        "--no-verify bound": no_verify,
+        "--no-verify ratio": m["convert --no-verify"] / no_verify,
+        "speed-up over the batch loop": m["convert, batch loop"] / m["convert"],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--engines", default="sqlite,lmdb")
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--json", default=None, help="also write the results here")
+    args = ap.parse_args()
+    work = Path(args.dir or tempfile.mkdtemp(prefix="sm-native-"))
+    work.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for engine in [e for e in args.engines.split(",") if e]:
+        m = measure(engine, args.n, args.runs, work)
+        results[engine] = {"seconds": m, **bounds(m)}
+    print(f"\n{args.n:,} events, medians of {args.runs} rounds\n")
+    for engine, r in results.items():
+        print(f"{engine}")
+        for name, seconds in r["seconds"].items():
+            print(f"  {name:32} {seconds:7.2f} s")
+        for name in ("verified", "--no-verify"):
+            print(
+                f"  {name + ' bound':32} {r[name + ' bound']:7.2f} s   "
+                f"convert / bound = {r[name + ' ratio']:.2f}"
+            )
+        print(f"  {'speed-up over the batch loop':32} {r['speed-up over the batch loop']:7.2f} x")
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"n": args.n, "runs": args.runs, **results}, indent=2)
+        )
+
+
+if __name__ == "__main__":
+    main()
