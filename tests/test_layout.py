@@ -257,3 +257,26 @@ def test_upgrades_in_place_run_on_a_store_in_a_layout(tmp_path: Path) -> None:
     finally:
         conn.close()
     assert names == ["__statemigrate__", "alembic_version", "kv"] and left == [(0,)]
+
+
+def test_layout_init_guesses_the_app_layout_and_says_what_it_cannot_see(tmp_path: Path) -> None:
+    src = app_store(tmp_path / "app.sqlite")
+    r = run("layout", "init", "sqlite", src)
+    assert r.exit_code == 0, r.output
+    guessed = write_layout(tmp_path / "guessed.toml", r.stdout)
+    assert "cannot be told from here" in r.stdout  # which tables are versioned
+    assert 'versioned = ["settings"]' in r.stdout
+    # The guess is a layout file that reads the store exactly as the example does.
+    a = run("checksum", "--layout", guessed, src)
+    b = run("checksum", "--layout", EXAMPLE_LAYOUT, src)
+    assert a.exit_code == b.exit_code == 0 and a.stdout == b.stdout
+
+
+def test_layout_init_refuses_what_it_cannot_guess(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.sqlite"
+    src = app_store(tmp_path / "app.sqlite")
+    assert run("convert", "-q", "--source-layout", EXAMPLE_LAYOUT, src, plain).exit_code == 0
+    r = run("layout", "init", "sqlite", plain)  # the default layout: nothing to guess
+    assert r.exit_code == 4 and "no table looks like one table" in r.stderr
+    r = run("layout", "init", "rocksdb", src)
+    assert r.exit_code == 2 and "sqlite only so far" in r.stderr

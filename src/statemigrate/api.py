@@ -9,11 +9,13 @@ subclasses carrying the contract's exit code.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .engines.base import META_REVISION, META_SCHEMA, Engine, Reader
-from .errors import StoreBusyError
+from .errors import SourceError, StoreBusyError, UsageError
 from .pipeline import ConvertReport, TableReport, convert
 from .progress import Progress, table_total
 from .registry import StorePath, engine_names, get_engine, resolve_source
@@ -132,6 +134,32 @@ def inspect(
     return report
 
 
+def layout(engine: str, store: StorePath) -> str:
+    """A layout file guessed from an existing store (``statemigrate layout init``).
+
+    Args:
+        engine: the engine the store is read as (``sqlite``).
+        store: the store's path.
+
+    Returns:
+        The layout file's TOML text, with comments saying what was seen and what could
+        not be (which tables are versioned, and how), for the user to check and save.
+
+    Raises:
+        UsageError: the engine has no layout files yet (exit 2).
+        SourceError: no part of the store looks like a layout this engine has (exit 4).
+    """
+    eng = get_engine(engine)
+    guess = getattr(eng, "guess_layout", None)
+    if guess is None:
+        raise UsageError(f"layout files are implemented for sqlite only so far, not {engine!r}")
+    path = Path(os.fspath(store))
+    if not path.exists():
+        raise SourceError(f"{path}: no such file")
+    text: str = guess(path)
+    return text
+
+
 def engines() -> list[dict[str, Any]]:
     """Every registered engine: name, description, driver installed, capabilities, options.
 
@@ -176,6 +204,7 @@ __all__ = [
     "finish_interrupted",
     "history",
     "inspect",
+    "layout",
     "open_store",
     "revision",
     "stamp",

@@ -432,4 +432,23 @@ def engines(as_json: bool) -> None:
         print_engines(rows)
 
 
-COMMANDS = (convert, verify, checksum, inspect, engines)
+@click.group()
+def layout() -> None:
+    """Layout files: how an app lays its state out in one engine (README: Your app's own
+    layout)."""
+
+
+@layout.command("init")
+@click.argument("engine")
+@click.argument("store")
+def layout_init(engine: str, store: str) -> None:
+    """Print a layout file guessed from STORE, an existing ENGINE store, to check and save.
+
+    \b
+    Example:
+      statemigrate layout init sqlite app.sqlite > app-layout.toml
+    """
+    click.echo(api.layout(engine, store), nl=False)
+
+
+COMMANDS = (convert, verify, checksum, inspect, engines, layout)

@@ -329,6 +329,14 @@ class SqliteEngine(SqlFileEngine):
         return LayoutSqliteReader(cls, path, options, layout)
 
     @classmethod
+    def guess_layout(cls, path: Path) -> str:
+        """A layout file guessed from an existing file (``statemigrate layout init``)."""
+        from .layout import guess_layout
+
+        cls.check_source(path)
+        return guess_layout(path, cls.require_driver())
+
+    @classmethod
     def _layout_writer(cls, path: Path, create: bool, layout: Layout) -> Writer:
         from .layout import LayoutSqliteWriter
 

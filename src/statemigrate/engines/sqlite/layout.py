@@ -15,6 +15,7 @@ needs are the app's business.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -266,3 +267,94 @@ class LayoutSqliteWriter(SqliteWriter):
             write_metadata(self.conn, {META_KIND_PREFIX + old: None, META_KIND_PREFIX + new: kind})
 
         self._tx(work)
+
+
+def _columns(conn: Any, table: str) -> list[tuple[str, str, int]]:
+    """(name, declared type upper-cased, position in the primary key) of each column."""
+    rows = conn.execute(f"PRAGMA table_info({quote(table)})").fetchall()
+    return [(r[1], str(r[2] or "").upper(), int(r[5])) for r in rows]
+
+
+def _one_table_candidate(conn: Any, table: str) -> dict[str, str] | None:
+    """The columns of ``table`` if it looks like one-table mode: a text name, a blob key
+    and value (the key in the primary key when there is one), an optional integer."""
+    cols = _columns(conn, table)
+    text = [c for c in cols if "CHAR" in c[1] or "TEXT" in c[1] or "CLOB" in c[1]]
+    blobs = [c for c in cols if c[1] in ("BLOB", "")]
+    ints = [c for c in cols if "INT" in c[1]]
+    if len(text) != 1 or len(blobs) != 2 or len(ints) > 1 or len(cols) != 3 + len(ints):
+        return None
+    key, value = sorted(blobs, key=lambda c: (c[2] == 0, c[2]))  # a primary-key blob first
+    out = {"table": table, "name_column": text[0][0], "key": key[0], "value": value[0]}
+    if ints:
+        out["version"] = ints[0][0]
+    return out
+
+
+def guess_layout(path: Path, apsw: Any) -> str:
+    """A layout file guessed from an existing SQLite file, as TOML with comments saying
+    what was seen and what could not be (which tables are versioned, and how).
+
+    Raises:
+        SourceError: no table of the file looks like a one-table layout.
+    """
+    conn = apsw.Connection(
+        "file:" + uri_path(path) + "?mode=ro",
+        flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
+    )
+    try:
+        names = [
+            n
+            for n in table_names(conn)
+            if not n.lower().startswith("sqlite_")
+            and n.lower() not in (METADATA_TABLE.lower(), ALEMBIC_TABLE.lower())
+        ]
+        found = [c for c in (_one_table_candidate(conn, n) for n in names) if c is not None]
+        if not found:
+            raise SourceError(
+                f"{path}: no table looks like one table holding every state table "
+                "(a text name column, a BLOB key, a BLOB value, an optional INTEGER version)",
+                hint="write the layout file by hand (README: Your app's own layout)",
+            )
+        best = found[0]
+        lines = [
+            f"# Guessed by `statemigrate layout init sqlite {path.name}`: check every line.",
+            'engine = "sqlite"',
+        ]
+        q = f"{quote(best['table'])}"
+        if "version" in best:
+            ver = quote(best["version"])
+            name = quote(best["name_column"])
+            with_versions = sorted(
+                r[0]
+                for r in conn.execute(
+                    f"SELECT DISTINCT {name} FROM {q} WHERE {ver} IS NOT NULL"
+                ).fetchall()
+                if isinstance(r[0], str)
+            )
+            lines.append(
+                "# Tables with a version in some row (a table whose rows carry none yet, or an"
+                "\n# empty one, cannot be told from here): add the versioned tables the app has."
+            )
+            lines.append(f"versioned = {json.dumps(with_versions)}")
+        else:
+            lines.append("# No INTEGER column: no table can carry a version in this layout.")
+            lines.append("versioned = []")
+        lines += ["", "[sqlite]", 'mode = "one-table"']
+        for field_name in ("table", "name_column", "key", "value", "version"):
+            if field_name in best:
+                lines.append(f'{field_name} = "{best[field_name]}"')
+        if "version" in best:
+            lines[-1] += "  # signed 64-bit, as read; NULL in plain tables' rows"
+        others = [c["table"] for c in found[1:]]
+        foreign = [n for n in names if n not in {c["table"] for c in found}]
+        if others:
+            lines.append(f"# Also shaped like this: {', '.join(others)} (one layout file each)")
+        if foreign:
+            lines.append(
+                f"# Other tables, not in this layout (--skip-foreign-tables leaves them out): "
+                f"{', '.join(foreign)}"
+            )
+        return "\n".join(lines) + "\n"
+    finally:
+        conn.close()
