@@ -153,6 +153,27 @@ def test_lmdb_copy_opens_with_the_driver(tmp_path: Path) -> None:
         env.close()
 
 
+def test_lmdb_copy_keeps_the_sources_map_size(tmp_path: Path) -> None:
+    """As ``mdb_copy -c``: an app that opens the copy without a map size gets the source's."""
+    src = store("lmdb", tmp_path)
+    env = lmdb.open(str(src), map_size=1 << 31, max_dbs=16)  # an app that grew the map
+    with env.begin(write=True) as txn:
+        txn.put(b"theme", b"dark", db=env.open_db(b"settings", txn=txn))
+    env.close()
+    dst = tmp_path / "dst.lmdb"
+    assert convert(str(src), str(dst), progress=(p := Phases())).verified and p.native()
+
+    def map_size(path: Path) -> int:
+        env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=16, map_size=0)
+        try:
+            return int(env.info()["map_size"])
+        finally:
+            env.close()
+
+    assert map_size(dst) == map_size(src) == 1 << 31
+    assert read_store(get_engine("lmdb"), dst) == read_store(get_engine("lmdb"), src)
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_tables_or_options_take_the_batch_path(engine: str, tmp_path: Path) -> None:
     src = store(engine, tmp_path)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,45 @@ def check_data_file(data: Path) -> None:
     if problem.startswith(("cannot be read", "is truncated")):
         raise SourceError(f"{data.parent}: data.mdb {problem}")
     raise SourceError(f"{data.parent}: data.mdb is damaged ({problem})")
+
+
+# LMDB's meta pages (0.9, 64-bit little-endian): after the 16-byte page header, the
+# magic and version (u32 each), the fixed address, the map size, the free and main
+# databases' records (48 bytes each, the first holding the page size), the last page
+# and the transaction id.
+_META = struct.Struct("<IIQQI44x48xQQ")
+_META_AT, _MAGIC = 16, 0xBEEFC0DE
+
+
+def _meta_pages(read: Callable[[int, int], bytes]) -> list[tuple[int, int, int]]:
+    """``(offset of the map size, map size, txnid)`` of both meta pages, or [] if unreadable."""
+    head = read(_META.size, _META_AT)
+    if len(head) < _META.size:
+        return []
+    magic, _v, _a, map_size, page_size, _last, txnid = _META.unpack(head)
+    other = read(_META.size, page_size + _META_AT) if magic == _MAGIC and page_size else b""
+    if len(other) < _META.size or _META.unpack(other)[0] != _MAGIC:
+        return []
+    second = _META.unpack(other)
+    return [(_META_AT + 16, map_size, txnid), (page_size + _META_AT + 16, second[3], second[6])]
+
+
+def keep_map_size(source: Path, fd: int) -> None:
+    """Give a compacting copy (open at ``fd``) the map size its source's newest meta records.
+
+    ``mdb_env_copy`` writes the map size of the environment it copies from, which
+    py-lmdb opens with its own (the data's size at least); ``mdb_copy`` keeps the file's.
+    An app that opens the copy without setting a map size gets the source's, as it did.
+    """
+    with open(source, "rb") as f:
+        metas = _meta_pages(lambda n, at: os.pread(f.fileno(), n, at))
+    copied = _meta_pages(lambda n, at: os.pread(fd, n, at))
+    if not metas or not copied:
+        return
+    wanted = max(metas, key=lambda m: m[2])[1]
+    for at, size, _txnid in copied:
+        if size < wanted:
+            os.pwrite(fd, struct.pack("<Q", wanted), at)
 
 
 def _table_dbs(env: Any, txn: Any, lmdb: Any, where: Path) -> dict[str, Any]:
@@ -217,7 +257,7 @@ class LmdbReader(Reader):
         """
         try:
             path.mkdir()
-            fd = os.open(path / "data.mdb", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            fd = os.open(path / "data.mdb", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
         except OSError as exc:
             raise DestinationError(f"{path}: cannot create ({exc.strerror})") from exc
         try:
@@ -226,6 +266,7 @@ class LmdbReader(Reader):
             failed = "{path}: copy failed ({text})"
             with self.facts.mapped(path, "copying", writing=True, source=False, failed=failed):
                 self.env.copyfd(fd, compact=True, txn=self.txn)
+            keep_map_size(self.path / "data.mdb", fd)
         finally:
             os.close(fd)
         self._check_unchanged()
