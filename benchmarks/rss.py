@@ -16,8 +16,10 @@ The source stores are written once per engine and size by the workload generator
 events, 200 versioned 2 KB settings, odd keys) and kept in --dir when it is given.
 Where the destination cannot hold every odd key (LMDB: no empty key, at most 511
 bytes) the convert leaves out that table of eight records (`--tables events,settings`).
-The seconds are the convert's own (in the child, interpreter start-up excluded), one
-run each. The growth column is RssAnon at the largest size over the smallest.
+The seconds are the convert's own (in the child, interpreter start-up excluded), wall
+clock and CPU (user + system, every thread), one run each: on a shared machine the CPU
+ratio between sizes says more about linear time than the wall clock. Growth and time
+ratios are each pair's largest size against its smallest.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ SUFFIX = {
 
 # Runs in the child: argv = [result file, statemigrate arguments...].
 _WRAPPER = r"""
-import json, sys, threading, time
+import json, os, sys, threading, time
 
 def status():
     out = {}
@@ -79,24 +81,26 @@ result_file, args = sys.argv[1], sys.argv[2:]
 from statemigrate.cli import main
 sample()
 threading.Thread(target=poll, daemon=True).start()
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), os.times()
 try:
     main.main(args=args, prog_name="statemigrate")
     code = 0
 except SystemExit as exc:
     code = exc.code if isinstance(exc.code, int) else 1
 seconds = time.perf_counter() - t0
+c1 = os.times()
+cpu = (c1.user - c0.user) + (c1.system - c0.system)
 done.set()
 sample()
 with open(result_file, "w") as f:
-    json.dump({"exit": code, "seconds": seconds, "rss_anon": peak["RssAnon"],
+    json.dump({"exit": code, "seconds": seconds, "cpu_seconds": cpu, "rss_anon": peak["RssAnon"],
                "rss_file": peak["RssFile"], "vm_hwm": status()["VmHWM"]}, f)
 """
 
 
 def remove(path: Path) -> None:
     """Remove a store (a file or a directory) and what a convert leaves beside it."""
-    for p in (path, path.with_name(path.name + ".partial")):
+    for p in [path, *path.parent.glob(path.name + ".*")]:
         if p.is_dir():
             shutil.rmtree(p)
         else:
@@ -164,33 +168,42 @@ def main() -> None:
                 dst = work / f"out-{n}{SUFFIX[dst_engine]}"
                 m = measure(src_engine, src, dst_engine, dst)
                 row = {"pair": f"{src_engine}->{dst_engine}", "events": n, **m}
+                row["load_average"] = os.getloadavg()[0]
                 rows.append(row)
                 print(
                     f"{row['pair']} {n:,}: RssAnon {m['rss_anon'] / 2**20:.0f} MiB, "
-                    f"RSS {m['vm_hwm'] / 2**20:.0f} MiB, {m['seconds']:.1f} s",
+                    f"RSS {m['vm_hwm'] / 2**20:.0f} MiB, {m['seconds']:.1f} s "
+                    f"({m['cpu_seconds']:.1f} s CPU), load {row['load_average']:.1f}",
                     file=sys.stderr,
                     flush=True,
                 )
     finally:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)
-    first = {}
-    print(f"\n2 shared cores; sizes {', '.join(f'{n:,}' for n in sizes)} events\n")
-    print("| pair | events | peak RssAnon MiB | peak RSS MiB | seconds | RssAnon growth |")
-    print("|---|---:|---:|---:|---:|---:|")
+    first: dict[str, dict[str, float]] = {}
+    print(f"\n{os.cpu_count()} cores (shared); one run each\n")
+    print(
+        "| pair | events | peak RssAnon MiB | peak RSS MiB | seconds | CPU seconds "
+        "| RssAnon growth | time ratio (CPU) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         base = first.setdefault(row["pair"], row)
-        growth = (
-            f"{(row['rss_anon'] / base['rss_anon'] - 1) * 100:+.0f} % "
-            f"(time {row['seconds'] / base['seconds']:.1f}x)"
-            if base is not row
-            else ""
-        )
         row["rss_anon_growth_pct"] = (row["rss_anon"] / base["rss_anon"] - 1) * 100
         row["time_ratio"] = row["seconds"] / base["seconds"]
+        row["cpu_ratio"] = row["cpu_seconds"] / base["cpu_seconds"]
+        growth, ratio = (
+            (
+                f"{row['rss_anon_growth_pct']:+.0f} %",
+                f"{row['time_ratio']:.1f}x ({row['cpu_ratio']:.1f}x)",
+            )
+            if base is not row
+            else ("", "")
+        )
         print(
             f"| {row['pair']} | {row['events']:,} | {row['rss_anon'] / 2**20:.0f} | "
-            f"{row['vm_hwm'] / 2**20:.0f} | {row['seconds']:.1f} | {growth} |"
+            f"{row['vm_hwm'] / 2**20:.0f} | {row['seconds']:.1f} | {row['cpu_seconds']:.1f} "
+            f"| {growth} | {ratio} |"
         )
     if args.json:
         env = {k: v for k, v in os.environ.items() if k.startswith("STATEMIGRATE_")}
