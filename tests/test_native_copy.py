@@ -283,8 +283,9 @@ def test_stop_while_reading_the_source_leaves_nothing(engine: str, tmp_path: Pat
     src = store(engine, tmp_path)
     dst = tmp_path / f"dst.{engine}"
     progress = Phases()
-    with pytest.raises(InterruptedByUser):
+    with pytest.raises(InterruptedByUser, match="before anything was written") as stopped:
         convert(str(src), str(dst), progress=progress, should_stop=lambda: True)
+    assert stopped.value.hint is None  # nothing to --resume
     assert "reading the source" in progress.phases
     assert not any(p.startswith("copying natively") for p in progress.phases)
     assert not dst.exists() and not Path(f"{dst}.partial").exists()

@@ -25,6 +25,8 @@ from .copy import digest_store
 from .job import Job
 from .resume import ResumePlan, Start, mark_done
 
+_NOTHING_WRITTEN = "interrupted before anything was written"
+
 
 def native_copy_for(
     job: Job,
@@ -78,17 +80,14 @@ def copy_natively(
         InterruptedByUser: ``should_stop`` said so (exit 6).
     """
     job.progress.phase("reading the source")
-    digests = digest_store(
-        reader,
-        chosen,
-        str(job.src_path),
-        job.progress,
-        job.should_stop,
-        job.resume_hint,
-        job.sizes,
-    )
+    try:
+        digests = digest_store(
+            reader, chosen, str(job.src_path), job.progress, job.should_stop, sizes=job.sizes
+        )
+    except InterruptedByUser:
+        raise InterruptedByUser(_NOTHING_WRITTEN) from None
     if job.should_stop():
-        raise InterruptedByUser("interrupted before anything was written")
+        raise InterruptedByUser(_NOTHING_WRITTEN)
     job.progress.phase(f"copying natively ({copy.method})")
     plan.created = True
     copy.run(job.partial)
