@@ -39,7 +39,7 @@ from statemigrate.testing.upgrade_conformance import EXAMPLE, EXPECTED, seeded
 HANG_GUARD = 120  # seconds: a command still running then has hung on the app's lock
 
 # Engines whose app holds a lock that a reader must respect: exit 3, the app's pid.
-BLOCKS_READERS = {"rocksdb", "redb", "turso"}
+BLOCKS_READERS = {"rocksdb", "redb", "turso", "fjall3"}
 # Engines that can upgrade in place (the rest refuse with exit 2 before looking).
 IN_PLACE = [n for n in engine_names() if get_engine(n).capabilities.in_place]
 # Where README note (*) says the app must hold a write transaction to be seen: SQLite
@@ -49,6 +49,7 @@ UPGRADE_SEES_ONLY_WRITERS = {"sqlite", "libsql"}
 # Limits of an engine (documented): strict xfail, the test fails the way described.
 LIMITS = {
     ("jsonl", "overwrite"): "a dump file carries no lock: a process reading it cannot be seen",
+    ("fjall2", "overwrite"): "fjall 2 has no lock file: an app holding the store cannot be seen",
 }
 # Bugs in code other engineers own, fixed by them: strict xfail, so each turns red (XPASS)
 # as soon as the fix lands and the mark must go.

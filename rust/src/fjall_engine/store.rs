@@ -38,7 +38,10 @@ pub trait Store: Send {
         meta: Vec<MetaUpdate>,
         ingest: bool,
     ) -> Result<(), NErr>;
-    /// Make every write durable (fsync).
+    /// Make every write durable (fsync), with every keyspace's memtable flushed to
+    /// tables: the journal then holds nothing a reader needs, so a store whose journal
+    /// is damaged or cut later loses nothing silently (fjall takes a cut journal for
+    /// its end).
     fn persist(&mut self) -> Result<(), NErr>;
     /// fjall's approximate record count of `name`.
     fn approximate_len(&mut self, name: &str) -> Result<u64, NErr>;
@@ -70,4 +73,19 @@ where
 
 pub fn no_keyspace(name: &str) -> NErr {
     NErr::Other(format!("no keyspace {name:?}"))
+}
+
+/// Wait until `pending` reports no sealed memtable left (the flush workers wrote them
+/// to tables); a flush that fails (a full disk) leaves them, so the wait is bounded.
+pub fn wait_flushed(mut pending: impl FnMut() -> usize) -> Result<(), NErr> {
+    let start = std::time::Instant::now();
+    while pending() > 0 {
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            return Err(NErr::Other(
+                "flushing the memtables to tables did not finish within 60 s".into(),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Ok(())
 }

@@ -4,10 +4,12 @@ use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::Path;
 
-use fjall2::{Config, Instant, Keyspace, PartitionCreateOptions, PartitionHandle, PersistMode};
+use fjall2::{
+    AbstractTree, Config, Instant, Keyspace, PartitionCreateOptions, PartitionHandle, PersistMode,
+};
 
 use super::errors::NErr;
-use super::store::{no_keyspace, take, MetaUpdate, Pair, Store, META};
+use super::store::{no_keyspace, take, wait_flushed, MetaUpdate, Pair, Store, META};
 
 const VALID: &str = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.#$";
 
@@ -141,6 +143,13 @@ impl Store for Store2 {
     }
 
     fn persist(&mut self) -> Result<(), NErr> {
+        let mut handles = Vec::new();
+        for n in self.names() {
+            let h = self.handle(&n, false)?;
+            h.rotate_memtable()?;
+            handles.push(h);
+        }
+        wait_flushed(|| handles.iter().map(|h| h.tree.sealed_memtable_count()).sum())?;
         Ok(self.ks.persist(PersistMode::SyncAll)?)
     }
 

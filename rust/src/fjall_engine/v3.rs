@@ -6,7 +6,7 @@ use std::path::Path;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable, Snapshot};
 
 use super::errors::NErr;
-use super::store::{no_keyspace, take, MetaUpdate, Pair, Store, META};
+use super::store::{no_keyspace, take, wait_flushed, MetaUpdate, Pair, Store, META};
 
 pub struct Store3 {
     db: Database,
@@ -127,6 +127,19 @@ impl Store for Store3 {
     }
 
     fn persist(&mut self) -> Result<(), NErr> {
+        let names: Vec<String> = self
+            .db
+            .list_keyspace_names()
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        let mut handles = Vec::new();
+        for n in names {
+            let h = self.handle(&n, false)?;
+            h.rotate_memtable()?;
+            handles.push(h);
+        }
+        wait_flushed(|| handles.iter().map(|h| h.sealed_memtable_count()).sum())?;
         Ok(self.db.persist(PersistMode::SyncAll)?)
     }
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -138,6 +140,29 @@ def private_image(path: Path, major: int) -> Path:
     return shadow
 
 
+# Opens the private image in a child process first: on some damaged table files fjall
+# panics while recovering and panics again while cleaning up, which aborts the process
+# (found by the fuzzer: fjall 2's segment metadata assert, then "lock is poisoned").
+_PROBE = (
+    "import sys\n"
+    "from statemigrate import _native\n"
+    "_native.FjallReader(sys.argv[1], int(sys.argv[2])).close()\n"
+)
+
+
+def _probe_open(path: Path, shadow: Path, major: int) -> None:
+    """Refuse (exit 4) a store whose opening kills the process; other failures are left
+    to the real open, which raises them as the contract's errors."""
+    run = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(shadow), str(major)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if run.returncode < 0:
+        raise SourceError(f"{path}: corrupt fjall store (fjall aborted while opening it)")
+
+
 class FjallReader(Reader):
     """One snapshot of a private image of a fjall store (the store itself never changes)."""
 
@@ -159,6 +184,7 @@ class FjallReader(Reader):
                 "stop the app and run again"
             ) from exc
         with self.opening(failed="{path}: not a readable fjall store ({text})"):
+            _probe_open(path, self.shadow, engine.major)
             self._native = native.FjallReader(str(self.shadow), engine.major)
             self.snapshot_metadata = dict(self._native.metadata())
             names = [engine.table_name(n) for n in self._native.names()]
@@ -247,11 +273,22 @@ class FjallWriter(Writer):
             self._native.put_metadata(self._meta(metadata))
 
     def finish(self) -> None:
+        """Flush every memtable to tables and fsync, then reopen the store once.
+
+        Afterwards the journal holds nothing a reader needs (fjall reads a cut or
+        damaged journal as ending early, silently), and reopening truncates it from its
+        preallocated size (32/64 MiB), as an app restarting would.
+        """
         with self.errors(failed="{path}: sync failed ({text})"):
             self._native.persist()
+            native, self._native = self._native, None
+            native.close()
+            module = self.engine.require_driver()
+            self._native = module.FjallWriter(str(self.path), self.engine.major, False)
 
     def sync(self) -> None:
-        self.finish()
+        with self.errors(failed="{path}: sync failed ({text})"):
+            self._native.persist()
 
     def close(self) -> None:
         if self._native is not None:

@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 # The committed store each engine's fuzzing starts from (below fixtures/).
 FIXTURES = {
+    "fjall2": "fjall/app.fjall2",
+    "fjall3": "fjall/app.fjall3",
     "helixdb": "helixdb/app.helixdb",
     "jsonl": "jsonl/app.jsonl",
     "libsql": "libsql/app.libsql",
