@@ -204,7 +204,7 @@ impl RedbWriter {
         self.run(py, true, |w| each_w!(w, x => x.put_metadata(&metadata)))
     }
 
-    /// A durable commit, then compaction.
+    /// A durable commit (no compaction: see `Writer::finish`).
     fn finish(&self, py: Python<'_>) -> PyResult<()> {
         self.run(py, false, |w| each_w!(w, x => x.finish()))
     }
