@@ -29,7 +29,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         self.0 >> 11
     }
     fn bytes(&mut self, max: u64) -> Vec<u8> {
@@ -54,7 +57,13 @@ fn content() -> Vec<Table> {
         b"'; DROP TABLE x; --".to_vec(),
         vec![b'k'; 65_535], // fjall's longest key
     ];
-    let values: Vec<Vec<u8>> = vec![b"".to_vec(), b"\x00".to_vec(), vec![0; 40], b"\xff\xfe".to_vec(), b"text".to_vec()];
+    let values: Vec<Vec<u8>> = vec![
+        b"".to_vec(),
+        b"\x00".to_vec(),
+        vec![0; 40],
+        b"\xff\xfe".to_vec(),
+        b"text".to_vec(),
+    ];
     for (i, k) in odd.into_iter().enumerate() {
         plain.insert(k, (values[i % values.len()].clone(), None));
     }
@@ -67,7 +76,17 @@ fn content() -> Vec<Table> {
         plain.insert(k, (v, None));
     }
     let mut versioned = Records::new();
-    let fixed = [0, 1, (1 << 31) - 1, 1 << 32, (1 << 53) + 1, (1 << 63) - 1, 1 << 63, u64::MAX - 1, u64::MAX];
+    let fixed = [
+        0,
+        1,
+        (1 << 31) - 1,
+        1 << 32,
+        (1 << 53) + 1,
+        (1 << 63) - 1,
+        1 << 63,
+        u64::MAX - 1,
+        u64::MAX,
+    ];
     for (i, ver) in fixed.iter().enumerate() {
         versioned.insert(format!("fixed-{i}").into_bytes(), (g.bytes(50), Some(*ver)));
     }
@@ -81,10 +100,30 @@ fn content() -> Vec<Table> {
         quoted.insert(vec![b'q', i], (vec![i; i as usize], None));
     }
     vec![
-        Table { name: "plain", fjall2_name: "plain", versioned: false, records: plain },
-        Table { name: "versioned", fjall2_name: "versioned", versioned: true, records: versioned },
-        Table { name: "a \"quoted\" name", fjall2_name: "a$20$22quoted$22$20name", versioned: false, records: quoted },
-        Table { name: "empty", fjall2_name: "empty", versioned: true, records: Records::new() },
+        Table {
+            name: "plain",
+            fjall2_name: "plain",
+            versioned: false,
+            records: plain,
+        },
+        Table {
+            name: "versioned",
+            fjall2_name: "versioned",
+            versioned: true,
+            records: versioned,
+        },
+        Table {
+            name: "a \"quoted\" name",
+            fjall2_name: "a$20$22quoted$22$20name",
+            versioned: false,
+            records: quoted,
+        },
+        Table {
+            name: "empty",
+            fjall2_name: "empty",
+            versioned: true,
+            records: Records::new(),
+        },
     ]
 }
 
@@ -125,8 +164,16 @@ fn write3(dir: &Path, tables: &[Table]) {
     let _ = std::fs::remove_dir_all(dir);
     {
         let db = fjall::Database::builder(dir).open().unwrap();
-        let ks: Vec<_> = tables.iter().map(|t| db.keyspace(t.name, fjall::KeyspaceCreateOptions::default).unwrap()).collect();
-        let meta = db.keyspace("__statemigrate__", fjall::KeyspaceCreateOptions::default).unwrap();
+        let ks: Vec<_> = tables
+            .iter()
+            .map(|t| {
+                db.keyspace(t.name, fjall::KeyspaceCreateOptions::default)
+                    .unwrap()
+            })
+            .collect();
+        let meta = db
+            .keyspace("__statemigrate__", fjall::KeyspaceCreateOptions::default)
+            .unwrap();
         for (k, v) in metadata(tables) {
             meta.insert(k, v).unwrap();
         }
@@ -153,9 +200,17 @@ fn write2(dir: &Path, tables: &[Table]) {
         let ks = fjall2::Config::new(dir).open().unwrap();
         let parts: Vec<_> = tables
             .iter()
-            .map(|t| ks.open_partition(t.fjall2_name, fjall2::PartitionCreateOptions::default()).unwrap())
+            .map(|t| {
+                ks.open_partition(t.fjall2_name, fjall2::PartitionCreateOptions::default())
+                    .unwrap()
+            })
             .collect();
-        let meta = ks.open_partition("__statemigrate__", fjall2::PartitionCreateOptions::default()).unwrap();
+        let meta = ks
+            .open_partition(
+                "__statemigrate__",
+                fjall2::PartitionCreateOptions::default(),
+            )
+            .unwrap();
         for (k, v) in metadata(tables) {
             meta.insert(k, v).unwrap();
         }
@@ -175,10 +230,11 @@ fn write2(dir: &Path, tables: &[Table]) {
 }
 
 fn hex(b: &[u8]) -> String {
-    b.iter().fold(String::with_capacity(b.len() * 2), |mut s, x| {
-        let _ = write!(s, "{x:02x}");
-        s
-    })
+    b.iter()
+        .fold(String::with_capacity(b.len() * 2), |mut s, x| {
+            let _ = write!(s, "{x:02x}");
+            s
+        })
 }
 
 fn json_str(s: &str) -> String {
@@ -229,7 +285,9 @@ fn expected(tables: &[Table], major: u8) -> String {
 }
 
 fn main() {
-    let out = std::env::args().nth(1).expect("usage: fjall-fixture-maker OUT_DIR");
+    let out = std::env::args()
+        .nth(1)
+        .expect("usage: fjall-fixture-maker OUT_DIR");
     let out = Path::new(&out);
     std::fs::create_dir_all(out).unwrap();
     let tables = content();
