@@ -252,12 +252,36 @@ fn leaf2(page: &[u8], ksize: usize, limit: usize) -> Check<()> {
     Ok(())
 }
 
+/// Files up to this size are read through once before the walk (below).
+const READ_AHEAD_MAX: u64 = 4 << 30;
+
+/// The walk reads pages in tree order, one read each: on a file not in the page cache
+/// that is a disk read per page (5.7 s for a 120 MB, 1M-record store here, where reading
+/// it straight through took 0.11 s and the walk after it 0.11 s). So a file of up to
+/// `READ_AHEAD_MAX` is read through first, in 1 MiB reads whose bytes are dropped (the
+/// kernel keeps them in its page cache); `posix_fadvise(WILLNEED)` was measured to do
+/// nothing here. A larger file is walked as it is. Failures are ignored: only a speed-up.
+fn read_ahead(file: &mut File, size: u64) {
+    if size > READ_AHEAD_MAX {
+        return;
+    }
+    let mut buf = vec![0u8; 1 << 20];
+    while let Ok(n) = file.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+    }
+}
+
 fn check(path: &str) -> Check<()> {
     let mut file = File::open(path).map_err(|e| format!("cannot be read ({e})"))?;
     let size = file
         .metadata()
         .map_err(|e| format!("cannot be read ({e})"))?
         .len();
+    read_ahead(&mut file, size);
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| format!("cannot be read ({e})"))?;
     // Both meta pages: the newest valid one is what LMDB reads from.
     let mut head = vec![0u8; 160];
     file.read_exact(&mut head)
