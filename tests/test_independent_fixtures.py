@@ -35,7 +35,11 @@ from statemigrate.testing.stores import read_store, tree_sha256
 
 HERE = Path(__file__).resolve().parent.parent / "fixtures" / "independent"
 ENGINES = ("sqlite", "libsql", "turso", "rocksdb", "lmdb", "helixdb", "jsonl")
-OUT_OF_SCOPE = {"redb": "written and read back by the real redb crates (rust/fixture-maker)"}
+OUT_OF_SCOPE = {
+    "redb": "written and read back by the real redb crates (rust/fixture-maker)",
+    "fjall2": "written by the real fjall 2 crate (rust/fjall-fixture-maker; tests/engines/test_fjall.py)",
+    "fjall3": "written by the real fjall 3 crate (rust/fjall-fixture-maker; tests/engines/test_fjall.py)",
+}
 CONVERT_TIMEOUT = 300  # seconds: a hang guard only; a conversion here takes about a second
 SQL = ("sqlite", "libsql", "turso")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..engines.base import Engine
 from ..errors import DestinationError
-from ..fsutil import kind_of, lexists
+from ..fsutil import kind_of, lexists, remove_path
 
 # The SQLite family's side files: a -wal holds committed pages until a checkpoint
 # copies them into the database; a -journal whose header starts with this magic is
@@ -88,14 +88,20 @@ def clear_side_files(engine: type[Engine], final: Path) -> None:
 
 
 def check_built_side_files(engine: type[Engine], partial: Path) -> None:
-    """The built store is one file at placement: its own side files must hold nothing.
+    """The built store is one file at placement: its own side files must hold nothing,
+    and those that hold nothing are removed now.
 
     Only the main file is renamed into place; a writer that left committed pages in
-    its ``-wal`` would lose them there.
+    its ``-wal`` would lose them there. An empty one (Turso leaves its ``-wal`` so) is
+    removed before the rename, so that a kill right after the rename leaves no
+    ``DST.partial-wal`` beside the new store (only the lock and the done mark).
     """
     for side in (Path(str(partial) + s) for s in engine.sidecar_suffixes):
-        if lexists(side) and side_file_state(side) is not None:
+        if not lexists(side):
+            continue
+        if side_file_state(side) is not None:
             raise DestinationError(
                 f"{side}: the built store was not checkpointed into {partial}",
                 hint="the destination was not put in place",
             )
+        remove_path(side)
