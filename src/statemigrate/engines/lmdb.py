@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import struct
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from ..errors import DestinationError, SourceError, StoreBusyError
 from ..fsutil import crash_point
 from ..locks import LockProbe, busy_message, lock_holder, refuse_if_held
 from ..model import METADATA_TABLE, VERSION_PREFIX_DECODE, Batch, TableInfo, encode_versioned
+from ._lmdb_file import check_data_file, count_dbs, keep_map_size, open_ro
 from .base import META_KIND_PREFIX as KIND_PREFIX
 from .base import (
     Capabilities,
@@ -79,66 +79,6 @@ LMDB_FACTS = StoreFacts(
 )
 
 
-def check_data_file(data: Path) -> None:
-    """Refuse a damaged ``data.mdb`` before LMDB maps it.
-
-    LMDB trusts the file: reading a page past the end of a file cut short, or a value
-    whose damaged size runs past the end, is a SIGBUS that kills the interpreter. The
-    native walk (``_native.lmdb_check``) reads the meta pages (the newest tells how long
-    the file must be), then visits every page it reaches and checks each link and size
-    LMDB would follow, with plain reads.
-    """
-    from .. import _native
-
-    problem = _native.lmdb_check(str(data))
-    if problem is None:
-        return
-    if problem.startswith(("has no valid meta page", "is too short")):
-        raise SourceError(f"{data.parent}: not an LMDB store (data.mdb {problem})")
-    if problem.startswith(("cannot be read", "is truncated")):
-        raise SourceError(f"{data.parent}: data.mdb {problem}")
-    raise SourceError(f"{data.parent}: data.mdb is damaged ({problem})")
-
-
-# LMDB's meta pages (0.9, 64-bit little-endian): after the 16-byte page header, the
-# magic and version (u32 each), the fixed address, the map size, the free and main
-# databases' records (48 bytes each, the first holding the page size), the last page
-# and the transaction id.
-_META = struct.Struct("<IIQQI44x48xQQ")
-_META_AT, _MAGIC = 16, 0xBEEFC0DE
-
-
-def _meta_pages(read: Callable[[int, int], bytes]) -> list[tuple[int, int, int]]:
-    """``(offset of the map size, map size, txnid)`` of both meta pages, or [] if unreadable."""
-    head = read(_META.size, _META_AT)
-    if len(head) < _META.size:
-        return []
-    magic, _v, _a, map_size, page_size, _last, txnid = _META.unpack(head)
-    other = read(_META.size, page_size + _META_AT) if magic == _MAGIC and page_size else b""
-    if len(other) < _META.size or _META.unpack(other)[0] != _MAGIC:
-        return []
-    second = _META.unpack(other)
-    return [(_META_AT + 16, map_size, txnid), (page_size + _META_AT + 16, second[3], second[6])]
-
-
-def keep_map_size(source: Path, fd: int) -> None:
-    """Give a compacting copy (open at ``fd``) the map size its source's newest meta records.
-
-    ``mdb_env_copy`` writes the map size of the environment it copies from, which
-    py-lmdb opens with its own (the data's size at least); ``mdb_copy`` keeps the file's.
-    An app that opens the copy without setting a map size gets the source's, as it did.
-    """
-    with open(source, "rb") as f:
-        metas = _meta_pages(lambda n, at: os.pread(f.fileno(), n, at))
-    copied = _meta_pages(lambda n, at: os.pread(fd, n, at))
-    if not metas or not copied:
-        return
-    wanted = max(metas, key=lambda m: m[2])[1]
-    for at, size, _txnid in copied:
-        if size < wanted:
-            os.pwrite(fd, struct.pack("<Q", wanted), at)
-
-
 def _table_dbs(env: Any, txn: Any, lmdb: Any, where: Path) -> dict[str, Any]:
     """Named databases of the environment (table name -> handle), metadata included."""
     out: dict[str, Any] = {}
@@ -156,20 +96,6 @@ def _table_dbs(env: Any, txn: Any, lmdb: Any, where: Path) -> dict[str, Any]:
             f"(first key {plain[0][:64]!r}); each table must be a named database"
         )
     return out
-
-
-def _open_ro(path: Path, lmdb: Any, lock: bool, max_dbs: int = 0) -> Any:
-    return lmdb.open(
-        str(path), subdir=True, readonly=True, lock=lock, max_dbs=max_dbs, create=False
-    )
-
-
-def _count_dbs(path: Path, lmdb: Any, lock: bool) -> int:
-    env = _open_ro(path, lmdb, lock)
-    try:
-        return int(env.stat()["entries"])
-    finally:
-        env.close()
 
 
 def cursor_batches(
@@ -203,8 +129,8 @@ class LmdbReader(Reader):
         self.locked = lock_holder(path, OPEN_PROBES) is not None
         check_data_file(path / "data.mdb")
         with self.opening(failed="{path}: not a readable LMDB store ({text})"):
-            n = _count_dbs(path, lmdb, self.locked)
-            self.env = _open_ro(path, lmdb, self.locked, n + 1)
+            n = count_dbs(path, lmdb, self.locked)
+            self.env = open_ro(path, lmdb, self.locked, n + 1)
             self.txn = self.env.begin(buffers=False)
             self.txnid = self._last_txnid()
             self.dbs = _table_dbs(self.env, self.txn, lmdb, path)
@@ -305,7 +231,7 @@ class LmdbWriter(Writer):
                 raise DestinationError(exc.message) from exc
             self._refuse_if_open()
             with self.errors(failed="{path}: not a writable LMDB store ({text})"):
-                self.max_dbs = _count_dbs(path, lmdb, True) + 16
+                self.max_dbs = count_dbs(path, lmdb, True) + 16
             # Room for an upgrade's single transaction (address space only, not disk).
             self.map_size = max(1 << 30, 4 * (path / "data.mdb").stat().st_size)
         self.env: Any = None

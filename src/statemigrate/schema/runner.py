@@ -27,11 +27,12 @@ from ..engines.base import (
     Reader,
     Writer,
 )
-from ..errors import DestinationError, StateMigrateError, UsageError
+from ..errors import StateMigrateError, UsageError
 from ..model import TableInfo
 from ..progress import Progress
 from ..registry import StorePath
 from . import op as op_module
+from .backup import write_backup
 from .errors import RevisionFailedError, RevisionUnknownError
 from .journal import (
     META_CHECKSUMS,
@@ -180,7 +181,7 @@ def _migrate(
             return report
         if backup is not None:
             progress.phase(f"writing the backup {backup}")
-            report.backup = str(_backup(writer, Path(backup)))
+            report.backup = str(write_backup(writer, Path(backup)))
         checksums = json.loads(writer.metadata().get(META_CHECKSUMS) or b"{}")
         counter = [0]
         for i, step in enumerate(steps, 1):
@@ -221,33 +222,6 @@ def _step_json(step: Step, seconds: float, log: list[str]) -> dict[str, Any]:
         "seconds": round(seconds, 3),
         "operations": log,
     }
-
-
-def _backup(writer: Writer, dest: Path) -> Path:
-    """Back the store up at ``dest``, or beside it when ``dest`` is taken.
-
-    A retry after a failed revision names the same ``--backup`` path: the first try's
-    backup there holds the state from before the install, so it is kept and this one
-    gets the UTC time in its name (``state.pre.20261130T135501Z.sqlite``).
-    """
-    if os.path.lexists(dest):
-        dest = _timestamped(dest)
-    if not dest.parent.is_dir():
-        raise DestinationError(f"{dest.parent}: no such directory for the backup")
-    writer.backup(dest)
-    return dest
-
-
-def _timestamped(dest: Path) -> Path:
-    """A free name beside ``dest`` carrying the UTC time, before a suffix such as
-    ``.sqlite`` (not before ``.0`` of ``state.pre-2.0``: that is part of the name)."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    stem, suffix = (dest.stem, dest.suffix) if dest.suffix[1:].isalpha() else (dest.name, "")
-    for n in range(1000):
-        name = f"{stem}.{stamp}{f'-{n}' if n else ''}{suffix}"
-        if not os.path.lexists(dest.with_name(name)):
-            return dest.with_name(name)
-    raise DestinationError(f"{dest}: backup destination already exists")
 
 
 def _run_step(
