@@ -18,14 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import DestinationError, SourceError
-from ..locks import LockProbe, lock_holder, refuse_if_held
-from ..model import METADATA_TABLE, Batch, TableInfo, encode_versioned
-from . import _snapshot
-from ._rocksdb_manifest import check_manifest
-from ._rocksdb_scan import checked_items, checked_read_options, confirm_scan_end, scan_batches
-from .base import META_KIND_PREFIX as KIND_PREFIX
-from .base import (
+from ...errors import DestinationError, SourceError
+from ...locks import LockProbe, lock_holder, refuse_if_held
+from ...model import METADATA_TABLE, Batch, TableInfo, encode_versioned
+from .. import _snapshot
+from .._rocksdb_manifest import check_manifest
+from .._rocksdb_scan import checked_items, checked_read_options, confirm_scan_end, scan_batches
+from ..base import META_KIND_PREFIX as KIND_PREFIX
+from ..base import (
+    AppHolder,
     Capabilities,
     Engine,
     Reader,
@@ -35,8 +36,8 @@ from .base import (
     check_options,
     recorded_tables,
 )
-from .errors import DriverErrors, Meaning, Rule
-from .options import EngineOptions, option
+from ..errors import DriverErrors, Meaning, Rule
+from ..options import EngineOptions, option
 
 DEFAULT_CF = "default"
 CONFIG = "rocksdict-config.json"
@@ -408,6 +409,14 @@ class RocksdbEngine(Engine):
     options = RocksdbOptions
     space_factor = 1.3
     suffixes = (".rocksdb",)
+    # The database open with all its column families: its LOCK file keeps readers out.
+    app_holder = AppHolder(
+        "import rocksdict\n"
+        "o = rocksdict.Options(raw_mode=True)\n"
+        "names = rocksdict.Rdict.list_cf(sys.argv[1], o)\n"
+        "db = rocksdict.Rdict(sys.argv[1], o, column_families={n: o for n in names if n != 'default'})\n",
+        blocks_readers=True,
+    )
     # The lock file, and the info log that RocksDB rewrites on every open.
     volatile_files = ("LOCK", "LOG*")
 
