@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import pytest
 
+from statemigrate.errors import StateMigrateError
 from statemigrate.registry import engine_names, get_engine
-from statemigrate.testing.conformance import CASES, XFAIL
+from statemigrate.testing.conformance import CASES
+
+# How a declared limit shows: the engine refuses in the contract's words, or a case's
+# assertion fails. Anything else (a crash) is not the limit and fails the test.
+LIMIT_ERRORS = (StateMigrateError, AssertionError)
 
 
 def _params():
     for engine in engine_names():
+        limits = get_engine(engine).known_limits
         for name in CASES:
             marks = []
-            if (engine, name) in XFAIL:
-                marks.append(pytest.mark.xfail(strict=True, reason=XFAIL[(engine, name)]))
+            if name in limits:
+                marks.append(
+                    pytest.mark.xfail(strict=True, raises=LIMIT_ERRORS, reason=limits[name])
+                )
             yield pytest.param(engine, name, id=f"{engine}-{name}", marks=marks)
 
 
@@ -22,3 +30,10 @@ def test_conformance(engine_name: str, case_name: str, tmp_path) -> None:
     engine = get_engine(engine_name)
     engine.require_driver()
     CASES[case_name](engine, tmp_path)
+
+
+@pytest.mark.parametrize("engine_name", engine_names())
+def test_declared_limits_name_real_cases(engine_name: str) -> None:
+    limits = get_engine(engine_name).known_limits
+    assert set(limits) <= set(CASES), sorted(set(limits) - set(CASES))
+    assert all(reason.strip() for reason in limits.values())

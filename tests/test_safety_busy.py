@@ -38,35 +38,26 @@ from statemigrate.testing.upgrade_conformance import EXAMPLE, EXPECTED, seeded
 
 HANG_GUARD = 120  # seconds: a command still running then has hung on the app's lock
 
-# Engines whose app holds a lock that a reader must respect: exit 3, the app's pid.
-BLOCKS_READERS = {"rocksdb", "redb", "turso", "fjall3"}
 # Engines that can upgrade in place (the rest refuse with exit 2 before looking).
 IN_PLACE = [n for n in engine_names() if get_engine(n).capabilities.in_place]
-# Where README note (*) says the app must hold a write transaction to be seen: SQLite
-# cannot see a connection that is merely open.
-UPGRADE_SEES_ONLY_WRITERS = {"sqlite", "libsql"}
 
-# Limits of an engine (documented): strict xfail, the test fails the way described.
-LIMITS = {
-    ("jsonl", "overwrite"): "a dump file carries no lock: a process reading it cannot be seen",
-    ("fjall2", "overwrite"): "fjall 2 has no lock file: an app holding the store cannot be seen",
-}
-# Bugs in code other engineers own, fixed by them: strict xfail, so each turns red (XPASS)
-# as soon as the fix lands and the mark must go.
-BUGS: dict[tuple[str, str], str] = {
-    ("helixdb", "overwrite"): (
-        "BUG in the pipeline/helixdb engine: --overwrite replaces a HelixDB store an app has "
-        "open (exit 0): the holder probe sees POSIX locks only, a HelixDB app takes none, and "
-        "the engine's own check (other_helix_process) is not consulted before placing"
-    ),
-}
+
+def blocks_readers(engine: str) -> bool:
+    """The engine's app keeps readers out (declared: ``AppHolder.blocks_readers``)."""
+    holder = get_engine(engine).app_holder
+    return holder is not None and holder.blocks_readers
 
 
 def marked(kind: str, names: list[str] | None = None) -> list:
-    """One param per engine, strict-xfailed (AssertionError) where LIMITS or BUGS say so."""
+    """One param per engine, strict-xfailed (AssertionError) where the engine declares it
+    cannot be seen: no app at all, or an app that leaves no trace (``AppHolder.unseen``)
+    for the overwrite and upgrade tests."""
     out = []
     for name in names if names is not None else engine_names():
-        reason = BUGS.get((name, kind)) or LIMITS.get((name, kind))
+        holder = get_engine(name).app_holder
+        reason = "the engine declares no app that holds its stores" if holder is None else ""
+        if holder is not None and kind != "source":
+            reason = holder.unseen
         marks = (
             [pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)] if reason else []
         )
@@ -92,7 +83,7 @@ def test_source_held_by_another_process(engine: str, tmp_path: Path) -> None:
             ["convert", "--quiet", spec(engine, store), spec("sqlite", out)], timeout=HANG_GUARD
         )
         summed = run_cli(["checksum", spec(engine, store)], timeout=HANG_GUARD)
-    if engine in BLOCKS_READERS:
+    if blocks_readers(engine):
         assert_busy(run, pid)
         assert_busy(summed, pid)
         assert not out.exists() and leftovers(out) == []
@@ -187,8 +178,8 @@ def test_overwrite_of_a_destination_held_open_is_refused(engine: str, tmp_path: 
 def test_upgrade_of_a_store_the_app_holds_is_refused(engine: str, tmp_path: Path) -> None:
     store = seeded(get_engine(engine), tmp_path)
     path = Path(store.split(":", 1)[1])
-    writing = engine in UPGRADE_SEES_ONLY_WRITERS
-    with app_holding(engine, path, writing=writing) as pid:
+    # The app sits inside a write transaction (tests/test_upgrade_safety.py: an idle one).
+    with app_holding(engine, path, writing=True) as pid:
         run = run_cli(["upgrade", store, "--schema", str(EXAMPLE), "--json"], timeout=HANG_GUARD)
     assert_busy(run, pid)
     assert json.loads(run.stdout)["status"] == "busy", run.stdout

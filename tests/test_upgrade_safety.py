@@ -26,8 +26,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -37,6 +35,7 @@ from statemigrate.cli import main
 from statemigrate.errors import StoreBusyError
 from statemigrate.model import TableInfo
 from statemigrate.registry import engine_names, get_engine, resolve_source
+from statemigrate.testing.holders import app_holding
 from statemigrate.testing.safety import (
     copy_store,
     files_sha256,
@@ -311,54 +310,16 @@ def test_full_disk_during_upgrade_is_exit_5_with_one_json_object(engine: str, tm
 
 # --- B9: an app that has the store open ----------------------------------------------
 
-APPS = {
-    # The app of the hostile report: an environment open, idle.
-    "lmdb": "import lmdb; env = lmdb.open(P, max_dbs=64)",
-    # Idle in WAL mode: its only lock is a shared one on -shm.
-    "sqlite": "import apsw; c = apsw.Connection(P); c.execute('PRAGMA journal_mode=WAL');"
-    " c.execute('SELECT count(*) FROM sqlite_schema').fetchall()",
-    "rocksdb": "import rocksdict; db = rocksdict.Rdict(P)",
-    "turso": "import turso; c = turso.connect(P);"
-    " c.execute('SELECT count(*) FROM sqlite_schema').fetchall()",
-    # No other binding of these engines in Python: the app is statemigrate's own writer.
-    "redb": "from statemigrate.registry import get_engine; import pathlib;"
-    " w = get_engine('redb').open_writer(pathlib.Path(P))",
-    "helixdb": "from statemigrate.registry import get_engine; import pathlib;"
-    " w = get_engine('helixdb').open_writer(pathlib.Path(P))",
-    "libsql": "import libsql_experimental as l; c = l.connect(P);"
-    " c.execute('PRAGMA journal_mode=WAL').fetchall(); c.execute('SELECT 1').fetchall()",
-}
-UNSEEN = {
-    "libsql": "an idle libSQL connection holds no lock on the file (no -shm even in WAL mode): "
-    "nothing can see it; stop the app before upgrading",
-}
-
-
-@contextmanager
-def app_holding(engine: str, path: Path) -> Iterator[int]:
-    """A real app process with the store open and idle; yields its pid."""
-    code = f"import sys, time; P = sys.argv[1]\n{APPS[engine]}\nprint('ready', flush=True)\ntime.sleep(60)"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code, str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        assert line.strip() == "ready", proc.stderr.read() if proc.stderr else ""
-        yield proc.pid
-    finally:
-        proc.kill()
-        proc.wait(timeout=HANG_GUARD)
-
 
 def _app_params() -> list:
+    """Each in-place engine; strict xfail where its app cannot be seen (declared)."""
     out = []
     for name in IN_PLACE:
-        marks = []
-        if name in UNSEEN:
-            marks = [pytest.mark.xfail(strict=True, raises=AssertionError, reason=UNSEEN[name])]
+        holder = get_engine(name).app_holder
+        reason = "no app declared" if holder is None else holder.unseen
+        marks = (
+            [pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)] if reason else []
+        )
         out.append(pytest.param(name, id=name, marks=marks))
     return out
 

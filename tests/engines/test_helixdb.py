@@ -22,7 +22,7 @@ from statemigrate.errors import DestinationError, SourceError, StoreBusyError
 from statemigrate.fsutil import store_size
 from statemigrate.model import TableInfo, TableKind
 from statemigrate.registry import get_engine
-from statemigrate.testing.holders import APP_CODE, running
+from statemigrate.testing.holders import app_code, running
 from statemigrate.testing.stores import read_store, tree_sha256, write_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -246,8 +246,8 @@ def test_an_app_naming_the_store_is_seen_and_a_namesake_elsewhere_is_not(tmp_pat
     write_store(HelixdbEngine, elsewhere / "s.helixdb", {TableInfo("t"): [(b"b", b"2")]})
     # The app opens its store (an embedded client on PATH/db) by a path relative to its
     # working directory, as apps name their data directory.
-    app = APP_CODE["helixdb"]
-    relative = ["s.helixdb", "idle", "s.helixdb", "db"]
+    app = app_code("helixdb")
+    relative = ["s.helixdb", "idle"]
     with running(app, relative, cwd=elsewhere):  # a namesake in another directory: not ours
         w = HelixdbEngine.open_writer(path)
         w.write_batch(TableInfo("t"), [(b"c", b"3")])

@@ -56,26 +56,17 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
-def _redb_type(t: dict[str, Any] | None) -> str:
-    if not t:
-        return "?"
-    return str(t.get("name", "?")).replace(",", ", ")
-
-
 def table_type(meta: dict[str, Any] | None) -> str:
-    """A table's engine facts in words: ``u64 → (u16, &[u8])``, multimap, custom order."""
+    """A table's engine facts in words, as each engine words them (``Engine.table_type``)."""
     if not meta:
         return ""
+    from ..registry import engine_names, get_engine
+
+    known = set(engine_names())
     parts = []
     for engine, facts in meta.items():
-        if engine == "redb" and isinstance(facts, dict):
-            kind = "multimap " if facts.get("multimap") else ""
-            text = f"{kind}{_redb_type(facts.get('key'))} → {_redb_type(facts.get('value'))}"
-            if facts.get("order") == "custom":
-                text += ", custom order"
-            parts.append(text)
-        else:
-            parts.append(f"{label(engine)}: {words(facts)}")
+        text = get_engine(engine).table_type(facts) if engine in known else None
+        parts.append(text if text is not None else f"{label(engine)}: {words(facts)}")
     return "; ".join(parts)
 
 

@@ -297,6 +297,16 @@ class FjallWriter(Writer):
                 native.close()
 
 
+def fjall_app_code(major: int) -> str:
+    """An app holding a fjall store: the database open through the project's binding of
+    the real crate (no other Python binding of it works here), one read done."""
+    return (
+        "from statemigrate import _native\n"
+        f"db = _native.FjallWriter(sys.argv[1], {major}, False)\n"
+        "db.names()\n"
+    )
+
+
 class FjallEngine(Engine):
     """What the fjall 2 and fjall 3 engines share; each declares its major and name rules."""
 

@@ -53,6 +53,7 @@ __all__ = [
     "META_REVISION",
     "META_SCHEMA",
     "META_TABLE_PREFIX",
+    "AppHolder",
     "Capabilities",
     "Engine",
     "NativeCopy",
@@ -123,6 +124,31 @@ class NativeCopy:
     run: Callable[[Path], None]
 
 
+@dataclass(frozen=True)
+class AppHolder:
+    """How an application holds a store of this engine open (:attr:`Engine.app_holder`).
+
+    Documentation an operator can run, and what the busy tests of
+    :mod:`statemigrate.testing.holders` start as "the app".
+
+    Attributes:
+        code: Python statements run after ``import sys``, with ``sys.argv[1]`` the
+            store and ``sys.argv[2]`` ``idle`` or ``write``: they open the store with the
+            engine's own driver the way an application does (never through
+            statemigrate's writers) and do one read; with ``write`` they also enter a
+            write transaction where the engine has them. The app then holds the store
+            until it is stopped.
+        blocks_readers: the app's lock keeps every other process out, readers too: a
+            read beside it is refused (exit 3, naming the app's pid).
+        unseen: why an app holding the store leaves nothing another process can see
+            (no lock), or empty: a documented limit the busy tests expect.
+    """
+
+    code: str
+    blocks_readers: bool = False
+    unseen: str = ""
+
+
 class Engine(ABC):
     """A storage engine: detection, driver, capabilities, reader and writer."""
 
@@ -153,6 +179,12 @@ class Engine(ABC):
     # Of the engines whose detect() accepts one path, the highest wins; the more
     # general engine declares more (a SQLite file is also a libSQL and a Turso file).
     detect_priority: ClassVar[int] = 0
+    # How an app holds a store of this engine (the busy tests' "app"); None: no app
+    # process can hold one.
+    app_holder: ClassVar[AppHolder | None] = None
+    # Documented limits, as the conformance case (statemigrate.testing.conformance)
+    # each one fails and why: run as strict xfails there.
+    known_limits: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
     def driver_available(cls) -> bool:
@@ -202,6 +234,18 @@ class Engine(ABC):
         return out
 
     @classmethod
+    def held_by(cls, path: Path) -> int | None:
+        """Another process that has the store at ``path`` open: its pid (-1: unknown), or None.
+
+        Every file of the store and its side files is probed, and shared locks count (an
+        idle SQLite connection in WAL mode or an LMDB environment holds only those).
+        Engines whose apps take no lock add what else shows them.
+        """
+        from ..locks import store_holder
+
+        return store_holder(cls.store_paths(path), readers=True)
+
+    @classmethod
     def native_copy(cls, reader: Reader) -> NativeCopy | None:
         """The engine's own copy of ``reader``'s snapshot, where it has one for this store.
 
@@ -216,6 +260,12 @@ class Engine(ABC):
             The copy, or None (the default) when the engine has none or the store holds
             something the batch path would leave out: the batch path runs instead.
         """
+        return None
+
+    @classmethod
+    def table_type(cls, facts: Any) -> str | None:
+        """A table's typed facts (``TableInfo.meta[name]``) in words for ``inspect``, or
+        None for the generic form."""
         return None
 
     @classmethod

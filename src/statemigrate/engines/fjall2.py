@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
-from ._fjall import FjallEngine
+from ._fjall import FjallEngine, fjall_app_code
+from .base import AppHolder
 
 SAFE = frozenset(string.ascii_letters + string.digits + "_.#$-")
 MAX_NAME = 255
@@ -68,6 +69,14 @@ class Fjall2Engine(FjallEngine):
     )
     major: ClassVar[int] = 2
     suffixes: ClassVar[tuple[str, ...]] = (".fjall2",)
+    app_holder = AppHolder(
+        fjall_app_code(2),
+        unseen="fjall 2 has no lock file: an app holding the store cannot be seen",
+    )
+    known_limits: ClassVar[Mapping[str, str]] = {
+        "odd_table_names": "fjall 2 partition names are at most 255 characters of "
+        "[A-Za-z0-9_.#$-]: a 255-byte non-ASCII name has no reversible escaped form that fits",
+    }
     table_name_folding: ClassVar[str] = "(one fjall 2 partition name)"
 
     @classmethod

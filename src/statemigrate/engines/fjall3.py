@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..locks import LockProbe
-from ._fjall import FJALL_ERRORS, FjallEngine, FjallReader, FjallWriter
-from .base import META_KIND_PREFIX, StoreFacts
+from ._fjall import FJALL_ERRORS, FjallEngine, FjallReader, FjallWriter, fjall_app_code
+from .base import META_KIND_PREFIX, AppHolder, StoreFacts
 
 LOCK_PROBES = (LockProbe("lock", "flock"),)
 BUSY_HINT = "stop the application that uses it"
@@ -46,6 +46,8 @@ class Fjall3Engine(FjallEngine):
     )
     major: ClassVar[int] = 3
     suffixes: ClassVar[tuple[str, ...]] = (".fjall3", ".fjall")
+    # fjall 3 takes a flock on its lock file.
+    app_holder = AppHolder(fjall_app_code(3), blocks_readers=True)
     volatile_files: ClassVar[tuple[str, ...]] = ("lock",)
     lock_probes: ClassVar[tuple[LockProbe, ...]] = LOCK_PROBES
     busy_hint: ClassVar[str | None] = BUSY_HINT

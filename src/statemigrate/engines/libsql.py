@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import MissingDriverError
 from ._dbapi import DBAPI_FACTS, DbapiSqlEngine, DbapiSqlReader, map_error
 from ._sql import CAPABILITIES, uri_path
-from .base import Reader
+from .base import AppHolder, Reader
 
 __all__ = ["LibsqlEngine", "map_error"]
 
@@ -41,6 +41,17 @@ class LibsqlEngine(DbapiSqlEngine):
     )
     capabilities = CAPABILITIES
     suffixes = (".libsql",)
+    app_holder = AppHolder(
+        "try:\n"
+        "    import libsql\n"
+        "except ImportError:\n"
+        "    import libsql_experimental as libsql\n"
+        "c = libsql.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('PRAGMA journal_mode=WAL').fetchall()\n"
+        "c.execute('SELECT count(*) FROM sqlite_schema').fetchall()\n"
+        "if sys.argv[2] == 'write':\n"
+        "    c.execute('BEGIN IMMEDIATE')\n",
+    )
     # WAL keeps each committed batch whole across a kill of this process; finish()
     # checkpoints and leaves a self-contained file in rollback-journal mode.
     writer_pragmas = (

@@ -34,6 +34,7 @@ from ..model import METADATA_TABLE, VERSION_PREFIX_DECODE, Batch, TableInfo, enc
 from ._lmdb_file import check_data_file, count_dbs, keep_map_size, open_ro
 from .base import META_KIND_PREFIX as KIND_PREFIX
 from .base import (
+    AppHolder,
     Capabilities,
     Engine,
     NativeCopy,
@@ -448,6 +449,15 @@ class LmdbEngine(Engine):
     # which the model's rules already refuse).
     max_table_name_bytes = 511
     suffixes = (".lmdb",)
+    # The environment open (lmdb.open), one read transaction done.
+    app_holder = AppHolder(
+        "import lmdb\n"
+        "env = lmdb.open(sys.argv[1], subdir=True, max_dbs=64)\n"
+        "with env.begin() as txn:\n"
+        "    txn.stat()\n"
+        "if sys.argv[2] == 'write':\n"
+        "    held = env.begin(write=True)\n"
+    )
     # The reader table, which an app holding the environment rewrites.
     volatile_files = ("lock.mdb",)
 

@@ -41,7 +41,7 @@ from ..locks import lock_holder, refuse_if_held
 from . import _snapshot
 from ._dbapi import DbapiLayout, DbapiSqlEngine, DbapiSqlReader
 from ._sql import CAPABILITIES, LOCK_PROBES, uri_path
-from .base import Reader
+from .base import AppHolder, Reader
 
 
 class TursoLayout(DbapiLayout):
@@ -159,6 +159,14 @@ class TursoEngine(DbapiSqlEngine):
     space_factor = 2.0
     sidecar_suffixes = ("-wal", "-shm")
     suffixes = (".turso",)
+    app_holder = AppHolder(
+        "import turso\n"
+        "c = turso.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('SELECT count(*) FROM sqlite_schema').fetchall()\n"
+        "if sys.argv[2] == 'write':\n"
+        "    c.execute('BEGIN IMMEDIATE')\n",
+        blocks_readers=True,
+    )
     writer_pragmas = ("PRAGMA synchronous=OFF",)
     finish_pragmas = ("PRAGMA wal_checkpoint(TRUNCATE)",)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..engines.base import Engine
 from ..errors import DestinationError, StoreBusyError, UsageError
 from ..fsutil import crash_point, is_within, kind_of, lexists, place, remove_path, store_size
-from ..locks import busy_message, store_holder
+from ..locks import busy_message
 from ..registry import StorePath, engine_for_suffix, parse_store
 from .lockfile import writer_lock
 from .sidefiles import clear_side_files, refuse_stale_side_files
@@ -212,11 +212,10 @@ def _check_partial(engine: type[Engine], partial: Path) -> None:
 def refuse_if_held(engine: type[Engine], final: Path) -> None:
     """Replacing a store that an app holds open would lose what it writes next: exit 3.
 
-    Every file of the store and its side files is probed, whether ``final`` exists or
-    not (an app may still hold the ``-wal``/``-shm`` of a store deleted under it), and
-    shared locks count: an idle SQLite connection in WAL mode holds only those.
+    Asked of the engine (:meth:`Engine.held_by`) whether ``final`` exists or not: an app
+    may still hold the ``-wal``/``-shm`` of a store deleted under it.
     """
-    holder = store_holder(engine.store_paths(final), readers=True)
+    holder = engine.held_by(final)
     if holder is not None:
         raise StoreBusyError(
             busy_message(final, holder), hint="stop the app, then run the same command"

@@ -154,9 +154,9 @@ def _refuse_if_held(eng: type[Engine], path: Path) -> None:
     go through its old view. Checked before our writer opens (a flock of our own would
     look like another holder).
     """
-    from ..locks import busy_message, store_holder
+    from ..locks import busy_message
 
-    pid = store_holder(eng.store_paths(path), readers=True)
+    pid = eng.held_by(path)
     if pid is not None:
         raise StoreBusyError(
             busy_message(path, pid), hint="stop the app, then run the same command"

@@ -2,7 +2,8 @@
 
 Each case is a function ``case(engine, tmp_path)`` that raises AssertionError when
 the engine does not conform. ``tests/test_conformance.py`` runs every case against
-every registered engine; :data:`XFAIL` lists real engine limits (strict xfail).
+every registered engine; a case an engine declares in ``Engine.known_limits`` (a real
+limit of the engine, with the reason) runs as a strict xfail.
 """
 
 from __future__ import annotations
@@ -16,12 +17,6 @@ from .stores import content_as_data, read_store, store_path, tree_sha256, write_
 
 Case = Callable[[type[Engine], Path], None]
 CASES: dict[str, Case] = {}
-
-# (engine, case) -> reason: a real limit of the engine, run as xfail(strict=True).
-XFAIL: dict[tuple[str, str], str] = {
-    ("fjall2", "odd_table_names"): "fjall 2 partition names are at most 255 characters of "
-    "[A-Za-z0-9_.#$-]: a 255-byte non-ASCII name has no reversible escaped form that fits",
-}
 
 P = TableKind.PLAIN
 V = TableKind.VERSIONED

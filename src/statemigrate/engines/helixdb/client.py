@@ -81,6 +81,8 @@ def other_helix_process(path: Path) -> int | None:
     It names the store when an argument (``ENGINE:`` prefix allowed), taken relative to
     that process's working directory, is the store or lies inside it.
     """
+    if not os.path.isdir("/proc"):
+        return None  # no process table to read (macOS, Windows): nothing seen
     me = os.getpid()
     target = os.path.realpath(path)
     for entry in os.scandir("/proc"):

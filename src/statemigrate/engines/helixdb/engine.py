@@ -9,9 +9,9 @@ from typing import Any
 
 from ...errors import SourceError
 from ...locks import lock_holder
-from ..base import Capabilities, Engine, Reader, Writer, check_options
+from ..base import AppHolder, Capabilities, Engine, Reader, Writer, check_options
 from ..options import EngineOptions, option
-from .client import HELIX_FACTS, database_of
+from .client import HELIX_FACTS, database_of, other_helix_process
 from .reader import HelixdbReader
 from .writer import HelixdbWriter
 
@@ -48,6 +48,15 @@ class HelixdbEngine(Engine):
     # 3-4x the source SQLite file at 20k records here.
     space_factor = 10.0
     suffixes = (".helixdb",)
+    # An embedded client on the store's database, the store named on its command line
+    # as an app names its data directory.
+    app_holder = AppHolder(
+        "from pathlib import Path\n"
+        "from helixdb import Client, Disk\n"
+        "from statemigrate.engines.helixdb import database_of\n"
+        "database = database_of(Path(sys.argv[1]))\n"
+        "client = Client.embedded(Disk(str(database.parent), database.name))\n"
+    )
 
     @classmethod
     def require_driver(cls) -> Any:
@@ -63,6 +72,12 @@ class HelixdbEngine(Engine):
     @classmethod
     def detect(cls, path: Path) -> bool:
         return path.is_dir() and database_of(path) is not None
+
+    @classmethod
+    def held_by(cls, path: Path) -> int | None:
+        """Also a process with HelixDB loaded that names the store: its apps take no lock."""
+        pid = super().held_by(path)
+        return pid if pid is not None else other_helix_process(path)
 
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import SourceError
-from ..base import Capabilities, Engine, Reader, Writer, check_options
+from ..base import AppHolder, Capabilities, Engine, Reader, Writer, check_options
 from .format import CHECKPOINT_SUFFIX
 from .reader import JsonlReader
 from .writer import JsonlWriter
@@ -28,6 +28,10 @@ class JsonlEngine(Engine):
     )
     sidecar_suffixes = (CHECKPOINT_SUFFIX,)
     suffixes = (".jsonl",)
+    app_holder = AppHolder(
+        "f = open(sys.argv[1], 'rb')\nf.readline()\n",
+        unseen="a dump file carries no lock: a process reading it cannot be seen",
+    )
     space_factor = 1.5
 
     @classmethod

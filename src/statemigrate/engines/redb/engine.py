@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from ...errors import DestinationError, SourceError
 from ...model import TableInfo
-from ..base import Capabilities, Engine, Reader, Writer, check_options
+from ..base import AppHolder, Capabilities, Engine, Reader, Writer, check_options
 from ..options import EngineOptions, option
 from .header import DEFAULT_FORMAT, FORMAT_WRITERS, MAGIC, REDB_FACTS, WRITABLE_FORMATS, read_header
 from .reader import RedbReader
@@ -54,6 +54,17 @@ class RedbEngine(Engine):
     options: ClassVar[type[EngineOptions]] = RedbOptions
     space_factor: ClassVar[float] = 2.0
     suffixes: ClassVar[tuple[str, ...]] = (".redb",)
+    # The file open through redb's Database::open (the project's binding of the crate:
+    # the same call an app's redb makes, in the file's format), one read done.
+    app_holder = AppHolder(
+        "from pathlib import Path\n"
+        "from statemigrate import _native\n"
+        "from statemigrate.engines.redb import read_header\n"
+        "fmt = read_header(Path(sys.argv[1]))['format']\n"
+        "db = _native.RedbWriter(sys.argv[1], fmt, False)\n"
+        "db.list_tables()\n",
+        blocks_readers=True,
+    )
 
     @classmethod
     def detect(cls, path: Path) -> bool:
@@ -67,6 +78,19 @@ class RedbEngine(Engine):
     def format_info(cls, path: Path) -> dict[str, Any]:
         """The file format (from the primary commit slot) and which redb versions write it."""
         return read_header(path)
+
+    @classmethod
+    def table_type(cls, facts: Any) -> str | None:
+        """``u64 → (u16, &[u8])``, ``multimap``, ``custom order``."""
+        if not isinstance(facts, dict):
+            return None
+
+        def words(t: dict[str, Any] | None) -> str:
+            return str(t.get("name", "?")).replace(",", ", ") if t else "?"
+
+        kind = "multimap " if facts.get("multimap") else ""
+        text = f"{kind}{words(facts.get('key'))} → {words(facts.get('value'))}"
+        return text + (", custom order" if facts.get("order") == "custom" else "")
 
     @classmethod
     def _source_format(cls, path: Path) -> int:

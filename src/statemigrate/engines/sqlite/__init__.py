@@ -31,7 +31,7 @@ from .._sql import (
     versioned_rows,
     write_metadata,
 )
-from ..base import NativeCopy, Reader, StoreFacts, Writer, take_batches
+from ..base import AppHolder, NativeCopy, Reader, StoreFacts, Writer, take_batches
 from ..errors import DriverErrors, Meaning, Rule
 from ..options import option
 
@@ -315,6 +315,16 @@ class SqliteEngine(SqlFileEngine):
     driver_module = "apsw"
     description = "SQLite (apsw): one WITHOUT ROWID table per table"
     suffixes = (".sqlite", ".sqlite3", ".db")
+    # A connection in WAL mode (the app switches the file to WAL, as apps do), one read
+    # done, no transaction open: its shared lock on -shm shows it.
+    app_holder = AppHolder(
+        "import apsw\n"
+        "c = apsw.Connection(sys.argv[1])\n"
+        "c.execute('PRAGMA journal_mode=WAL').fetchall()\n"
+        "c.execute('SELECT count(*) FROM sqlite_schema').fetchall()\n"
+        "if sys.argv[2] == 'write':\n"
+        "    c.execute('BEGIN IMMEDIATE')\n"
+    )
     detect_priority = 1  # a SQLite file is also a libSQL and a Turso file: sqlite reads any
     options = SqliteOptions
 
