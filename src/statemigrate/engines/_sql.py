@@ -20,7 +20,7 @@ from ..errors import SourceError
 from ..locks import LockProbe, lock_holder
 from ..model import METADATA_TABLE, Batch, TableInfo, TableKind
 from .base import META_REVISION, Capabilities, Engine, Reader, Writer, check_options
-from .options import EngineOptions, option
+from .options import EngineOptions, skip_foreign_tables_option
 
 if TYPE_CHECKING:
     from ..layout import Layout
@@ -335,11 +335,7 @@ def check_file_size(path: Path) -> None:
 class SqlFileOptions(EngineOptions):
     """The options of a SQLite-file engine (``--skip-foreign-tables``)."""
 
-    skip_foreign_tables: bool = option(
-        False,
-        "leave out tables not in statemigrate's layout instead of refusing",
-        applies="source",
-    )
+    skip_foreign_tables: bool = skip_foreign_tables_option()
 
 
 class SqlFileEngine(Engine):

@@ -53,6 +53,13 @@ def option(
     return field(default=default, metadata=meta)
 
 
+def skip_foreign_tables_option(
+    help: str = "leave out tables not in statemigrate's layout instead of refusing",
+) -> Any:
+    """The reader's ``skip_foreign_tables`` flag (``--skip-foreign-tables``), off by default."""
+    return option(False, help, applies="source")
+
+
 @dataclass(frozen=True)
 class OptionSpec:
     """One option as ``statemigrate engines`` lists it."""

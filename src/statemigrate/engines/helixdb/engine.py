@@ -10,7 +10,7 @@ from typing import Any
 from ...errors import SourceError
 from ...locks import lock_holder
 from ..base import AppHolder, Capabilities, Engine, Reader, Writer, check_options
-from ..options import EngineOptions, option
+from ..options import EngineOptions, skip_foreign_tables_option
 from .client import HELIX_FACTS, database_of, other_helix_process
 from .reader import HelixdbReader
 from .writer import HelixdbWriter
@@ -20,11 +20,7 @@ from .writer import HelixdbWriter
 class HelixdbOptions(EngineOptions):
     """The HelixDB engine's options (``--skip-foreign-tables``)."""
 
-    skip_foreign_tables: bool = option(
-        False,
-        "leave out tables not in statemigrate's layout instead of refusing",
-        applies="source",
-    )
+    skip_foreign_tables: bool = skip_foreign_tables_option()
 
 
 class HelixdbEngine(Engine):
