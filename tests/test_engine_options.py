@@ -44,15 +44,21 @@ def rocksdb_format_versions(store: Path) -> set[str]:
     return set(re.findall(r"^\s*format_version=(\d+)$", newest.read_text(), re.MULTILINE))
 
 
+# RocksDB's options for an app's own layout (README: Your app's own layout), unset.
+ROCKSDB_LAYOUT_DEFAULTS = {"layout": None, "skip_foreign_tables": False}
+
+
 # --- parsing and conversion --------------------------------------------------------------
 
 
 def test_values_are_converted_to_the_declared_type() -> None:
     assert check_options(RocksdbEngine, {"rocksdb_format_version": "6"}, "dest") == {
-        "rocksdb_format_version": 6
+        "rocksdb_format_version": 6,
+        **ROCKSDB_LAYOUT_DEFAULTS,
     }
     assert check_options(RocksdbEngine, {"rocksdb_format_version": 3}, "dest") == {
-        "rocksdb_format_version": 3
+        "rocksdb_format_version": 3,
+        **ROCKSDB_LAYOUT_DEFAULTS,
     }
     for text, value in (("true", True), ("YES", True), ("1", True), ("off", False), ("0", False)):
         got = check_options(SqliteEngine, {"skip_foreign_tables": text}, "source")
@@ -64,7 +70,10 @@ def test_values_are_converted_to_the_declared_type() -> None:
 
 
 def test_defaults_fill_what_is_not_given() -> None:
-    assert check_options(RocksdbEngine, None, "dest") == {"rocksdb_format_version": 5}
+    assert check_options(RocksdbEngine, None, "dest") == {
+        "rocksdb_format_version": 5,
+        **ROCKSDB_LAYOUT_DEFAULTS,
+    }
     assert check_options(RedbEngine, {}, "dest") == {"redb_format": None, "bytewise_key_types": ()}
     assert check_options(SqliteEngine, None, "source") == {
         "skip_foreign_tables": False,
@@ -79,7 +88,10 @@ def test_defaults_fill_what_is_not_given() -> None:
 
 def test_the_dataclass_itself_is_accepted() -> None:
     opts = RocksdbEngine.options(rocksdb_format_version=6)  # type: ignore[call-arg]
-    assert check_options(RocksdbEngine, opts, "dest") == {"rocksdb_format_version": 6}
+    assert check_options(RocksdbEngine, opts, "dest") == {
+        "rocksdb_format_version": 6,
+        **ROCKSDB_LAYOUT_DEFAULTS,
+    }
     with pytest.raises(
         UsageError, match="the rocksdb engine takes RocksdbOptions, not RedbOptions"
     ):
@@ -245,14 +257,16 @@ def test_engines_lists_options_with_type_default_and_help() -> None:
     rows = {r["name"]: r for r in json.loads(run("engines", "--json").output)["engines"]}
     for row in rows.values():  # today's keys, and the options
         assert {"name", "description", "extra", "driver_installed", "capabilities"} <= set(row)
-    assert rows["rocksdb"]["options"] == [
-        {
-            "name": "rocksdb_format_version",
-            "type": "int",
-            "default": 5,
-            "help": "block-based table format written (5 is readable since RocksDB 6.6)",
-            "applies": "dest",
-        }
+    assert rows["rocksdb"]["options"][0] == {
+        "name": "rocksdb_format_version",
+        "type": "int",
+        "default": 5,
+        "help": "block-based table format written (5 is readable since RocksDB 6.6)",
+        "applies": "dest",
+    }
+    assert [(o["name"], o["applies"]) for o in rows["rocksdb"]["options"][1:]] == [
+        ("layout", "both"),
+        ("skip_foreign_tables", "source"),
     ]
     assert [o["name"] for o in rows["redb"]["options"]] == ["redb_format", "bytewise_key_types"]
     assert rows["redb"]["options"][1]["default"] == [] and rows["lmdb"]["options"] == []

@@ -161,7 +161,7 @@ version = "ver"
         (GOOD.replace('"kv"', '"kv; DROP TABLE x"'), "not a plain SQL identifier"),
         (GOOD.replace('engine = "sqlite"', 'engine = "rocksdb"'), "describes engine 'rocksdb'"),
         (GOOD.replace('"one-table"', '"table-per-table"'), "not implemented yet"),
-        (GOOD + '[kv]\nmode = "prefix"\n', "[kv] layouts"),
+        (GOOD + '[kv]\nmode = "prefix"\n', "a [kv] section describes a key-value engine"),
         (GOOD.replace('version = "ver"\n', ""), "versioned tables need a version column"),
         (GOOD.replace('value = "v"', 'value = "k"'), "are not all different"),
         ("engine = [", "is not a TOML file"),
@@ -278,5 +278,7 @@ def test_layout_init_refuses_what_it_cannot_guess(tmp_path: Path) -> None:
     assert run("convert", "-q", "--source-layout", EXAMPLE_LAYOUT, src, plain).exit_code == 0
     r = run("layout", "init", "sqlite", plain)  # the default layout: nothing to guess
     assert r.exit_code == 4 and "no table looks like one table" in r.stderr
-    r = run("layout", "init", "rocksdb", src)
-    assert r.exit_code == 2 and "sqlite only so far" in r.stderr
+    r = run("layout", "init", "lmdb", src)
+    assert r.exit_code == 2 and "sqlite and rocksdb only so far" in r.stderr
+    r = run("layout", "init", "rocksdb", src)  # a SQLite file is no RocksDB store
+    assert r.exit_code == 4 and "not a RocksDB store" in r.stderr

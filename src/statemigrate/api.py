@@ -152,7 +152,9 @@ def layout(engine: str, store: StorePath) -> str:
     eng = get_engine(engine)
     guess = getattr(eng, "guess_layout", None)
     if guess is None:
-        raise UsageError(f"layout files are implemented for sqlite only so far, not {engine!r}")
+        raise UsageError(
+            f"layout files can be guessed for sqlite and rocksdb only so far, not {engine!r}"
+        )
     path = Path(os.fspath(store))
     if not path.exists():
         raise SourceError(f"{path}: no such file")

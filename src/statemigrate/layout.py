@@ -17,9 +17,12 @@ A layout file is TOML (README, "Your app's own layout")::
 It is validated when loaded: an unknown or ill-typed field is one line naming the file
 and the field (:class:`UsageError`, exit 2), before anything is read or written. What
 is implemented so far: SQLite's ``one-table`` mode (every state table's records in one
-SQL table, told apart by a name column). The ``[kv]`` layouts (RocksDB, LMDB, fjall
-prefixes) and SQLite's ``table-per-table`` mode with other column names are refused
-with exit 2, saying so.
+SQL table, told apart by a name column) and RocksDB's ``[kv]`` ``prefix`` mode (every
+table in one column family, stored key = the table's prefix ‖ key, the version in one
+of :data:`VERSION_ENCODINGS`); ``namespace-per-table`` with the default version
+encoding is the default layout. LMDB, fjall and TurboKV layouts, ``namespace-per-table``
+with another version encoding and SQLite's ``table-per-table`` mode with other column
+names are refused with exit 2, saying so.
 """
 
 from __future__ import annotations
@@ -38,10 +41,15 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["Layout", "SqlOneTable", "load_layout"]
+__all__ = ["VERSION_ENCODINGS", "KvPrefix", "Layout", "SqlOneTable", "load_layout"]
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SQL_ENGINES = ("sqlite",)  # the engines a [sqlite] section is implemented for
+_KV_ENGINES = ("rocksdb",)  # the engines a [kv] section is implemented for
+_KV_FAMILY = ("rocksdb", "lmdb", "fjall2", "fjall3", "turbokv")  # what [kv] describes
+# How a [kv] layout stores a versioned record's version: where, and its byte order.
+VERSION_ENCODINGS = ("prefix-u64be", "prefix-u64le", "suffix-u64be", "suffix-u64le", "none")
+_KV_FIELDS = {"mode", "namespace", "prefix", "version", "tables"}
 _TOP = {"engine", "versioned", "sqlite", "kv"}
 _SQL_FIELDS = {
     "mode",
@@ -71,17 +79,63 @@ class SqlOneTable:
 
 
 @dataclass(frozen=True)
+class KvPrefix:
+    """A ``[kv]`` layout: every table in one namespace, stored key = prefix ‖ key.
+
+    The prefix of table ``name`` is ``head ‖ name ‖ separator`` (the template
+    ``prefix`` split at ``{name}``, UTF-8). Names hold no ``separator[0]``, so the first
+    ``separator`` after ``head`` ends the name: a stored key parses one way only.
+    ``mode`` is ``namespace-per-table`` for the default layouts.
+    """
+
+    mode: str
+    namespace: str
+    head: str
+    separator: str
+    version: str
+    tables: frozenset[str] | None = None  # the app's tables, when the layout lists them
+
+    def table_prefix(self, name: str) -> bytes:
+        """The stored keys of table ``name`` start with these bytes."""
+        return (self.head + name + self.separator).encode("utf-8")
+
+    def name_problem(self, name: str) -> str | None:
+        """Why this layout cannot hold a table called ``name``, or None."""
+        if self.separator[0] in name:
+            return f"holds the layout's separator {self.separator[0]!r}"
+        return None
+
+
+@dataclass(frozen=True)
 class Layout:
-    """A loaded, validated layout file."""
+    """A loaded, validated layout file (``spec``: a :class:`SqlOneTable` or a :class:`KvPrefix`)."""
 
     path: Path
     engine: str
-    sql: SqlOneTable
+    spec: SqlOneTable | KvPrefix
     versioned: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def sql(self) -> SqlOneTable:
+        """The ``[sqlite]`` section (a SQL engine's layout)."""
+        assert isinstance(self.spec, SqlOneTable), "not a [sqlite] layout"
+        return self.spec
+
+    @property
+    def kv(self) -> KvPrefix:
+        """The ``[kv]`` section (a key-value engine's layout)."""
+        assert isinstance(self.spec, KvPrefix), "not a [kv] layout"
+        return self.spec
 
     def describe(self) -> str:
         """One line for messages: the file and what it lays out."""
-        s = self.sql
+        if isinstance(self.spec, KvPrefix):
+            k = self.spec
+            return (
+                f"layout {self.path.name}: {self.engine} prefix "
+                f"{k.head + '{name}' + k.separator!r} in {k.namespace!r}, versions {k.version}"
+            )
+        s = self.spec
         cols = ", ".join(s.columns())
         return f"layout {self.path.name}: {self.engine} one-table {s.table}({cols})"
 
@@ -150,6 +204,64 @@ def _sql_section(path: Path, raw: dict[str, Any]) -> SqlOneTable:
     return spec
 
 
+def _names(path: Path, value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(n, str) and n for n in value):
+        raise _fail(path, f"{where} must be a list of table names, not {value!r}")
+    return value
+
+
+def _kv_section(path: Path, raw: dict[str, Any], versioned: list[str]) -> KvPrefix:
+    section = raw.get("kv")
+    if not isinstance(section, dict):
+        raise _fail(path, f"a [kv] section is needed for engine {raw['engine']!r}")
+    unknown = sorted(set(section) - _KV_FIELDS)
+    if unknown:
+        raise _fail(path, f"unknown field kv.{unknown[0]} (known: {', '.join(sorted(_KV_FIELDS))})")
+    mode = section.get("mode", "prefix")
+    version = section.get("version", "prefix-u64be")
+    if version not in VERSION_ENCODINGS:
+        raise _fail(
+            path, f"kv.version must be one of {', '.join(VERSION_ENCODINGS)}, not {version!r}"
+        )
+    if versioned and version == "none":
+        raise _fail(path, "versioned tables need a version encoding (kv.version is 'none')")
+    if mode == "namespace-per-table":
+        extra = sorted(set(section) - {"mode", "version"})
+        if extra:
+            raise _fail(path, f"kv.{extra[0]} is a prefix-mode field (kv.mode is {mode!r})")
+        if version != "prefix-u64be":
+            raise _fail(
+                path,
+                f"kv.version {version!r} with one namespace per table is not implemented yet "
+                "(the default layout stores 'prefix-u64be')",
+            )
+        return KvPrefix(mode, "", "", "/", version)
+    if mode != "prefix":
+        raise _fail(path, f"kv.mode must be 'prefix' or 'namespace-per-table', not {mode!r}")
+    namespace = _string(path, section, "namespace", "kv.") if "namespace" in section else "default"
+    if namespace == "__statemigrate__":
+        raise _fail(path, "kv.namespace '__statemigrate__' is statemigrate's metadata")
+    template = _string(path, section, "prefix", "kv.")
+    head, marker, separator = template.partition("{name}")
+    if not marker or "{name}" in separator:
+        raise _fail(path, f"kv.prefix {template!r} must hold {{name}} once")
+    if not separator:
+        raise _fail(
+            path, f"kv.prefix {template!r} needs a separator after {{name}} (such as '/' or ':')"
+        )
+    if any(c in head + separator for c in "{}"):
+        raise _fail(path, f"kv.prefix {template!r} holds a brace other than {{name}}'s")
+    tables = _names(path, section["tables"], "kv.tables") if "tables" in section else None
+    spec = KvPrefix(
+        mode, namespace, head, separator, version, frozenset(tables) if tables is not None else None
+    )
+    for name in versioned + (tables or []):
+        problem = spec.name_problem(name)
+        if problem:
+            raise _fail(path, f"table name {name!r} {problem}: its keys would not parse back")
+    return spec
+
+
 def load_layout(path: str | os.PathLike[str], engine: str) -> Layout:
     """Load and validate the layout file at ``path`` for ``engine``.
 
@@ -171,16 +283,20 @@ def load_layout(path: str | os.PathLike[str], engine: str) -> Layout:
     described = _string(p, raw, "engine", "")
     if described != engine:
         raise _fail(p, f"describes engine {described!r}, but the store is read as {engine!r}")
+    versioned = _names(p, raw.get("versioned", []), "versioned")
+    if engine in _KV_FAMILY:
+        if "sqlite" in raw:
+            raise _fail(p, f"a [sqlite] section describes a SQL engine, not {engine!r} (use [kv])")
+        if engine not in _KV_ENGINES:
+            raise _fail(p, f"[kv] layouts are implemented for {', '.join(_KV_ENGINES)} only so far")
+        return Layout(p, engine, _kv_section(p, raw, versioned), frozenset(versioned))
     if "kv" in raw:
+        raise _fail(p, f"a [kv] section describes a key-value engine, not {engine!r}")
+    if engine not in _SQL_ENGINES:
         raise _fail(
             p,
-            "[kv] layouts (RocksDB, LMDB, fjall key prefixes) are not implemented yet",
+            f"layout files are implemented for {', '.join(_SQL_ENGINES + _KV_ENGINES)} only so far",
         )
-    if engine not in _SQL_ENGINES:
-        raise _fail(p, f"layout files are implemented for {', '.join(_SQL_ENGINES)} only so far")
-    versioned = raw.get("versioned", [])
-    if not isinstance(versioned, list) or not all(isinstance(n, str) for n in versioned):
-        raise _fail(p, f"versioned must be a list of table names, not {versioned!r}")
     spec = _sql_section(p, raw)
     if versioned and spec.version is None:
         raise _fail(p, "versioned tables need a version column (sqlite.version)")

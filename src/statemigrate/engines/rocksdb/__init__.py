@@ -1,5 +1,8 @@
 """RocksDB through rocksdict in raw mode: one column family per table.
 
+An app's own prefix layout (every table in one column family, option ``layout``) is
+:mod:`.layout`.
+
 Versioned records store an 8-byte big-endian version before the value (the model's
 versioned codec). The writer uses WriteBatches with the WAL off and ``atomic_flush``
 on, so that whatever survives a crash of the private ``.partial`` directory is a
@@ -16,7 +19,7 @@ import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import DestinationError, SourceError
 from ...locks import LockProbe, lock_holder, refuse_if_held
@@ -37,7 +40,10 @@ from ..base import (
     recorded_tables,
 )
 from ..errors import DriverErrors, Meaning, Rule
-from ..options import EngineOptions, option
+from ..options import EngineOptions, option, skip_foreign_tables_option
+
+if TYPE_CHECKING:
+    from ...layout import Layout
 
 DEFAULT_CF = "default"
 CONFIG = "rocksdict-config.json"
@@ -58,6 +64,17 @@ class RocksdbOptions(EngineOptions):
         applies="dest",
         expects=f"a whole number from {FORMAT_VERSIONS[0]} to {FORMAT_VERSIONS[-1]}",
         choices=FORMAT_VERSIONS,
+        flag="--rocksdb-format-version",
+    )
+    layout: str | None = option(
+        None,
+        "a layout file (TOML) saying how the app lays its state out in RocksDB, such as "
+        "key prefixes in one column family (README: Your app's own layout)",
+        expects="the path of a layout file",
+    )
+    skip_foreign_tables: bool = skip_foreign_tables_option(
+        "with a layout: leave out records and column families the layout does not claim "
+        "instead of refusing"
     )
 
 
@@ -426,12 +443,51 @@ class RocksdbEngine(Engine):
 
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        check_options(cls, options, "source")
+        opts = check_options(cls, options, "source")
+        layout = cls._layout(opts)  # a bad layout file is refused before the store is read
+        cls.check_source(path)
+        if layout is not None:
+            from .layout import LayoutRocksdbReader
+
+            return LayoutRocksdbReader(cls, path, layout, bool(opts["skip_foreign_tables"]))
+        return RocksdbReader(cls, path)
+
+    @classmethod
+    def check_source(cls, path: Path) -> None:
+        """Refuse a path that is not a RocksDB store directory (exit 4)."""
         if not path.is_dir():
             raise SourceError(f"{path}: not a RocksDB store (a RocksDB store is a directory)")
         if not cls.detect(path):
             raise SourceError(f"{path}: not a RocksDB store (no CURRENT and MANIFEST files)")
-        return RocksdbReader(cls, path)
+
+    @classmethod
+    def _layout(cls, opts: Mapping[str, Any]) -> Layout | None:
+        """The prefix layout the options name, loaded and checked (exit 2); None for none
+        or for a layout file that describes the default layout."""
+        if not opts.get("layout"):
+            return None
+        from ...layout import load_layout
+
+        layout = load_layout(opts["layout"], cls.name)
+        return None if layout.kv.mode == "namespace-per-table" else layout
+
+    @classmethod
+    def guess_layout(cls, path: Path) -> str:
+        """A layout file guessed from an existing store (``statemigrate layout init``)."""
+        from .layout import guess_layout
+
+        cls.check_source(path)
+        return guess_layout(cls, path)
+
+    @classmethod
+    def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
+        """The names (as every engine), and what the destination's layout cannot hold."""
+        layout = cls._layout(check_options(cls, options, "dest"))
+        if layout is not None:
+            from .layout import check_tables
+
+            check_tables(layout, tables)
+        super().check_tables(tables, options)
 
     @classmethod
     def format_version(cls, options: Mapping[str, Any] | None) -> int:
@@ -447,11 +503,20 @@ class RocksdbEngine(Engine):
 
     @classmethod
     def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        return RocksdbWriter(cls, path, True, cls.format_version(options))
+        return cls._writer(path, True, options)
 
     @classmethod
     def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        return RocksdbWriter(cls, path, False, cls.format_version(options))
+        return cls._writer(path, False, options)
+
+    @classmethod
+    def _writer(cls, path: Path, create: bool, options: Mapping[str, Any] | None) -> Writer:
+        layout = cls._layout(check_options(cls, options, "dest"))  # before anything is made
+        if layout is not None:
+            from .layout import LayoutRocksdbWriter
+
+            return LayoutRocksdbWriter(cls, path, create, cls.format_version(options), layout)
+        return RocksdbWriter(cls, path, create, cls.format_version(options))
 
     @classmethod
     def format_info(cls, path: Path) -> dict[str, Any]:

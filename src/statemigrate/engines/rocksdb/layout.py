@@ -1,0 +1,400 @@
+"""RocksDB in an app's own ``[kv]`` prefix layout: every table in one column family.
+
+Stored key = the table's prefix ‖ key (:mod:`.._kv_layout`), the version where the
+layout's ``kv.version`` puts it. A table is a range scan of the namespace from
+``prefix ‖ after`` to the prefix's end; the tables are found by skipping from one
+prefix to the next. The metadata stays in the ``__statemigrate__`` column family as in
+the default layout; the writer records every table's kind there (``kind:<table>``,
+plain too), which is how an empty table exists. Records of the namespace that no table
+of the layout claims, and column families other than the namespace and the metadata,
+are refused (exit 4) unless ``skip_foreign_tables``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ...errors import DestinationError, SourceError
+from ...layout import VERSION_ENCODINGS, KvPrefix, Layout
+from ...model import META_KIND_PREFIX, METADATA_TABLE, Batch, TableInfo, TableKind
+from .._kv_layout import (
+    Found,
+    decode_records,
+    encode_batch,
+    find_tables,
+    prefix_end,
+    shown_key,
+)
+from .._rocksdb_scan import checked_read_options
+from ..access import StoreAccess, take_batches
+from . import DEFAULT_CF, RocksdbEngine, RocksdbReader, RocksdbWriter, _options
+
+
+def _ranged_options(upper: bytes | None) -> Any:
+    ro = checked_read_options()
+    if upper is not None:
+        ro.set_iterate_upper_bound(upper)
+    return ro
+
+
+class _LayoutScans(StoreAccess):
+    """The reads both sides share: a table is one range of the namespace."""
+
+    layout: Layout
+
+    def _ns(self) -> Any:
+        """The namespace's column family (each side opens it its way)."""
+        raise NotImplementedError
+
+    def _where(self, table: TableInfo) -> str:
+        return f"{self.path} table {table.name!r}"
+
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
+        spec = self.layout.kv
+        prefix = spec.table_prefix(table.name)
+        start = prefix + (after or b"")
+        snapshot = self._ns().snapshot()
+        try:
+            ro = _ranged_options(
+                prefix_end(prefix)
+            )  # rocksdict keeps no reference to the bound: a freed one ends the scan early
+            items = snapshot.items(from_key=start, read_opt=ro)
+            if after is not None:
+                items = (p for p in items if p[0] != start)  # from_key starts at the key
+            records = decode_records(spec, table, items, self._where(table))
+            yield from take_batches(records, max_records, max_bytes)
+            del items
+        finally:
+            del snapshot
+
+    def confirm_end(self, table: TableInfo, after: bytes | None, last: bytes | None) -> None:
+        """As the default layout's: a damaged block ends rocksdict's scan silently."""
+        prefix = self.layout.kv.table_prefix(table.name)
+        where = self._where(table)
+        with self.errors(where=where, failed="{where}: the scan stopped early ({text})"):
+            it = self._ns().iter(checked_read_options())
+            try:
+                if last is not None:
+                    it.seek(prefix + last)
+                    if not (it.valid() and it.key() == prefix + last):
+                        it.status()
+                        raise SourceError(f"{where}: the last key read is gone (damaged store)")
+                    it.next()
+                else:
+                    it.seek(prefix + (after or b""))
+                    if after is not None and it.valid() and it.key() == prefix + after:
+                        it.next()
+                early = it.valid() and it.key().startswith(prefix)
+                it.status()
+                if early:
+                    raise SourceError(f"{where}: the scan stopped before the last record")
+            finally:
+                del it
+
+    def _walk(self, stop_at_foreign: bool) -> Found:
+        """The tables the namespace's keys show (:func:`.._kv_layout.find_tables`)."""
+        where = f"{self.path} column family {self.layout.kv.namespace!r}"
+        with self.errors(where=where, failed="{where}: read failed ({text})"):
+            it = self._ns().iter(checked_read_options())  # freed when the walk returns
+
+            def seek(key: bytes) -> bytes | None:
+                it.seek(key)
+                if it.valid():
+                    return bytes(it.key())
+                it.status()
+                return None
+
+            def count(start: bytes, end: bytes | None) -> int:
+                n = 0
+                ro = _ranged_options(
+                    end
+                )  # rocksdict keeps no reference to the bound: a freed one ends the scan early
+                for _ in self._ns().keys(from_key=start, read_opt=ro):
+                    n += 1
+                return n
+
+            return find_tables(self.layout.kv, seek, count, stop_at_foreign)
+
+    def _layout_tables(self, meta: Mapping[str, bytes], names: list[str]) -> list[TableInfo]:
+        kinds = {
+            k[len(META_KIND_PREFIX) :]: v for k, v in meta.items() if k.startswith(META_KIND_PREFIX)
+        }
+        every = set(names) | set(kinds)
+        return [
+            TableInfo(
+                n,
+                TableKind.VERSIONED
+                if n in self.layout.versioned or kinds.get(n) == b"versioned"
+                else TableKind.PLAIN,
+            )
+            for n in sorted(every, key=lambda n: n.encode("utf-8"))
+        ]
+
+
+def _refuse_foreign(path: Path, spec: KvPrefix, found: Found) -> None:
+    key = found.first_foreign or b""
+    raise SourceError(
+        f"{path}: column family {spec.namespace!r} holds key {shown_key(key)}, which no table "
+        f"of the layout claims (prefix {spec.head + '{name}' + spec.separator!r})",
+        hint="--skip-foreign-tables leaves such records out; or correct the layout",
+    )
+
+
+class LayoutRocksdbReader(_LayoutScans, RocksdbReader):
+    """A read-only RocksDB store in a prefix layout (one snapshot, as the default reader)."""
+
+    def __init__(self, engine: type[RocksdbEngine], path: Path, layout: Layout, skip_foreign: bool):
+        self.layout = layout
+        self.skip_foreign = skip_foreign
+        self.skipped_records = 0
+        super().__init__(engine, path)
+
+    def _ns(self) -> Any:
+        return self._cf(self.layout.kv.namespace)
+
+    def _list(self, names: list[str]) -> list[TableInfo]:
+        spec = self.layout.kv
+        meta = self.snapshot_metadata
+        others = [n for n in names if n not in (spec.namespace, METADATA_TABLE, DEFAULT_CF)]
+        if DEFAULT_CF in names and spec.namespace != DEFAULT_CF and not self._is_empty(DEFAULT_CF):
+            others.insert(0, DEFAULT_CF)
+        if others and not self.skip_foreign:
+            raise SourceError(
+                f"{self.path}: column families not in the layout: {', '.join(map(repr, others))}",
+                hint="--skip-foreign-tables leaves them out",
+            )
+        if spec.namespace not in names:
+            if not any(k.startswith(META_KIND_PREFIX) for k in meta):
+                raise SourceError(
+                    f"{self.path}: no column family {spec.namespace!r}, "
+                    f"which {self.layout.describe()} names"
+                )
+            return self._layout_tables(meta, [])
+        found = self._walk(stop_at_foreign=not self.skip_foreign)
+        if found.foreign and not self.skip_foreign:
+            _refuse_foreign(self.path, spec, found)
+        self.skipped_records = found.foreign
+        return self._layout_tables(meta, found.names)
+
+    def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
+        return None  # the namespace's estimate counts every table's keys
+
+
+class LayoutRocksdbWriter(_LayoutScans, RocksdbWriter):
+    """Writes the layout's namespace; the metadata as the default writer."""
+
+    def __init__(
+        self,
+        engine: type[RocksdbEngine],
+        path: Path,
+        create: bool,
+        format_version: int,
+        layout: Layout,
+    ):
+        super().__init__(engine, path, create, format_version)
+        self.layout = layout
+        ns = layout.kv.namespace
+        if ns != DEFAULT_CF and ns not in self._names():
+            if not create:
+                self.close()
+                raise DestinationError(f"{path}: no column family {ns!r}, which the layout names")
+            with self.errors(failed=f"{{path}}: cannot create column family {ns!r} ({{text}})"):
+                self.db.create_column_family(ns, self.opts)
+
+    def _ns(self) -> Any:
+        return self._cf(self.layout.kv.namespace)
+
+    def list_tables(self) -> list[TableInfo]:
+        return self._layout_tables(self.raw_metadata(), self._walk(stop_at_foreign=False).names)
+
+    def create_table(self, table: TableInfo) -> None:
+        # Through the WAL, as the default writer's kinds: an empty table exists by its kind.
+        self._write(None, [], {META_KIND_PREFIX + table.name: table.kind.value.encode()}, wal=True)
+
+    def _write(
+        self,
+        table: TableInfo | None,
+        batch: Batch,
+        metadata: Mapping[str, bytes | None] | None,
+        wal: bool = False,
+    ) -> None:
+        wb = self.rd.WriteBatch(raw_mode=True)
+        if table is not None and batch:
+            ns = self.layout.kv.namespace
+            handle = self._handle(ns) if ns != DEFAULT_CF else None
+            for k, v in encode_batch(self.layout.kv, table, batch):
+                if handle is None:
+                    wb.put(k, v)
+                else:
+                    wb.put(k, v, handle)
+        if metadata:
+            meta = self._handle(METADATA_TABLE)
+            for key, value in metadata.items():
+                if value is None:
+                    wb.delete(key.encode("utf-8"), meta)
+                else:
+                    wb.put(key.encode("utf-8"), value, meta)
+        with self.errors(failed="{path}: write failed ({text})"):
+            self.db.write(wb, self.wal_opts if wal else self.write_opts)
+
+    def drop_table(self, name: str) -> None:
+        # The kind goes first, as in the default layout; the records are one range.
+        self.put_metadata({META_KIND_PREFIX + name: None})
+        spec = self.layout.kv
+        start = spec.table_prefix(name)
+        end = prefix_end(start)
+        assert end is not None  # a UTF-8 separator never ends in 0xff
+        wb = self.rd.WriteBatch(raw_mode=True)
+        if spec.namespace == DEFAULT_CF:
+            wb.delete_range(start, end)
+        else:
+            wb.delete_range(start, end, self._handle(spec.namespace))
+        with self.errors(failed=f"{{path}}: cannot drop table {name!r} ({{text}})"):
+            self.db.write(wb, self.wal_opts)
+
+
+def check_tables(layout: Layout, tables: list[TableInfo]) -> None:
+    """Refuse, before anything is written, tables the layout cannot hold (exit 5)."""
+    spec = layout.kv
+    problems = []
+    for t in tables:
+        problem = spec.name_problem(t.name)
+        if problem is None and t.versioned and spec.version == "none":
+            problem = "is versioned, and the layout's kv.version is 'none'"
+        if problem is None and not t.versioned and t.name in layout.versioned:
+            problem = "is plain, and the layout lists it as versioned"
+        if problem is not None:
+            problems.append(f"{t.name!r} ({problem})")
+    if problems:
+        raise DestinationError(
+            f"{layout.describe()} cannot hold {', '.join(problems)}",
+            hint="rename the table in the app first, leave it out with --tables, "
+            "or correct the layout",
+        )
+
+
+# --- layout init -------------------------------------------------------------------------
+
+_SEPARATORS = ("/", ":", "|", "#", ".", "\x00")
+_GUESS_SEEKS = 10_000
+_GUESS_VALUES = 100
+
+
+class _Enough(Exception):
+    """The guess walked as far as it looks."""
+
+
+def _guess_one(reader: RocksdbReader, ns: str, head: str, sep: str) -> tuple[Found, bool]:
+    spec = KvPrefix("prefix", ns, head, sep, "none")
+    it = reader._cf(ns).iter(checked_read_options())  # freed when the guess returns
+    seeks = 0
+
+    def seek(key: bytes) -> bytes | None:
+        nonlocal seeks
+        seeks += 1
+        if seeks > _GUESS_SEEKS:
+            raise _Enough
+        it.seek(key)
+        return bytes(it.key()) if it.valid() else None
+
+    found = Found([])
+    try:
+        found = find_tables(spec, seek, lambda s, e: 1, stop_at_foreign=False)
+    except _Enough:
+        return found, False
+    return found, True
+
+
+def _common_head(view: Any) -> bytes:
+    it = view.iter(checked_read_options())
+    try:
+        it.seek_to_first()
+        first = bytes(it.key()) if it.valid() else b""
+        it.seek_to_last()
+        last = bytes(it.key()) if it.valid() else b""
+    finally:
+        del it
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    return first[:n]
+
+
+def _short_values(reader: RocksdbReader, ns: str, prefix: bytes) -> bool:
+    """Whether a sample of the table's values holds one shorter than a version."""
+    view = reader._cf(ns)
+    ro = _ranged_options(prefix_end(prefix))
+    for i, (_, value) in enumerate(view.items(from_key=prefix, read_opt=ro)):
+        if len(value) < 8:
+            return True
+        if i >= _GUESS_VALUES:
+            break
+    return False
+
+
+def guess_layout(engine: type[RocksdbEngine], path: Path) -> str:
+    """A ``[kv]`` prefix layout guessed from an existing RocksDB store, as TOML with
+    comments saying what was seen and what cannot be (which tables are versioned, and
+    how the version is encoded).
+
+    Raises:
+        SourceError: no column family holds keys that split into table prefixes.
+    """
+    with RocksdbReader(engine, path) as reader:
+        assert reader.shadow is not None
+        listed = engine.require_driver().Rdict.list_cf(
+            str(reader.shadow), _options(engine.require_driver())
+        )
+        names = [n for n in listed if n != METADATA_TABLE]
+        candidates = [n for n in names if not reader._is_empty(n)]
+        best: tuple[str, str, str, Found] | None = None
+        for ns in sorted(candidates, key=lambda n: n != DEFAULT_CF):
+            common = _common_head(reader._cf(ns)).decode("utf-8", "ignore")
+            for sep in _SEPARATORS:
+                head = common[: common.rfind(sep) + 1] if sep in common else ""
+                found, whole = _guess_one(reader, ns, head, sep)
+                if not whole or found.foreign or not found.names:
+                    continue
+                if best is None or len(found.names) < len(best[3].names):
+                    best = (ns, head, sep, found)
+            if best is not None:
+                break
+        if best is None:
+            raise SourceError(
+                f"{path}: no column family holds keys that split into table prefixes "
+                f"(a name, then one of {', '.join(map(repr, _SEPARATORS))}, in every key)",
+                hint="write the layout file by hand (README: Your app's own layout)",
+            )
+        ns, head, sep, found = best
+        roomy = [
+            n
+            for n in found.names[:50]
+            if not _short_values(reader, ns, (head + n + sep).encode("utf-8"))
+        ]
+    lines = [
+        f"# Guessed by `statemigrate layout init rocksdb {path.name}`: check every line.",
+        'engine = "rocksdb"',
+        f"# Tables found: {', '.join(found.names)}",
+        "# Which tables are versioned, and how the version is stored, cannot be seen from",
+        "# the bytes: list the versioned tables here and set kv.version below. Tables whose",
+        f"# sampled values are all 8 bytes or longer (they could carry one): {', '.join(roomy) or 'none'}",
+        "versioned = []",
+        "",
+        "[kv]",
+        'mode = "prefix"',
+        f"namespace = {json.dumps(ns)}",
+        f"prefix = {json.dumps(head + '{name}' + sep)}  # names hold no {sep!r}",
+        f'version = "none"  # or one of {", ".join(e for e in VERSION_ENCODINGS if e != "none")}',
+    ]
+    others = [n for n in names if n != ns and (n != DEFAULT_CF or n in candidates)]
+    if others:
+        lines.append(
+            "# Other column families, not in this layout (--skip-foreign-tables leaves them "
+            f"out): {', '.join(others)}"
+        )
+    return "\n".join(lines) + "\n"

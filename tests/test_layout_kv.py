@@ -1,0 +1,388 @@
+"""An app's own ``[kv]`` layout: RocksDB keys prefixed ``table/`` in one column family.
+
+The "app" here is plain rocksdict writing ``events/<key>`` and ``settings/<key>`` into
+the default column family, a setting's version appended to its value as 8 little-endian
+bytes, knowing nothing of statemigrate; what comes back is read with plain rocksdict
+too, so the expectations never come from the code under test. The SQLite side is the
+one-table app of ``test_layout.py`` (plain apsw).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import rocksdict
+from click.testing import CliRunner
+from test_layout import EXAMPLE_LAYOUT as SQLITE_LAYOUT
+from test_layout import app_rows, app_store, expected_rows
+
+from statemigrate import api
+from statemigrate.cli import main
+from statemigrate.registry import engine_names, get_engine
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYOUT = ROOT / "schemas" / "layouts" / "prefix.rocksdb.toml"
+
+# The same state as test_layout.py's SQLite app: plain events, versioned settings.
+EVENTS = [(i.to_bytes(4, "big")[::-1], b"event %d" % i) for i in range(300)]
+SETTINGS = [(b"\x00", b"zero key", 7), (b"theme", b"dark", 2**64 - 1), (b"\xff\x00", b"x", 0)]
+
+
+def run(*args: object):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def _open(path: Path, **kw: object) -> rocksdict.Rdict:
+    opts = rocksdict.Options(raw_mode=True)
+    opts.create_if_missing(True)
+    names = rocksdict.Rdict.list_cf(str(path), opts) if (path / "CURRENT").exists() else []
+    families = {n: opts for n in names if n != "default"}
+    return rocksdict.Rdict(str(path), opts, column_families=families, **kw)
+
+
+def app_store_rocksdb(path: Path, extra: dict[bytes, bytes] | None = None) -> Path:
+    """The app's RocksDB store: ``table/`` prefixes, little-endian version suffixes."""
+    db = _open(path)
+    for k, v in EVENTS:
+        db[b"events/" + k] = v
+    for k, v, ver in SETTINGS:
+        db[b"settings/" + k] = v + ver.to_bytes(8, "little")
+    for k, v in (extra or {}).items():
+        db[k] = v
+    db.close()
+    return path
+
+
+def app_pairs(path: Path) -> list[tuple[bytes, bytes]]:
+    """Every pair of the default column family, read with plain rocksdict (as the app)."""
+    opts = rocksdict.Options(raw_mode=True)
+    db = rocksdict.Rdict(str(path), opts, access_type=rocksdict.AccessType.read_only())
+    try:
+        return [(bytes(k), bytes(v)) for k, v in db.items()]
+    finally:
+        db.close()
+
+
+def expected_pairs() -> list[tuple[bytes, bytes]]:
+    pairs = [(b"events/" + k, v) for k, v in EVENTS]
+    pairs += [(b"settings/" + k, v + ver.to_bytes(8, "little")) for k, v, ver in SETTINGS]
+    return sorted(pairs)
+
+
+def expected_state() -> dict[str, tuple[str, list[tuple]]]:
+    return {
+        "events": ("plain", sorted(EVENTS)),
+        "settings": ("versioned", sorted(SETTINGS)),
+    }
+
+
+def test_the_app_store_reads_as_the_state_model(tmp_path: Path) -> None:
+    src = app_store_rocksdb(tmp_path / "app.rocksdb")
+    with get_engine("rocksdb").open_reader(src, {"layout": str(LAYOUT)}) as reader:
+        tables = {t.name: (t.kind.value, list(reader.iter_records(t))) for t in reader.tables()}
+        after = list(reader.iter_records(reader.tables()[0], EVENTS[5][0]))
+    assert tables == expected_state()
+    assert after == [r for r in sorted(EVENTS) if r[0] > EVENTS[5][0]]
+
+
+@pytest.mark.parametrize("via", engine_names())
+def test_app_layout_to_every_engine_and_back_is_exact(via: str, tmp_path: Path) -> None:
+    eng = get_engine(via)
+    eng.require_driver()
+    src = app_store_rocksdb(tmp_path / "app.rocksdb")
+    mid = tmp_path / f"mid{eng.suffixes[0] if eng.suffixes else ''}"
+    back = tmp_path / "back.rocksdb"
+    r = run("convert", "-q", "--source-layout", LAYOUT, src, f"{via}:{mid}")
+    assert r.exit_code == 0, r.output
+    r = run("convert", "-q", "--dest-layout", LAYOUT, f"{via}:{mid}", f"rocksdb:{back}")
+    assert r.exit_code == 0, r.output
+    assert app_pairs(back) == expected_pairs() == app_pairs(src)
+    digest = api.checksum(src, options={"layout": str(LAYOUT)}).digest
+    assert api.checksum(f"{via}:{mid}").digest == digest
+    r = run("verify", "-q", "--layout-a", LAYOUT, src, f"{via}:{mid}")
+    assert r.exit_code == 0 and r.stdout.splitlines()[-1] == "equal", r.output
+
+
+def test_the_sqlite_app_and_the_rocksdb_app_convert_into_each_other(tmp_path: Path) -> None:
+    """The issue's pair: kv(tbl, k, v, ver) in SQLite <-> table/ prefixes in RocksDB."""
+    sqlite_app = app_store(tmp_path / "app.sqlite")
+    rocks_app = app_store_rocksdb(tmp_path / "app.rocksdb")
+    to_rocks = tmp_path / "to.rocksdb"
+    to_sqlite = tmp_path / "to.sqlite"
+    r = run("convert", "-q", "--source-layout", SQLITE_LAYOUT, "--dest-layout", LAYOUT,
+            sqlite_app, f"rocksdb:{to_rocks}")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    r = run("convert", "-q", "--source-layout", LAYOUT, "--dest-layout", SQLITE_LAYOUT,
+            rocks_app, to_sqlite)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    # SQLite's app stores -1 for the version 2^64-1 (signed INTEGER): the same state.
+    assert app_pairs(to_rocks) == expected_pairs()
+    assert app_rows(to_sqlite) == expected_rows() == app_rows(sqlite_app)
+    r = run("verify", "-q", "--layout-a", SQLITE_LAYOUT, "--layout-b", LAYOUT, sqlite_app,
+            rocks_app)  # fmt: skip
+    assert r.exit_code == 0 and r.stdout.splitlines()[-1] == "equal", r.output
+    a = run("checksum", "--layout", LAYOUT, rocks_app)
+    b = run("checksum", "--layout", SQLITE_LAYOUT, sqlite_app)
+    assert a.exit_code == b.exit_code == 0 and a.stdout == b.stdout
+
+
+def test_inspect_takes_a_kv_layout(tmp_path: Path) -> None:
+    src = app_store_rocksdb(tmp_path / "app.rocksdb")
+    r = run("inspect", "--json", "--layout", LAYOUT, src)
+    assert r.exit_code == 0, r.output
+    tables = {t["table"]: t["records"] for t in json.loads(r.stdout)["tables"]}
+    assert tables == {"events": len(EVENTS), "settings": len(SETTINGS)}
+
+
+def test_written_store_holds_the_layouts_namespace_and_the_metadata_only(tmp_path: Path) -> None:
+    src = app_store_rocksdb(tmp_path / "app.rocksdb")
+    out = tmp_path / "out.rocksdb"
+    r = run("convert", "-q", "--source-layout", LAYOUT, "--dest-layout", LAYOUT, src,
+            f"rocksdb:{out}")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    opts = rocksdict.Options(raw_mode=True)
+    assert sorted(rocksdict.Rdict.list_cf(str(out), opts)) == ["__statemigrate__", "default"]
+    assert app_pairs(out) == expected_pairs()
+
+
+def test_a_named_namespace_and_other_encodings_round_trip(tmp_path: Path) -> None:
+    """Every version encoding, in a column family of its own, with a head before the name."""
+    sqlite_app = app_store(tmp_path / "app.sqlite")
+    digest = api.checksum(sqlite_app, options={"layout": str(SQLITE_LAYOUT)}).digest
+    for enc in ("prefix-u64be", "prefix-u64le", "suffix-u64be", "suffix-u64le"):
+        layout = tmp_path / f"{enc}.toml"
+        layout.write_text(
+            'engine = "rocksdb"\nversioned = ["settings"]\n[kv]\nmode = "prefix"\n'
+            f'namespace = "state"\nprefix = "app:{{name}}::"\nversion = "{enc}"\n'
+        )
+        out = tmp_path / f"{enc}.rocksdb"
+        r = run("convert", "-q", "--source-layout", SQLITE_LAYOUT, "--dest-layout", layout,
+                sqlite_app, f"rocksdb:{out}")  # fmt: skip
+        assert r.exit_code == 0, r.output
+        db = _open(out, access_type=rocksdict.AccessType.read_only())
+        try:
+            state = db.get_column_family("state")
+            theme = state[b"app:settings::theme"]
+            assert db.get(b"app:settings::theme") is None  # not in the default family
+            del state
+        finally:
+            db.close()
+        ver = (2**64 - 1).to_bytes(8, "big")  # all ones: any order
+        assert theme == (ver + b"dark" if enc.startswith("prefix") else b"dark" + ver)
+        assert api.checksum(out, options={"layout": str(layout)}).digest == digest
+
+
+def test_upgrades_in_place_run_on_a_store_in_a_prefix_layout(tmp_path: Path) -> None:
+    """The example schema's revisions, up and back, on a RocksDB store in the prefix
+    layout: at every revision the same digest as the same revision in the default layout."""
+    from statemigrate.testing.upgrade_conformance import EXAMPLE, seeded
+
+    default = seeded(get_engine("sqlite"), tmp_path, events=400)
+    app = tmp_path / "app.rocksdb"
+    r = run("convert", "-q", "--dest-layout", LAYOUT, default, f"rocksdb:{app}")
+    assert r.exit_code == 0, r.output
+    layout = {"layout": str(LAYOUT)}
+    start = api.checksum(app, options=layout).digest
+    for rev in ("0002", "0003", "0004", "0005"):
+        r = run("upgrade", "-q", "--layout", LAYOUT, app, "--schema", EXAMPLE, "--to", rev)
+        assert r.exit_code == 0, r.output
+        api.upgrade(default, EXAMPLE, to=rev, digests=False)
+        assert api.checksum(app, options=layout).digest == api.checksum(default).digest, rev
+    r = run("check", "--layout", LAYOUT, app, "--schema", EXAMPLE)
+    assert r.exit_code == 0 and "at head" in r.stdout, r.output
+    r = run("downgrade", "-q", "--layout", LAYOUT, app, "--schema", EXAMPLE, "--to", "0001")
+    assert r.exit_code == 0, r.output
+    assert api.checksum(app, options=layout).digest == start
+    # Nothing of the upgrades' private tables is left in the namespace.
+    assert not [k for k, _ in app_pairs(app) if k.startswith(b"__sm_tmp__")]
+
+
+def test_records_no_table_claims_are_refused_or_skipped(tmp_path: Path) -> None:
+    src = app_store_rocksdb(tmp_path / "app.rocksdb", extra={b"no-separator": b"x"})
+    out = tmp_path / "out.sqlite"
+    r = run("convert", "-q", "--source-layout", LAYOUT, src, out)
+    assert r.exit_code == 4 and "b'no-separator'" in r.stderr.splitlines()[0], r.output
+    assert not out.exists() and not Path(str(out) + ".partial").exists()
+    r = run("convert", "-q", "--source-layout", LAYOUT, "--skip-foreign-tables", src, out)
+    assert r.exit_code == 0, r.output
+    assert (
+        api.checksum(out).digest
+        == api.checksum(
+            app_store_rocksdb(tmp_path / "clean.rocksdb"), options={"layout": str(LAYOUT)}
+        ).digest
+    )
+
+
+def test_a_layouts_tables_list_makes_other_prefixes_foreign(tmp_path: Path) -> None:
+    src = app_store_rocksdb(tmp_path / "app.rocksdb", extra={b"cache/a": b"1", b"cache/b": b"2"})
+    layout = tmp_path / "listed.toml"
+    layout.write_text(
+        LAYOUT.read_text().replace(
+            'version = "suffix', 'tables = ["events", "settings"]\nversion = "suffix'
+        )
+    )
+    r = run("checksum", "--layout", layout, src)
+    assert r.exit_code == 4 and "b'cache/a'" in r.stderr, r.output
+    r = run("checksum", "--layout", LAYOUT, src)  # without the list: a table 'cache'
+    assert r.exit_code == 0, r.output
+    with get_engine("rocksdb").open_reader(
+        src, {"layout": str(layout), "skip_foreign_tables": True}
+    ) as reader:
+        assert [t.name for t in reader.tables()] == ["events", "settings"]
+        assert reader.skipped_records == 2  # type: ignore[attr-defined]
+
+
+def test_a_value_shorter_than_its_version_is_exit_4_naming_table_and_key(tmp_path: Path) -> None:
+    src = app_store_rocksdb(tmp_path / "app.rocksdb", extra={b"settings/short": b"1234567"})
+    r = run("checksum", "--layout", LAYOUT, src)
+    assert r.exit_code == 4, r.output
+    line = r.stderr.splitlines()[0]
+    assert "table 'settings'" in line and "b'short'" in line and "7 bytes" in line, line
+
+
+def test_other_column_families_are_foreign(tmp_path: Path) -> None:
+    src = app_store_rocksdb(tmp_path / "app.rocksdb")
+    db = _open(src)
+    db.create_column_family("audit", rocksdict.Options(raw_mode=True))
+    db.close()
+    r = run("checksum", "--layout", LAYOUT, src)
+    assert r.exit_code == 4 and "'audit'" in r.stderr, r.output
+    r = run("checksum", "--layout", LAYOUT, "--option", "skip_foreign_tables=true", src)
+    assert r.exit_code == 0, r.output
+
+
+def test_a_table_name_holding_the_separator_is_refused_before_writing(tmp_path: Path) -> None:
+    src = tmp_path / "src.sqlite"
+    w = get_engine("sqlite").create_writer(src)
+    from statemigrate.model import TableInfo, TableKind
+
+    w.create_table(TableInfo("a/b", TableKind.PLAIN))
+    w.write_batch(TableInfo("a/b", TableKind.PLAIN), [(b"k", b"v")])
+    w.finish()
+    w.close()
+    out = tmp_path / "out.rocksdb"
+    r = run("convert", "-q", "--dest-layout", LAYOUT, src, f"rocksdb:{out}")
+    assert r.exit_code == 5 and "'a/b' (holds the layout's separator '/')" in r.stderr, r.output
+    assert not out.exists() and not Path(str(out) + ".partial").exists()
+
+
+KV = """engine = "rocksdb"
+versioned = ["settings"]
+[kv]
+mode = "prefix"
+namespace = "default"
+prefix = "{name}/"
+version = "suffix-u64le"
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (KV + "colour = 1\n", "unknown field kv.colour"),
+        (KV.replace('"{name}/"', '"{name}"'), "needs a separator after {name}"),
+        (KV.replace('"{name}/"', '"tbl/"'), "must hold {name} once"),
+        (KV.replace('"suffix-u64le"', '"suffix-u32le"'), "kv.version must be one of"),
+        (KV.replace('"suffix-u64le"', '"none"'), "versioned tables need a version encoding"),
+        (KV.replace('["settings"]', '["a/b"]'), "table name 'a/b' holds the layout's separator"),
+        (KV.replace('"prefix"', '"hash"'), "kv.mode must be"),
+        (KV.replace('"default"', '"__statemigrate__"'), "statemigrate's metadata"),
+        (KV.replace('mode = "prefix"', 'mode = "namespace-per-table"'), "prefix-mode field"),
+        (KV + '[sqlite]\ntable = "kv"\n', "describes a SQL engine"),
+    ],
+    ids=[
+        "unknown",
+        "no-sep",
+        "no-name",
+        "encoding",
+        "none",
+        "sep-in-name",
+        "mode",
+        "meta",
+        "per-table",
+        "sqlite",
+    ],
+)
+def test_a_bad_kv_layout_is_one_line_exit_2_before_anything_is_written(
+    text: str, says: str, tmp_path: Path
+) -> None:
+    src = app_store_rocksdb(tmp_path / "app.rocksdb")
+    layout = tmp_path / "bad.toml"
+    layout.write_text(text)
+    out = tmp_path / "out.rocksdb"
+    for args in (
+        ["convert", "-q", "--source-layout", layout, src, f"rocksdb:{out}"],
+        [
+            "convert",
+            "-q",
+            "--source-layout",
+            LAYOUT,
+            "--dest-layout",
+            layout,
+            src,
+            f"rocksdb:{out}",
+        ],
+    ):
+        r = run(*args)
+        assert r.exit_code == 2, r.output
+        line = r.stderr.splitlines()[0]
+        assert line.startswith(f"statemigrate: error: layout {layout}: ") and says in line, line
+        assert not out.exists() and not Path(str(out) + ".partial").exists()
+
+
+def test_namespace_per_table_is_the_default_layout(tmp_path: Path) -> None:
+    sqlite_app = app_store(tmp_path / "app.sqlite")
+    default = tmp_path / "default.rocksdb"
+    assert (
+        run("convert", "-q", "--source-layout", SQLITE_LAYOUT, sqlite_app, default).exit_code == 0
+    )
+    layout = tmp_path / "per-table.toml"
+    layout.write_text('engine = "rocksdb"\n[kv]\nmode = "namespace-per-table"\n')
+    a = run("checksum", "--layout", layout, default)
+    b = run("checksum", default)
+    assert a.exit_code == b.exit_code == 0 and a.stdout == b.stdout
+
+
+def test_layout_init_guesses_the_prefixes_and_says_what_it_cannot_see(tmp_path: Path) -> None:
+    src = app_store_rocksdb(tmp_path / "app.rocksdb")
+    r = run("layout", "init", "rocksdb", src)
+    assert r.exit_code == 0, r.output
+    assert 'prefix = "{name}/"' in r.stdout and 'namespace = "default"' in r.stdout
+    assert "# Tables found: events, settings" in r.stdout
+    assert "cannot be seen" in r.stdout and "versioned = []" in r.stdout
+    assert "(they could carry one): settings" in r.stdout  # every events value is 7-9 bytes
+    # With the versions filled in, the guess reads the store as the example does.
+    guessed = tmp_path / "guessed.toml"
+    guessed.write_text(
+        r.stdout.replace("versioned = []", 'versioned = ["settings"]').replace(
+            'version = "none"', 'version = "suffix-u64le"'
+        )
+    )
+    a = run("checksum", "--layout", guessed, src)
+    b = run("checksum", "--layout", LAYOUT, src)
+    assert a.exit_code == b.exit_code == 0 and a.stdout == b.stdout
+
+
+def test_layout_init_guesses_a_head_and_another_separator(tmp_path: Path) -> None:
+    src = tmp_path / "app.rocksdb"
+    db = _open(src)
+    for name in ("sessions", "settings", "users"):
+        for i in range(3):
+            db[f"app:{name}:{i}".encode()] = b"v"
+    db.close()
+    r = run("layout", "init", "rocksdb", src)
+    assert r.exit_code == 0, r.output
+    assert 'prefix = "app:{name}:"' in r.stdout, r.stdout
+    assert "# Tables found: sessions, settings, users" in r.stdout
+
+
+def test_layout_init_refuses_keys_without_prefixes(tmp_path: Path) -> None:
+    src = tmp_path / "app.rocksdb"
+    db = _open(src)
+    db[b"alpha"] = b"1"
+    db[b"beta"] = b"2"
+    db.close()
+    r = run("layout", "init", "rocksdb", src)
+    assert r.exit_code == 4 and "no column family holds keys that split" in r.stderr, r.output
