@@ -226,7 +226,7 @@ def test_repeated_keys_and_the_shorthand_flag_add_up(src: Path, tmp_path: Path) 
 
     assert _parse_options(("a=1", "b=x", "a=2", "a=3")) == {"a": ["1", "2", "3"], "b": "x"}
     _, dst = _engine_options(
-        (), ("bytewise_key_types=a::A", "bytewise_key_types=b::B"), False, None, None, ("c::C",)
+        (), ("bytewise_key_types=a::A", "bytewise_key_types=b::B"), {"flag_bytewise_key": ("c::C",)}
     )
     assert dst == {"bytewise_key_types": ["a::A", "b::B", "c::C"]}
     assert check_options(RedbEngine, dst, "dest")["bytewise_key_types"] == ("a::A", "b::B", "c::C")

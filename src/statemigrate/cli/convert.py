@@ -122,29 +122,79 @@ def _with_layout(options: dict[str, Any] | None, layout: str | None) -> dict[str
     return {**(options or {}), "layout": layout}
 
 
+_SIDES = {"source": "sources", "dest": "destinations", "both": "stores"}
+
+
+def _declared_shorthands() -> dict[str, list[Any]]:
+    """Every registered engine's shorthand flags (``option(flag=...)``), by flag.
+
+    An engine whose module does not import here (a plugin's missing dependency) adds none.
+    """
+    from ..engines.options import shorthands
+    from ..registry import engine_names, get_engine
+
+    found: dict[str, list[Any]] = {}
+    for name in engine_names():
+        try:
+            engine = get_engine(name)
+        except ImportError:  # a plugin's missing dependency must not break the command line
+            continue
+        for short in shorthands(engine):
+            found.setdefault(short.flag, []).append(short)
+    return found
+
+
+_SHORTHANDS = _declared_shorthands()
+
+
+def _param(flag: str) -> str:
+    return "flag_" + flag.lstrip("-").replace("-", "_")
+
+
+def _shorthand_options(f: F) -> F:
+    """The engines' shorthand flags as options of ``convert``, each one's help built from
+    its declarations: which engines' sources or destinations, what it sets."""
+    for flag, decls in sorted(_SHORTHANDS.items(), reverse=True):
+        first = decls[0]
+        engines = sorted({d.engine for d in decls})
+        side = "--source-option" if first.applies == "source" else "--dest-option"
+        value = "true" if first.kind == "bool" else "VALUE"
+        help = (
+            f"{', '.join(engines)} {_SIDES[first.applies]}: {first.help} "
+            f"(shorthand for {side} {first.name}={value})."
+        )
+        if first.kind == "bool":
+            f = click.option(flag, _param(flag), is_flag=True, default=None, help=help)(f)
+        else:
+            f = click.option(
+                flag,
+                _param(flag),
+                multiple=first.kind == "list of text",
+                metavar="INT" if first.kind == "int" else "TEXT",
+                default=None,
+                help=help,
+            )(f)
+    return f
+
+
 def _engine_options(
-    source_opts: tuple[str, ...],
-    dest_opts: tuple[str, ...],
-    skip_foreign_tables: bool,
-    rocksdb_format_version: int | None,
-    redb_format: int | None,
-    bytewise_keys: tuple[str, ...],
+    source_opts: tuple[str, ...], dest_opts: tuple[str, ...], flags: dict[str, Any]
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The reader's and the writer's options: KEY=VALUE pairs and the engines' flags."""
+    """The reader's and the writer's options: KEY=VALUE pairs and the engines' shorthand
+    flags (a repeatable one adds to the pairs; the engine checks every value)."""
     src = _parse_options(source_opts)
-    if skip_foreign_tables:
-        src["skip_foreign_tables"] = True
     dst = _parse_options(dest_opts)
-    if rocksdb_format_version is not None:
-        dst["rocksdb_format_version"] = rocksdb_format_version
-    if redb_format is not None:
-        dst["redb_format"] = redb_format
-    if bytewise_keys:
-        given = dst.get("bytewise_key_types", [])
-        dst["bytewise_key_types"] = [
-            *([given] if isinstance(given, str) else given),
-            *bytewise_keys,
-        ]
+    for flag, decls in _SHORTHANDS.items():
+        value = flags.get(_param(flag))
+        if value is None or value == () or value is False:
+            continue
+        first = decls[0]
+        into = src if first.applies == "source" else dst
+        if first.kind == "list of text":
+            given = into.get(first.name, [])
+            into[first.name] = [*([given] if isinstance(given, str) else given), *value]
+        else:
+            into[first.name] = value
     return src or None, dst or None
 
 
@@ -182,34 +232,7 @@ def _count_option(flag: str, default: int, help: str, minimum: int = 1) -> Calla
     "--no-verify", is_flag=True, help="Skip reading the destination back (not recommended)."
 )
 @click.option("--force", is_flag=True, help="Skip the free-space check.")
-@click.option(
-    "--skip-foreign-tables",
-    is_flag=True,
-    help="SQLite sources: leave out tables not in statemigrate's layout instead of refusing"
-    " (shorthand for --source-option skip_foreign_tables=true).",
-)
-@click.option(
-    "--rocksdb-format-version",
-    type=click.IntRange(2, 6),
-    default=None,
-    help="RocksDB destinations: block-based table format (default 5, readable since RocksDB 6.6;"
-    " shorthand for --dest-option rocksdb_format_version=N).",
-)
-@click.option(
-    "--redb-format",
-    type=click.IntRange(1, 3),
-    default=None,
-    help="redb destinations: file format (3 = redb 2.6+/3.x/4.x, default; 2 = redb 2.x;"
-    " shorthand for --dest-option redb_format=N).",
-)
-@click.option(
-    "--bytewise-key",
-    "bytewise_keys",
-    multiple=True,
-    metavar="TYPE",
-    help="redb destinations: assert that this custom key type sorts bytewise (repeatable;"
-    " shorthand for --dest-option bytewise_key_types=TYPE).",
-)
+@_shorthand_options
 @_layout_option("--source-layout", "the source's state")
 @_layout_option("--dest-layout", "the destination's state")
 @click.option(
@@ -240,16 +263,13 @@ def convert(
     resume: bool,
     no_verify: bool,
     force: bool,
-    skip_foreign_tables: bool,
-    rocksdb_format_version: int | None,
-    redb_format: int | None,
-    bytewise_keys: tuple[str, ...],
     source_layout: str | None,
     dest_layout: str | None,
     source_opts: tuple[str, ...],
     dest_opts: tuple[str, ...],
     as_json: bool,
     quiet: bool,
+    **flags: Any,
 ) -> None:
     """Convert SOURCE to DESTINATION on another engine, verified, never in place.
 
@@ -269,10 +289,7 @@ def convert(
         emit_failure("convert", exc, describe(exc, options_of(ctx.command)), context)
 
     def run() -> api.ConvertReport:
-        src_options, dst_options = _engine_options(
-            source_opts, dest_opts, skip_foreign_tables, rocksdb_format_version, redb_format,
-            bytewise_keys,
-        )  # fmt: skip
+        src_options, dst_options = _engine_options(source_opts, dest_opts, flags)
         src_options = _with_layout(src_options, source_layout)
         dst_options = _with_layout(dst_options, dest_layout)
         stopper = _Stopper(json_failure if as_json else None)

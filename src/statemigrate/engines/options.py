@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal
 
 from ..errors import UsageError
 
-__all__ = ["EngineOptions", "OptionSpec", "Side", "option"]
+__all__ = ["EngineOptions", "OptionSpec", "Shorthand", "Side", "option", "shorthands"]
 
 Side = Literal["source", "dest"]
 _SIDE_WORDS = {"source": "source", "dest": "destination"}
@@ -35,6 +35,7 @@ def option(
     applies: Literal["source", "dest", "both"] = "both",
     expects: str | None = None,
     choices: Sequence[Any] | None = None,
+    flag: str | None = None,
 ) -> Any:
     """A field of an options dataclass: its default, help line and side.
 
@@ -45,11 +46,13 @@ def option(
         expects: what a value must be, in words, for the refusal (derived from the type
             when not given).
         choices: the values accepted (after conversion), when fewer than the type allows.
+        flag: a shorthand on ``convert``'s command line (``--redb-format 2`` for
+            ``--dest-option redb_format=2``); engines declaring the same flag share it.
 
     Returns:
         A :func:`dataclasses.field`.
     """
-    meta = {"help": help, "applies": applies, "expects": expects, "choices": choices}
+    meta = {"help": help, "applies": applies, "expects": expects, "choices": choices, "flag": flag}
     return field(default=default, metadata=meta)
 
 
@@ -57,7 +60,49 @@ def skip_foreign_tables_option(
     help: str = "leave out tables not in statemigrate's layout instead of refusing",
 ) -> Any:
     """The reader's ``skip_foreign_tables`` flag (``--skip-foreign-tables``), off by default."""
-    return option(False, help, applies="source")
+    return option(False, help, applies="source", flag="--skip-foreign-tables")
+
+
+@dataclass(frozen=True)
+class Shorthand:
+    """A command-line shorthand an engine declares for one of its options (``flag=``).
+
+    Attributes:
+        flag: ``--redb-format``.
+        name: the option it sets (``redb_format``).
+        applies: ``source``, ``dest`` or ``both``.
+        kind: ``bool`` (a flag), ``int``, ``text`` or ``list of text`` (repeatable).
+        help: the option's help line.
+        engine: the engine declaring it.
+    """
+
+    flag: str
+    name: str
+    applies: str
+    kind: str
+    help: str
+    engine: str
+
+
+def shorthands(engine: type[Any]) -> list[Shorthand]:
+    """The shorthand flags ``engine``'s options declare, in declaration order."""
+    cls = engine.options
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        flag = f.metadata.get("flag")
+        if flag:
+            out.append(
+                Shorthand(
+                    flag,
+                    f.name,
+                    f.metadata.get("applies", "both"),
+                    _type_word(hints[f.name]),
+                    f.metadata.get("help", ""),
+                    engine.name,
+                )
+            )
+    return out
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,13 @@ class RedbOptions(EngineOptions):
         applies="dest",
         expects="2 or 3 (the redb engine writes file formats 2 and 3)",
         choices=WRITABLE_FORMATS,
+        flag="--redb-format",
     )
     bytewise_key_types: tuple[str, ...] = option(
         (),
         "a custom key type asserted to sort bytewise, so it can be written back (repeatable)",
         applies="dest",
+        flag="--bytewise-key",
     )
 
 
