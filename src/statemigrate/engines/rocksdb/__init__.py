@@ -65,7 +65,6 @@ class RocksdbOptions(EngineOptions):
         expects=f"a whole number from {FORMAT_VERSIONS[0]} to {FORMAT_VERSIONS[-1]}",
         choices=FORMAT_VERSIONS,
         flag="--rocksdb-format-version",
-        flag="--rocksdb-format-version",
     )
     layout: str | None = option(
         None,
