@@ -10,6 +10,10 @@ one-table app of ``test_layout.py`` (plain apsw).
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +24,7 @@ from test_layout import app_rows, app_store, expected_rows
 
 from statemigrate import api
 from statemigrate.cli import main
+from statemigrate.errors import DestinationError
 from statemigrate.registry import engine_names, get_engine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,6 +202,24 @@ def test_upgrades_in_place_run_on_a_store_in_a_prefix_layout(tmp_path: Path) -> 
     assert api.checksum(app, options=layout).digest == start
     # Nothing of the upgrades' private tables is left in the namespace.
     assert not [k for k, _ in app_pairs(app) if k.startswith(b"__sm_tmp__")]
+
+
+def test_a_killed_convert_into_a_prefix_layout_resumes_exactly(tmp_path: Path) -> None:
+    src = app_store(tmp_path / "app.sqlite")
+    out = tmp_path / "out.rocksdb"
+    args = ["convert", "-q", "--source-layout", str(SQLITE_LAYOUT), "--dest-layout", str(LAYOUT),
+            "--batch-records", "50", str(src), f"rocksdb:{out}"]  # fmt: skip
+    killed = subprocess.run(
+        [sys.executable, "-m", "statemigrate", *args],
+        env={**os.environ, "STATEMIGRATE_CRASH_AT": "batch"},
+        capture_output=True,
+        timeout=120,  # a guard against a hung child, never a measurement
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL and Path(str(out) + ".partial").exists()
+    r = run(*args, "--resume")
+    assert r.exit_code == 0, r.output
+    assert app_pairs(out) == expected_pairs()
 
 
 def test_records_no_table_claims_are_refused_or_skipped(tmp_path: Path) -> None:
@@ -386,3 +409,57 @@ def test_layout_init_refuses_keys_without_prefixes(tmp_path: Path) -> None:
     db.close()
     r = run("layout", "init", "rocksdb", src)
     assert r.exit_code == 4 and "no column family holds keys that split" in r.stderr, r.output
+
+
+# --- the conformance suite over a prefix layout ------------------------------------------
+
+CONFORMANCE_LAYOUTS = {
+    # names hold no NUL in the model: every name of the suite fits this one
+    "nul": 'namespace = "state"\nprefix = "t:{name}\\u0000"\nversion = "prefix-u64le"\n',
+    "slash": 'namespace = "default"\nprefix = "{name}/"\nversion = "suffix-u64le"\n',
+}
+
+
+def _layout_engine(tmp: Path, which: str) -> type:
+    """RocksDB with the layout given to every reader and writer, as the CLI's flags do."""
+    from statemigrate.engines.rocksdb import RocksdbEngine
+
+    layout = tmp / f"{which}.toml"
+    layout.write_text('engine = "rocksdb"\n[kv]\nmode = "prefix"\n' + CONFORMANCE_LAYOUTS[which])
+
+    def given(options: object) -> dict:
+        return {**(options or {}), "layout": str(layout)}  # type: ignore[dict-item]
+
+    class InLayout(RocksdbEngine):
+        @classmethod
+        def open_reader(cls, path, options=None):  # type: ignore[no-untyped-def]
+            return super().open_reader(path, given(options))
+
+        @classmethod
+        def create_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
+            return super().create_writer(path, given(options))
+
+        @classmethod
+        def open_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
+            return super().open_writer(path, given(options))
+
+    return InLayout
+
+
+def _conformance_params():
+    from statemigrate.testing.conformance import CASES
+
+    for which in CONFORMANCE_LAYOUTS:
+        for name in CASES:
+            marks = []
+            if which == "slash" and name == "odd_table_names":
+                reason = "names holding the layout's separator '/' are refused"
+                marks.append(pytest.mark.xfail(strict=True, raises=DestinationError, reason=reason))
+            yield pytest.param(which, name, id=f"{which}-{name}", marks=marks)
+
+
+@pytest.mark.parametrize(("which", "case_name"), list(_conformance_params()))
+def test_conformance_over_a_prefix_layout(which: str, case_name: str, tmp_path: Path) -> None:
+    from statemigrate.testing.conformance import CASES
+
+    CASES[case_name](_layout_engine(tmp_path, which), tmp_path)

@@ -213,6 +213,12 @@ class LayoutRocksdbWriter(_LayoutScans, RocksdbWriter):
         return self._layout_tables(self.raw_metadata(), self._walk(stop_at_foreign=False).names)
 
     def create_table(self, table: TableInfo) -> None:
+        problem = self.layout.kv.name_problem(table.name)
+        if problem:  # convert refuses it before writing (check_tables); upgrades land here
+            raise DestinationError(
+                f"{self.path}: table {table.name!r} {problem}, which {self.layout.describe()} "
+                "cannot hold"
+            )
         # Through the WAL, as the default writer's kinds: an empty table exists by its kind.
         self._write(None, [], {META_KIND_PREFIX + table.name: table.kind.value.encode()}, wal=True)
 
