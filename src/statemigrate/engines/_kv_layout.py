@@ -11,18 +11,26 @@ table, and one per record that no table of the layout claims).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from ..errors import SourceError
-from ..layout import KvPrefix
-from ..model import Batch, Record, TableInfo
+from ..errors import DestinationError, SourceError
+from ..layout import VERSION_ENCODINGS, KvPrefix, Layout
+from ..model import META_KIND_PREFIX, Batch, Record, TableInfo, TableKind
 
 __all__ = [
+    "SEPARATORS",
     "Found",
+    "Guess",
+    "check_tables",
     "decode_records",
     "encode_batch",
     "find_tables",
+    "guess_prefix",
+    "guess_text",
+    "layout_tables",
+    "may_be_versioned",
     "parse_name",
     "prefix_end",
     "shown_key",
@@ -177,3 +185,161 @@ def find_tables(
         if after is None:
             return found
         position = after
+
+
+def layout_tables(
+    layout: Layout, meta: Mapping[str, bytes], names: Iterable[str]
+) -> list[TableInfo]:
+    """The tables: the names the keys show and those the metadata records (``kind:``).
+
+    A table is versioned when the layout lists it or its recorded kind says so.
+    """
+    kinds = {
+        k[len(META_KIND_PREFIX) :]: v for k, v in meta.items() if k.startswith(META_KIND_PREFIX)
+    }
+    every = set(names) | set(kinds)
+    return [
+        TableInfo(
+            n,
+            TableKind.VERSIONED
+            if n in layout.versioned or kinds.get(n) == b"versioned"
+            else TableKind.PLAIN,
+        )
+        for n in sorted(every, key=lambda n: n.encode("utf-8"))
+    ]
+
+
+def check_tables(layout: Layout, tables: list[TableInfo]) -> None:
+    """Refuse, before anything is written, tables the layout cannot hold.
+
+    Raises:
+        DestinationError: a name holding the separator, a versioned table where the
+            layout stores no version, a plain table the layout lists as versioned (exit 5).
+    """
+    spec = layout.kv
+    problems = []
+    for t in tables:
+        problem = spec.name_problem(t.name)
+        if problem is None and t.versioned and spec.version == "none":
+            problem = "is versioned, and the layout's kv.version is 'none'"
+        if problem is None and not t.versioned and t.name in layout.versioned:
+            problem = "is plain, and the layout lists it as versioned"
+        if problem is not None:
+            problems.append(f"{t.name!r} ({problem})")
+    if problems:
+        raise DestinationError(
+            f"{layout.describe()} cannot hold {', '.join(problems)}",
+            hint="rename the table in the app first, leave it out with --tables, "
+            "or correct the layout",
+        )
+
+
+# --- guessing a layout (``statemigrate layout init``) ------------------------------------
+
+# The separators a guess tries, in this order; of those that split every key, the one
+# giving fewest tables wins ("events/1:2" is table "events", not "events/1").
+SEPARATORS = ("/", ":", "|", "#", ".", "\x00")
+GUESS_SEEKS = 10_000  # a guess walks this many prefixes at most
+GUESS_VALUES = 100  # values sampled per table for "could carry a version"
+
+
+@dataclass
+class Guess:
+    """A guessed prefix layout and the tables it found."""
+
+    spec: KvPrefix
+    found: Found
+
+
+class _Enough(Exception):
+    """The guess walked as far as it looks."""
+
+
+def _walk_some(spec: KvPrefix, seek: Callable[[bytes], bytes | None]) -> Found | None:
+    seeks = 0
+
+    def counted(key: bytes) -> bytes | None:
+        nonlocal seeks
+        seeks += 1
+        if seeks > GUESS_SEEKS:
+            raise _Enough
+        return seek(key)
+
+    try:
+        return find_tables(spec, counted, lambda s, e: 1, stop_at_foreign=True)
+    except _Enough:
+        return None
+
+
+def guess_prefix(
+    namespace: str,
+    first: bytes,
+    last: bytes,
+    seeker: Callable[[], Callable[[bytes], bytes | None]],
+) -> Guess | None:
+    """The prefix template that splits every key of a namespace into fewest tables.
+
+    The head is what the first and last keys share, cut after the separator tried;
+    the name runs from there to that separator.
+
+    Args:
+        namespace: the namespace's name.
+        first: its first key.
+        last: its last key.
+        seeker: makes a fresh "first key at or after" function over the namespace.
+
+    Returns:
+        The guess, or None when no separator splits every key (within GUESS_SEEKS).
+    """
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    common = first[:n].decode("utf-8", "ignore")
+    best: Guess | None = None
+    for sep in SEPARATORS:
+        head = common[: common.rfind(sep) + 1] if sep in common else ""
+        spec = KvPrefix("prefix", namespace, head, sep, "none")
+        found = _walk_some(spec, seeker())
+        if found is None or found.foreign or not found.names:
+            continue
+        if best is None or len(found.names) < len(best.found.names):
+            best = Guess(spec, found)
+    return best
+
+
+def may_be_versioned(guess: Guess, values: Callable[[bytes], Iterator[bytes]]) -> list[str]:
+    """The tables (of the first 50) whose sampled values are all long enough for a version."""
+    roomy = []
+    for name in guess.found.names[:50]:
+        sample = values(guess.spec.table_prefix(name))
+        if all(len(v) >= _WIDTH for _, v in zip(range(GUESS_VALUES), sample)):
+            roomy.append(name)
+    return roomy
+
+
+def guess_text(engine: str, store: str, guess: Guess, roomy: list[str], others: list[str]) -> str:
+    """The layout file of a guess, with comments saying what the bytes cannot show."""
+    spec = guess.spec
+    template = spec.head + "{name}" + spec.separator
+    encodings = ", ".join(e for e in VERSION_ENCODINGS if e != "none")
+    could = ", ".join(roomy) or "none"
+    lines = [
+        f"# Guessed by `statemigrate layout init {engine} {store}`: check every line.",
+        f'engine = "{engine}"',
+        f"# Tables found: {', '.join(guess.found.names)}",
+        "# Which tables are versioned, and how the version is stored, cannot be seen from",
+        "# the bytes: list the versioned tables here and set kv.version below. Tables whose",
+        f"# sampled values are all 8 bytes or longer (they could carry one): {could}",
+        "versioned = []",
+        "",
+        "[kv]",
+        'mode = "prefix"',
+        f"namespace = {json.dumps(spec.namespace)}",
+        f"prefix = {json.dumps(template)}  # names hold no {spec.separator!r}",
+        f'version = "none"  # or one of {encodings}',
+    ]
+    if others:
+        lines.append(
+            "# Not in this layout (--skip-foreign-tables leaves them out): " + ", ".join(others)
+        )
+    return "\n".join(lines) + "\n"

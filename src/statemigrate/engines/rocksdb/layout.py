@@ -12,25 +12,31 @@ are refused (exit 4) unless ``skip_foreign_tables``.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ...errors import DestinationError, SourceError
-from ...layout import VERSION_ENCODINGS, KvPrefix, Layout
-from ...model import META_KIND_PREFIX, METADATA_TABLE, Batch, TableInfo, TableKind
+from ...layout import KvPrefix, Layout
+from ...model import META_KIND_PREFIX, METADATA_TABLE, Batch, TableInfo
 from .._kv_layout import (
+    SEPARATORS,
     Found,
     decode_records,
     encode_batch,
     find_tables,
+    guess_prefix,
+    guess_text,
+    layout_tables,
+    may_be_versioned,
     prefix_end,
     shown_key,
 )
 from .._rocksdb_scan import checked_read_options
 from ..access import StoreAccess, take_batches
-from . import DEFAULT_CF, RocksdbEngine, RocksdbReader, RocksdbWriter, _options
+from . import DEFAULT_CF, RocksdbEngine, RocksdbReader, _options
+from .writer import RocksdbWriter
 
 
 def _ranged_options(upper: bytes | None) -> Any:
@@ -120,21 +126,6 @@ class _LayoutScans(StoreAccess):
 
             return find_tables(self.layout.kv, seek, count, stop_at_foreign)
 
-    def _layout_tables(self, meta: Mapping[str, bytes], names: list[str]) -> list[TableInfo]:
-        kinds = {
-            k[len(META_KIND_PREFIX) :]: v for k, v in meta.items() if k.startswith(META_KIND_PREFIX)
-        }
-        every = set(names) | set(kinds)
-        return [
-            TableInfo(
-                n,
-                TableKind.VERSIONED
-                if n in self.layout.versioned or kinds.get(n) == b"versioned"
-                else TableKind.PLAIN,
-            )
-            for n in sorted(every, key=lambda n: n.encode("utf-8"))
-        ]
-
 
 def _refuse_foreign(path: Path, spec: KvPrefix, found: Found) -> None:
     key = found.first_foreign or b""
@@ -174,12 +165,12 @@ class LayoutRocksdbReader(_LayoutScans, RocksdbReader):
                     f"{self.path}: no column family {spec.namespace!r}, "
                     f"which {self.layout.describe()} names"
                 )
-            return self._layout_tables(meta, [])
+            return layout_tables(self.layout, meta, [])
         found = self._walk(stop_at_foreign=not self.skip_foreign)
         if found.foreign and not self.skip_foreign:
             _refuse_foreign(self.path, spec, found)
         self.skipped_records = found.foreign
-        return self._layout_tables(meta, found.names)
+        return layout_tables(self.layout, meta, found.names)
 
     def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
         return None  # the namespace's estimate counts every table's keys
@@ -210,7 +201,9 @@ class LayoutRocksdbWriter(_LayoutScans, RocksdbWriter):
         return self._cf(self.layout.kv.namespace)
 
     def list_tables(self) -> list[TableInfo]:
-        return self._layout_tables(self.raw_metadata(), self._walk(stop_at_foreign=False).names)
+        return layout_tables(
+            self.layout, self.raw_metadata(), self._walk(stop_at_foreign=False).names
+        )
 
     def create_table(self, table: TableInfo) -> None:
         problem = self.layout.kv.name_problem(table.name)
@@ -264,89 +257,36 @@ class LayoutRocksdbWriter(_LayoutScans, RocksdbWriter):
             self.db.write(wb, self.wal_opts)
 
 
-def check_tables(layout: Layout, tables: list[TableInfo]) -> None:
-    """Refuse, before anything is written, tables the layout cannot hold (exit 5)."""
-    spec = layout.kv
-    problems = []
-    for t in tables:
-        problem = spec.name_problem(t.name)
-        if problem is None and t.versioned and spec.version == "none":
-            problem = "is versioned, and the layout's kv.version is 'none'"
-        if problem is None and not t.versioned and t.name in layout.versioned:
-            problem = "is plain, and the layout lists it as versioned"
-        if problem is not None:
-            problems.append(f"{t.name!r} ({problem})")
-    if problems:
-        raise DestinationError(
-            f"{layout.describe()} cannot hold {', '.join(problems)}",
-            hint="rename the table in the app first, leave it out with --tables, "
-            "or correct the layout",
-        )
-
-
 # --- layout init -------------------------------------------------------------------------
 
-_SEPARATORS = ("/", ":", "|", "#", ".", "\x00")
-_GUESS_SEEKS = 10_000
-_GUESS_VALUES = 100
+
+def _first_and_last(view: Any) -> tuple[bytes, bytes]:
+    it = view.iter(checked_read_options())  # freed when this returns
+    it.seek_to_first()
+    first = bytes(it.key()) if it.valid() else b""
+    it.seek_to_last()
+    last = bytes(it.key()) if it.valid() else b""
+    return first, last
 
 
-class _Enough(Exception):
-    """The guess walked as far as it looks."""
-
-
-def _guess_one(reader: RocksdbReader, ns: str, head: str, sep: str) -> tuple[Found, bool]:
-    spec = KvPrefix("prefix", ns, head, sep, "none")
-    it = reader._cf(ns).iter(checked_read_options())  # freed when the guess returns
-    seeks = 0
+def _seeker(view: Any) -> Callable[[bytes], bytes | None]:
+    it = view.iter(checked_read_options())  # freed with the function
 
     def seek(key: bytes) -> bytes | None:
-        nonlocal seeks
-        seeks += 1
-        if seeks > _GUESS_SEEKS:
-            raise _Enough
         it.seek(key)
         return bytes(it.key()) if it.valid() else None
 
-    found = Found([])
-    try:
-        found = find_tables(spec, seek, lambda s, e: 1, stop_at_foreign=False)
-    except _Enough:
-        return found, False
-    return found, True
+    return seek
 
 
-def _common_head(view: Any) -> bytes:
-    it = view.iter(checked_read_options())
-    try:
-        it.seek_to_first()
-        first = bytes(it.key()) if it.valid() else b""
-        it.seek_to_last()
-        last = bytes(it.key()) if it.valid() else b""
-    finally:
-        del it
-    n = 0
-    while n < min(len(first), len(last)) and first[n] == last[n]:
-        n += 1
-    return first[:n]
-
-
-def _short_values(reader: RocksdbReader, ns: str, prefix: bytes) -> bool:
-    """Whether a sample of the table's values holds one shorter than a version."""
-    view = reader._cf(ns)
-    ro = _ranged_options(prefix_end(prefix))
-    for i, (_, value) in enumerate(view.items(from_key=prefix, read_opt=ro)):
-        if len(value) < 8:
-            return True
-        if i >= _GUESS_VALUES:
-            break
-    return False
+def _values(view: Any, prefix: bytes) -> Iterator[bytes]:
+    ro = _ranged_options(prefix_end(prefix))  # rocksdict keeps no reference to the bound
+    yield from view.values(from_key=prefix, read_opt=ro)
 
 
 def guess_layout(engine: type[RocksdbEngine], path: Path) -> str:
     """A ``[kv]`` prefix layout guessed from an existing RocksDB store, as TOML with
-    comments saying what was seen and what cannot be (which tables are versioned, and
-    how the version is encoded).
+    comments saying what was seen and what cannot be (:func:`.._kv_layout.guess_text`).
 
     Raises:
         SourceError: no column family holds keys that split into table prefixes.
@@ -358,49 +298,17 @@ def guess_layout(engine: type[RocksdbEngine], path: Path) -> str:
         )
         names = [n for n in listed if n != METADATA_TABLE]
         candidates = [n for n in names if not reader._is_empty(n)]
-        best: tuple[str, str, str, Found] | None = None
         for ns in sorted(candidates, key=lambda n: n != DEFAULT_CF):
-            common = _common_head(reader._cf(ns)).decode("utf-8", "ignore")
-            for sep in _SEPARATORS:
-                head = common[: common.rfind(sep) + 1] if sep in common else ""
-                found, whole = _guess_one(reader, ns, head, sep)
-                if not whole or found.foreign or not found.names:
-                    continue
-                if best is None or len(found.names) < len(best[3].names):
-                    best = (ns, head, sep, found)
-            if best is not None:
+            view = reader._cf(ns)
+            guess = guess_prefix(ns, *_first_and_last(view), partial(_seeker, view))
+            if guess is not None:
                 break
-        if best is None:
+        else:
             raise SourceError(
                 f"{path}: no column family holds keys that split into table prefixes "
-                f"(a name, then one of {', '.join(map(repr, _SEPARATORS))}, in every key)",
+                f"(a name, then one of {', '.join(map(repr, SEPARATORS))}, in every key)",
                 hint="write the layout file by hand (README: Your app's own layout)",
             )
-        ns, head, sep, found = best
-        roomy = [
-            n
-            for n in found.names[:50]
-            if not _short_values(reader, ns, (head + n + sep).encode("utf-8"))
-        ]
-    lines = [
-        f"# Guessed by `statemigrate layout init rocksdb {path.name}`: check every line.",
-        'engine = "rocksdb"',
-        f"# Tables found: {', '.join(found.names)}",
-        "# Which tables are versioned, and how the version is stored, cannot be seen from",
-        "# the bytes: list the versioned tables here and set kv.version below. Tables whose",
-        f"# sampled values are all 8 bytes or longer (they could carry one): {', '.join(roomy) or 'none'}",
-        "versioned = []",
-        "",
-        "[kv]",
-        'mode = "prefix"',
-        f"namespace = {json.dumps(ns)}",
-        f"prefix = {json.dumps(head + '{name}' + sep)}  # names hold no {sep!r}",
-        f'version = "none"  # or one of {", ".join(e for e in VERSION_ENCODINGS if e != "none")}',
-    ]
-    others = [n for n in names if n != ns and (n != DEFAULT_CF or n in candidates)]
-    if others:
-        lines.append(
-            "# Other column families, not in this layout (--skip-foreign-tables leaves them "
-            f"out): {', '.join(others)}"
-        )
-    return "\n".join(lines) + "\n"
+        roomy = may_be_versioned(guess, lambda prefix: _values(view, prefix))
+    others = [n for n in names if n != guess.spec.namespace and n in candidates]
+    return guess_text("rocksdb", path.name, guess, roomy, [f"column family {n!r}" for n in others])

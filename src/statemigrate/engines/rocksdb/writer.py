@@ -1,0 +1,176 @@
+"""RocksDB's writer in the default layout: one column family per table.
+
+Large WriteBatches with the WAL off and ``atomic_flush`` on (see the package's docstring);
+the in-place methods that schema upgrades use.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...errors import DestinationError, SourceError
+from ...model import METADATA_TABLE, Batch, TableInfo, encode_versioned
+from .._rocksdb_manifest import check_manifest
+from .._rocksdb_scan import checked_items
+from ..base import META_KIND_PREFIX as KIND_PREFIX
+from ..base import Writer, recorded_tables
+from . import DEFAULT_CF, _options, _Scans
+
+if TYPE_CHECKING:
+    from . import RocksdbEngine
+
+
+class RocksdbWriter(_Scans, Writer):
+    """Large WriteBatches, WAL off, atomic flushes; flushed and closed in finish()."""
+
+    def __init__(self, engine: type[RocksdbEngine], path: Path, create: bool, format_version: int):
+        self.rd = rd = engine.require_driver()
+        self.path = path
+        self.opts = _options(rd, format_version, create=create, writer=True)
+        if not create:
+            try:
+                check_manifest(path)
+            except SourceError as exc:
+                raise DestinationError(exc.message) from exc
+        with self.errors(failed="{path}: cannot open RocksDB for writing ({text})"):
+            names = [] if create else rd.Rdict.list_cf(str(path), self.opts)
+            families = {n: self.opts for n in names if n != DEFAULT_CF}
+            self.db = rd.Rdict(str(path), self.opts, column_families=families)
+            if METADATA_TABLE not in names:
+                self.db.create_column_family(METADATA_TABLE, self.opts)
+        self.write_opts = rd.WriteOptions()
+        self.write_opts.disable_wal = True
+        self.wal_opts = rd.WriteOptions()
+        self._handles: dict[str, Any] = {}
+
+    def _handle(self, name: str) -> Any:
+        if name not in self._handles:
+            self._handles[name] = self.db.get_column_family_handle(name)
+        return self._handles[name]
+
+    def _cf(self, name: str) -> Any:
+        return self.db if name == DEFAULT_CF else self.db.get_column_family(name)
+
+    def _names(self) -> list[str]:
+        return list(self.rd.Rdict.list_cf(str(self.path), self.opts))
+
+    def _meta_items(self) -> list[tuple[bytes, bytes]]:
+        """The metadata column family, read whole and checked (damage is SourceError)."""
+        where = f"{self.path} metadata"
+        with self.errors(where=where, failed="{where}: read failed ({text})"):
+            return list(checked_items(self._cf(METADATA_TABLE), where))
+
+    def raw_metadata(self) -> dict[str, bytes]:
+        return {k.decode("utf-8"): v for k, v in self._meta_items()}
+
+    def list_tables(self) -> list[TableInfo]:
+        names = [n for n in self._names() if n != DEFAULT_CF]
+        return recorded_tables(self.raw_metadata(), names)
+
+    def create_table(self, table: TableInfo) -> None:
+        # The kind goes first and through the WAL: a column family is durable as soon
+        # as it is created, while WAL-off writes survive a kill only once flushed, and a
+        # table found after a kill must not read back as plain. Always written, so a
+        # kind left by a dropped table of the same name never sticks.
+        # The default family exists even when empty: its kind is always written, so
+        # that an empty table ``default`` still reads back as a table.
+        kind = b"versioned" if table.versioned else b"plain" if table.name == DEFAULT_CF else None
+        self._write(None, [], {KIND_PREFIX + table.name: kind}, wal=True)
+        if table.name != DEFAULT_CF:
+            with self.errors(failed=f"{{path}}: cannot create table {table.name!r} ({{text}})"):
+                self.db.create_column_family(table.name, self.opts)
+
+    def _write(
+        self,
+        table: TableInfo | None,
+        batch: Batch,
+        metadata: Mapping[str, bytes | None] | None,
+        wal: bool = False,
+    ) -> None:
+        wb = self.rd.WriteBatch(raw_mode=True)
+        if table is not None:
+            handle = self._handle(table.name) if table.name != DEFAULT_CF else None
+            pairs = encode_versioned(batch) if table.versioned else batch
+            if handle is None:
+                for k, v in pairs:
+                    wb.put(k, v)
+            else:
+                for k, v in pairs:
+                    wb.put(k, v, handle)
+        if metadata:
+            meta = self._handle(METADATA_TABLE)
+            for key, value in metadata.items():
+                if value is None:
+                    wb.delete(key.encode("utf-8"), meta)
+                else:
+                    wb.put(key.encode("utf-8"), value, meta)
+        with self.errors(failed="{path}: write failed ({text})"):
+            self.db.write(wb, self.wal_opts if wal else self.write_opts)
+
+    def write_batch(
+        self, table: TableInfo, batch: Batch, metadata: Mapping[str, bytes | None] | None = None
+    ) -> None:
+        self._write(table, batch, metadata)
+
+    def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
+        self._write(None, [], metadata)
+
+    def finish(self) -> None:
+        with self.errors(failed="{path}: flush failed ({text})"):
+            for name in self._names():
+                cf = self._cf(name)
+                cf.flush(True)
+                del cf
+
+    def close(self) -> None:
+        db = getattr(self, "db", None)
+        if db is not None:
+            self._handles.clear()
+            gc.collect()
+            self.db = None
+            try:
+                with self.errors(failed="{path}: closing failed ({text})"):
+                    db.close()  # flushes what is left: a full disk can meet it here
+            finally:
+                gc.collect()
+
+    # In-place methods (schema upgrades; scan and confirm_end come from _Scans).
+    # RocksDB creates and drops column families outside its WriteBatches and cannot
+    # rename them, so it declares neither transactional_ddl nor rename_table: an
+    # upgrade builds new tables aside and switches through a journal in the metadata,
+    # with sync() before each destructive step (writes go without the WAL, so only
+    # flushed data survives a kill).
+
+    def drop_table(self, name: str) -> None:
+        # The kind goes first: a kill between the two steps leaves a table that the
+        # upgrade journal drops again, never a stale kind for a later table.
+        self.put_metadata({KIND_PREFIX + name: None})
+        if name not in self._names():
+            return
+        self._handles.pop(name, None)
+        gc.collect()
+        with self.errors(failed=f"{{path}}: cannot drop table {name!r} ({{text}})"):
+            self.db.drop_column_family(name)
+
+    def sync(self) -> None:
+        """Flush the column families whose memtables hold writes (the others have none to lose)."""
+        with self.errors(failed="{path}: flush failed ({text})"):
+            for name in self._names():
+                cf = self._cf(name)
+                pending = cf.property_int_value("rocksdb.num-entries-active-mem-table") or 0
+                pending += cf.property_int_value("rocksdb.num-entries-imm-mem-tables") or 0
+                if pending:
+                    cf.flush(True)
+                del cf
+
+    def backup(self, path: Path) -> None:
+        """A RocksDB checkpoint (hard links where possible)."""
+        self.finish()
+        checkpoint = "{where}: RocksDB checkpoint failed ({text})"
+        with self.errors(where=path, failed=checkpoint):
+            cp = self.rd.Checkpoint(self.db)
+            cp.create_checkpoint(str(path))
+            del cp
