@@ -212,7 +212,9 @@ fn close_db(db: Db) -> Result<(), NErr> {
 }
 
 /// Rewrite the MANIFEST of the store at `dir`: every SSTable path under `root` (or under
-/// `dir` itself) becomes relative to the store. Returns how many paths changed.
+/// `dir` itself) becomes relative to the store, and so does a path under another
+/// directory whose `sstables/...` tail `dir` holds (a store moved or copied since).
+/// Returns how many paths changed.
 fn relativize(dir: &Path, root: &Path) -> Result<usize, NErr> {
     let file = dir.join("MANIFEST");
     if !file.is_file() {
@@ -234,10 +236,10 @@ fn relativize(dir: &Path, root: &Path) -> Result<usize, NErr> {
         if entry.path.is_relative() {
             continue;
         }
-        if let Some(rel) = roots
+        let under_root = roots
             .iter()
-            .find_map(|r| entry.path.strip_prefix(r).ok().map(Path::to_path_buf))
-        {
+            .find_map(|r| entry.path.strip_prefix(r).ok().map(Path::to_path_buf));
+        if let Some(rel) = under_root.or_else(|| moved(dir, &entry.path)) {
             entry.path = rel;
             changed += 1;
         }
@@ -249,9 +251,19 @@ fn relativize(dir: &Path, root: &Path) -> Result<usize, NErr> {
     Ok(changed)
 }
 
+/// Where SSTable `path` of a store that was moved or copied from elsewhere is in `dir`:
+/// its path from its last `sstables` component on, when `dir` holds that file.
+fn moved(dir: &Path, path: &Path) -> Option<PathBuf> {
+    let parts: Vec<_> = path.components().collect();
+    let at = parts.iter().rposition(|c| c.as_os_str() == "sstables")?;
+    let rel: PathBuf = parts[at..].iter().collect();
+    dir.join(&rel).is_file().then_some(rel)
+}
+
 /// Rewrite the SSTable paths of the MANIFEST in `dir` that lie under `root` (the store
-/// `dir` was copied from) or under `dir` to paths relative to the store; the number
-/// rewritten. Only for a directory no database has open.
+/// `dir` was copied from), under `dir`, or elsewhere with their `sstables/...` tail in
+/// `dir` (a moved store), to paths relative to the store; the number rewritten. Only
+/// for a directory no database has open.
 #[pyfunction]
 fn relative_manifest(py: Python<'_>, dir: PathBuf, root: PathBuf) -> PyResult<usize> {
     detach(py, || relativize(&dir, &root))

@@ -114,12 +114,12 @@ def signature(path: Path) -> str | None:
 
 
 def private_image(path: Path) -> Path:
-    """A private image of the TurboKV store at ``path`` that TurboKV may change when it opens it.
+    """A private image of the TurboKV store at ``path`` that TurboKV may change when it opens it
+    (its MANIFEST's paths still to be made relative: the binding's ``relative_manifest``).
 
     Raises:
         OSError: the store cannot be read.
     """
-    native = TurbokvEngine.require_driver()
     shadow = _snapshot.private_dir("turbokv")
     try:
         for root, dirs, files in os.walk(path):
@@ -133,9 +133,8 @@ def private_image(path: Path) -> Path:
                     continue  # TurboKV makes its own and flocks it
                 if rel.suffix == ".sst":  # written once, never changed in place
                     _snapshot.link(src, shadow / rel, fallback="copy")
-                else:  # the MANIFEST (rewritten below), WAL segments (repaired in place)
+                else:  # the MANIFEST (rewritten by the reader), WAL segments (repaired in place)
                     shutil.copyfile(src, shadow / rel)
-        native.relative_manifest(str(shadow), str(path))
     except BaseException:
         _snapshot.remove(shadow)
         raise
@@ -170,6 +169,8 @@ class TurbokvReader(Reader):
                 "stop the app and run again"
             ) from exc
         with self.opening(failed="{path}: not a readable TurboKV store ({text})"):
+            # TurboKV 0.6 names SSTables by absolute paths: the image's must be its own.
+            native.relative_manifest(str(self.shadow), str(path.absolute()))
             self._native = native.TurbokvReader(str(self.shadow))
             self.snapshot_metadata = dict(self._native.metadata())
             self.snapshot_tables = _tables(self._native.names(), self.snapshot_metadata)
