@@ -279,14 +279,13 @@ def test_a_private_source_gives_a_private_copy(engine: str, tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_stop_while_reading_the_source_leaves_nothing(engine: str, tmp_path: Path) -> None:
+def test_stop_before_the_copy_leaves_nothing(engine: str, tmp_path: Path) -> None:
     src = store(engine, tmp_path)
     dst = tmp_path / f"dst.{engine}"
     progress = Phases()
     with pytest.raises(InterruptedByUser, match="before anything was written") as stopped:
         convert(str(src), str(dst), progress=progress, should_stop=lambda: True)
     assert stopped.value.hint is None  # nothing to --resume
-    assert "reading the source" in progress.phases
     assert not any(p.startswith("copying natively") for p in progress.phases)
     assert not dst.exists() and not Path(f"{dst}.partial").exists()
 
@@ -364,3 +363,58 @@ def test_a_half_written_lmdb_copy_is_started_over(tmp_path: Path) -> None:
     assert read_store(get_engine("lmdb"), dst) == read_store(get_engine("lmdb"), src)
     assert leftovers(dst) == []
     assert not os.path.exists(f"{dst}.partial")
+
+
+# --- both sides read at once: which failure wins -------------------------------------
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_copy_unequal_to_the_source_is_refused_and_not_placed(
+    engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read-back runs beside the source's digest: a copy missing one record (the
+    engine's copy replaced by one that leaves a record out) is exit 5, never placed."""
+    from statemigrate.engines.base import NativeCopy
+    from statemigrate.errors import DestinationError
+
+    src = store(engine, tmp_path)
+    eng = get_engine(engine)
+    short = {t: (recs[1:] if t.name == "settings" else recs) for t, recs in CONTENT.items()}
+    monkeypatch.setattr(
+        eng,
+        "native_copy",
+        classmethod(
+            lambda cls, reader: NativeCopy("short", lambda p: write_store(cls, p, short, METADATA))
+        ),
+    )
+    dst = tmp_path / f"dst.{engine}"
+    with pytest.raises(DestinationError, match="verification failed for table 'settings'"):
+        convert(str(src), str(dst), progress=Phases())
+    assert not dst.exists() and leftovers(dst) == []
+
+
+def test_a_damaged_sqlite_source_is_the_sources_failure_though_the_copy_fails_too(
+    tmp_path: Path,
+) -> None:
+    """SQLite's backup copies a damaged page as it is: both reads then fail, and the
+    source's failure is the one reported (exit 4), nothing left beside DST."""
+    from statemigrate.errors import SourceError
+
+    src = tmp_path / "src.sqlite"
+    write_store(
+        get_engine("sqlite"),
+        src,
+        {TableInfo("events"): [(i.to_bytes(4, "big"), b"e" * 300) for i in range(5000)]},
+    )
+    size = src.stat().st_size
+    page = 4096
+    with open(src, "r+b") as f:  # the header of a leaf page in the middle of the table
+        f.seek((size // page // 2) * page)
+        f.write(b"\xff" * 12)
+    dst = tmp_path / "dst.sqlite"
+    progress = Phases()
+    with pytest.raises(SourceError) as err:
+        convert(str(src), str(dst), progress=progress)
+    assert err.value.exit_code == 4, err.value
+    assert "verifying" in progress.phases, progress.phases  # the copy was made and read
+    assert not dst.exists() and leftovers(dst) == []
