@@ -179,25 +179,34 @@ def test_a_named_namespace_and_other_encodings_round_trip(tmp_path: Path) -> Non
         assert api.checksum(out, options={"layout": str(layout)}).digest == digest
 
 
-def test_upgrades_in_place_run_on_a_store_in_a_prefix_layout(tmp_path: Path) -> None:
+@pytest.mark.parametrize("at_head", [False, True], ids=["example", "versioned-at-head"])
+def test_upgrades_in_place_run_on_a_store_in_a_prefix_layout(at_head: bool, tmp_path: Path) -> None:
     """The example schema's revisions, up and back, on a RocksDB store in the prefix
-    layout: at every revision the same digest as the same revision in the default layout."""
+    layout: at every revision the same digest as the same revision in the default layout.
+
+    ``versioned-at-head``: the layout lists ``prefs`` too, versioned from revision 0004
+    on; before that the kind recorded in the metadata (plain) wins.
+    """
     from statemigrate.testing.upgrade_conformance import EXAMPLE, seeded
 
+    lay = LAYOUT
+    if at_head:
+        lay = tmp_path / "at-head.toml"
+        lay.write_text(LAYOUT.read_text().replace('["settings"]', '["settings", "prefs"]'))
     default = seeded(get_engine("sqlite"), tmp_path, events=400)
     app = tmp_path / "app.rocksdb"
-    r = run("convert", "-q", "--dest-layout", LAYOUT, default, f"rocksdb:{app}")
+    r = run("convert", "-q", "--dest-layout", lay, default, f"rocksdb:{app}")
     assert r.exit_code == 0, r.output
-    layout = {"layout": str(LAYOUT)}
+    layout = {"layout": str(lay)}
     start = api.checksum(app, options=layout).digest
     for rev in ("0002", "0003", "0004", "0005"):
-        r = run("upgrade", "-q", "--layout", LAYOUT, app, "--schema", EXAMPLE, "--to", rev)
+        r = run("upgrade", "-q", "--layout", lay, app, "--schema", EXAMPLE, "--to", rev)
         assert r.exit_code == 0, r.output
         api.upgrade(default, EXAMPLE, to=rev, digests=False)
         assert api.checksum(app, options=layout).digest == api.checksum(default).digest, rev
-    r = run("check", "--layout", LAYOUT, app, "--schema", EXAMPLE)
+    r = run("check", "--layout", lay, app, "--schema", EXAMPLE)
     assert r.exit_code == 0 and "at head" in r.stdout, r.output
-    r = run("downgrade", "-q", "--layout", LAYOUT, app, "--schema", EXAMPLE, "--to", "0001")
+    r = run("downgrade", "-q", "--layout", lay, app, "--schema", EXAMPLE, "--to", "0001")
     assert r.exit_code == 0, r.output
     assert api.checksum(app, options=layout).digest == start
     # Nothing of the upgrades' private tables is left in the namespace.
@@ -236,6 +245,21 @@ def test_records_no_table_claims_are_refused_or_skipped(tmp_path: Path) -> None:
             app_store_rocksdb(tmp_path / "clean.rocksdb"), options={"layout": str(LAYOUT)}
         ).digest
     )
+
+
+@pytest.mark.parametrize(
+    "key",
+    [b"/empty-name", b"\xff\xfe/not-utf8", b"nul\x00name/k", b"n" * 256 + b"/too-long", b"!"],
+    ids=["empty", "not-utf8", "nul", "256-bytes", "before-every-prefix"],
+)
+def test_keys_no_name_can_claim_are_foreign(key: bytes, tmp_path: Path) -> None:
+    src = app_store_rocksdb(tmp_path / "app.rocksdb", extra={key: b"v"})
+    r = run("checksum", "--layout", LAYOUT, src)
+    assert r.exit_code == 4, r.output
+    assert repr(key[:64]) in r.stderr.splitlines()[0], r.stderr
+    r = run("checksum", "--layout", LAYOUT, "--option", "skip_foreign_tables=true", src)
+    clean = run("checksum", "--layout", LAYOUT, app_store_rocksdb(tmp_path / "clean.rocksdb"))
+    assert r.exit_code == clean.exit_code == 0 and r.stdout == clean.stdout
 
 
 def test_a_layouts_tables_list_makes_other_prefixes_foreign(tmp_path: Path) -> None:

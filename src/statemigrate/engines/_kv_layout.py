@@ -192,7 +192,9 @@ def layout_tables(
 ) -> list[TableInfo]:
     """The tables: the names the keys show and those the metadata records (``kind:``).
 
-    A table is versioned when the layout lists it or its recorded kind says so.
+    A table's recorded kind wins (a conversion or an upgrade wrote it: the example
+    schema makes ``prefs`` versioned at its fourth revision, and a layout describing the
+    app at head lists it); a table without one is versioned when the layout lists it.
     """
     kinds = {
         k[len(META_KIND_PREFIX) :]: v for k, v in meta.items() if k.startswith(META_KIND_PREFIX)
@@ -202,7 +204,7 @@ def layout_tables(
         TableInfo(
             n,
             TableKind.VERSIONED
-            if n in layout.versioned or kinds.get(n) == b"versioned"
+            if kinds.get(n, b"versioned" if n in layout.versioned else b"plain") == b"versioned"
             else TableKind.PLAIN,
         )
         for n in sorted(every, key=lambda n: n.encode("utf-8"))
@@ -213,8 +215,9 @@ def check_tables(layout: Layout, tables: list[TableInfo]) -> None:
     """Refuse, before anything is written, tables the layout cannot hold.
 
     Raises:
-        DestinationError: a name holding the separator, a versioned table where the
-            layout stores no version, a plain table the layout lists as versioned (exit 5).
+        DestinationError: a name holding the separator, or a versioned table where the
+            layout stores no version (exit 5). A plain table the layout lists as versioned
+            is written with its kind recorded, which wins when it is read.
     """
     spec = layout.kv
     problems = []
@@ -222,8 +225,6 @@ def check_tables(layout: Layout, tables: list[TableInfo]) -> None:
         problem = spec.name_problem(t.name)
         if problem is None and t.versioned and spec.version == "none":
             problem = "is versioned, and the layout's kv.version is 'none'"
-        if problem is None and not t.versioned and t.name in layout.versioned:
-            problem = "is plain, and the layout lists it as versioned"
         if problem is not None:
             problems.append(f"{t.name!r} ({problem})")
     if problems:
