@@ -27,13 +27,13 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import DestinationError, SourceError, StoreBusyError
-from ..fsutil import crash_point
-from ..locks import LockProbe, busy_message, lock_holder, refuse_if_held
-from ..model import METADATA_TABLE, VERSION_PREFIX_DECODE, Batch, TableInfo, encode_versioned
-from ._lmdb_file import check_data_file, count_dbs, keep_map_size, open_ro
-from .base import META_KIND_PREFIX as KIND_PREFIX
-from .base import (
+from ...errors import DestinationError, SourceError, StoreBusyError
+from ...fsutil import crash_point
+from ...locks import LockProbe, busy_message, lock_holder, refuse_if_held
+from ...model import METADATA_TABLE, VERSION_PREFIX_DECODE, Batch, TableInfo, encode_versioned
+from .._lmdb_file import check_data_file, count_dbs, keep_map_size, open_ro
+from ..base import META_KIND_PREFIX as KIND_PREFIX
+from ..base import (
     AppHolder,
     Capabilities,
     Engine,
@@ -45,7 +45,7 @@ from .base import (
     recorded_tables,
     take_batches,
 )
-from .errors import DriverErrors, Meaning, Rule
+from ..errors import DriverErrors, Meaning, Rule
 
 META_DB = METADATA_TABLE.encode()
 MIN_MAP_SIZE = 64 << 20
