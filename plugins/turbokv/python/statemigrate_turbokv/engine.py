@@ -247,6 +247,32 @@ class TurbokvWriter(Writer):
         with self.errors(failed="{path}: sync failed ({text})"):
             self._native.persist()
 
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
+        """Batches of ``table`` as written so far (in-place upgrades; nothing else writes it)."""
+        while True:
+            with self.errors():
+                batch = self._native.read_batch(
+                    table.name, after, max_records, max_bytes, table.versioned
+                )
+            if not batch:
+                return
+            yield batch
+            after = batch[-1][0]
+
+    def drop_table(self, name: str) -> None:
+        """Delete the table's records in batches, the last one atomic with its kind's removal
+        (a kill between them leaves the table, which the upgrade's journal drops again)."""
+        with self.errors(failed=f"{{path}}: cannot drop table {name!r} ({{text}})"):
+            self._native.clear_table(name, [(META_KIND_PREFIX + name, None)])
+
+    def backup(self, path: Path) -> None:
+        """A copy of the store made while it is closed after a flush (its MANIFEST's paths
+        relative, so the copy opens where it is); the store reopens on the next call."""
+        self.finish()
+        shutil.copytree(self.path, path, symlinks=True)
+
     def close(self) -> None:
         if self._native is not None:
             native, self._native = self._native, None
@@ -293,6 +319,7 @@ class TurbokvEngine(Engine):
         read_only_open=False,
         multi_process_readers=False,
         directory=True,
+        in_place=True,
     )
     options: ClassVar[type[EngineOptions]] = TurbokvOptions
     suffixes: ClassVar[tuple[str, ...]] = (".turbokv",)
