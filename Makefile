@@ -18,6 +18,11 @@ $(PYTHON):  ## the project's virtual environment (Debian's python3-venv installe
 install: $(PYTHON)  ## the package, every engine driver and the test tools (builds the Rust extension)
 	@rm -f src/statemigrate/_native.*.so  # a stale build of another ABI tag would be loaded first
 	$(PYTHON) -m pip install -q --disable-pip-version-check -e ".[all,test]"
+	@# TurboKV (plugins/turbokv, its own distribution) needs the CPU's AES instructions.
+	@if grep -qw aes /proc/cpuinfo 2>/dev/null; then \
+	  rm -f plugins/turbokv/python/statemigrate_turbokv/_native.*.so; \
+	  $(PYTHON) -m pip install -q --disable-pip-version-check -e plugins/turbokv; \
+	else echo "install: this CPU has no AES instructions: the turbokv engine is left out"; fi
 
 system-deps:  ## Debian's sqlite3 shell and RocksDB 7.8 ldb, which the compatibility tests run
 	@command -v sqlite3 >/dev/null && command -v ldb >/dev/null || \
@@ -47,10 +52,11 @@ fixtures: install  ## remake the small fixture stores made by the Python drivers
 	$(PYTHON) fixtures/make_fixtures.py
 
 lint: install  ## the gate CI runs before the tests: ruff (lint, format), mypy and clippy
-	$(PYTHON) -m ruff check src tests benchmarks
-	$(PYTHON) -m ruff format --check src tests benchmarks
-	$(PYTHON) -m mypy src/statemigrate
+	$(PYTHON) -m ruff check src tests benchmarks plugins/turbokv/python
+	$(PYTHON) -m ruff format --check src tests benchmarks plugins/turbokv/python
+	$(PYTHON) -m mypy src/statemigrate plugins/turbokv/python/statemigrate_turbokv
 	cd rust && cargo clippy --release --quiet -- -D warnings
+	cd plugins/turbokv && cargo clippy --release --quiet -- -D warnings
 
 # The release wheel, on demand (minutes of compiling: CI does not build it). Its own Cargo
 # target directory, so the development build in rust/target is not invalidated.
