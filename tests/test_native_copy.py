@@ -279,13 +279,14 @@ def test_a_private_source_gives_a_private_copy(engine: str, tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_stop_before_the_copy_leaves_nothing(engine: str, tmp_path: Path) -> None:
+def test_stop_while_reading_the_source_leaves_nothing(engine: str, tmp_path: Path) -> None:
     src = store(engine, tmp_path)
     dst = tmp_path / f"dst.{engine}"
     progress = Phases()
     with pytest.raises(InterruptedByUser, match="before anything was written") as stopped:
         convert(str(src), str(dst), progress=progress, should_stop=lambda: True)
     assert stopped.value.hint is None  # nothing to --resume
+    assert "reading the source" in progress.phases
     assert not any(p.startswith("copying natively") for p in progress.phases)
     assert not dst.exists() and not Path(f"{dst}.partial").exists()
 
@@ -365,15 +366,15 @@ def test_a_half_written_lmdb_copy_is_started_over(tmp_path: Path) -> None:
     assert not os.path.exists(f"{dst}.partial")
 
 
-# --- both sides read at once: which failure wins -------------------------------------
+# --- what verification and a damaged source do on the native path --------------------
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_copy_unequal_to_the_source_is_refused_and_not_placed(
     engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The read-back runs beside the source's digest: a copy missing one record (the
-    engine's copy replaced by one that leaves a record out) is exit 5, never placed."""
+    """A copy missing one record (the engine's copy replaced by one that leaves a
+    record out) is exit 5 on reading back, never placed."""
     from statemigrate.engines.base import NativeCopy
     from statemigrate.errors import DestinationError
 
@@ -393,11 +394,9 @@ def test_a_copy_unequal_to_the_source_is_refused_and_not_placed(
     assert not dst.exists() and leftovers(dst) == []
 
 
-def test_a_damaged_sqlite_source_is_the_sources_failure_though_the_copy_fails_too(
-    tmp_path: Path,
-) -> None:
-    """SQLite's backup copies a damaged page as it is: both reads then fail, and the
-    source's failure is the one reported (exit 4), nothing left beside DST."""
+def test_a_damaged_sqlite_source_is_refused_before_the_copy(tmp_path: Path) -> None:
+    """SQLite's backup would copy a damaged page as it is: the source is digested
+    first, so the damage is exit 4 before anything is written."""
     from statemigrate.errors import SourceError
 
     src = tmp_path / "src.sqlite"
@@ -416,5 +415,6 @@ def test_a_damaged_sqlite_source_is_the_sources_failure_though_the_copy_fails_to
     with pytest.raises(SourceError) as err:
         convert(str(src), str(dst), progress=progress)
     assert err.value.exit_code == 4, err.value
-    assert "verifying" in progress.phases, progress.phases  # the copy was made and read
+    assert "reading the source" in progress.phases, progress.phases  # the native path
+    assert not any(p.startswith("copying natively") for p in progress.phases)
     assert not dst.exists() and leftovers(dst) == []

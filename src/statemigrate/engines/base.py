@@ -118,13 +118,10 @@ class NativeCopy:
         method: what the engine copies with, for progress ("SQLite backup").
         run: copies the snapshot to the path it is given, which does not exist yet;
             driver errors come out as the contract's (a full disk is exit 5).
-        reads_beside: the reader may be read on another thread while the copy runs
-            (the source is then digested beside the copy, not after it).
     """
 
     method: str
     run: Callable[[Path], None]
-    reads_beside: bool = False
 
 
 @dataclass(frozen=True)

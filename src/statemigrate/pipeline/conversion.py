@@ -303,8 +303,8 @@ def _verify_built(
     job: Job, plan: ResumePlan, chosen: list[TableInfo], digests: dict[str, Digest]
 ) -> bool:
     """Read the built store back unless told not to; whether it was verified."""
-    if plan.start is Start.COMPLETE or plan.read_back:
-        return True  # read back equal to the source by settle_finished or the native copy
+    if plan.start is Start.COMPLETE:
+        return True  # read back equal to the source by settle_finished
     if not job.verify:
         return False
     job.progress.phase("verifying")

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,26 +34,12 @@ def check_built(
     Raises:
         DestinationError: it does not, or it does not read back (exit 5).
     """
-    with built_does_not_read_back():
-        got = read_built(dst_engine, partial, chosen, progress, should_stop, hint, options)
-    compare_built(partial, chosen, expected, got)
-
-
-@contextlib.contextmanager
-def built_does_not_read_back() -> Iterator[None]:
-    """A built store that does not read back is the destination failing (exit 5)."""
     try:
-        yield
-    except SourceError as exc:
+        got = read_built(dst_engine, partial, chosen, progress, should_stop, hint, options)
+    except SourceError as exc:  # the built store does not read back: the destination failed
         raise DestinationError(
             f"verification failed: {exc.message}", hint="the destination was not put in place"
         ) from exc
-
-
-def compare_built(
-    partial: Path, chosen: list[TableInfo], expected: dict[str, Digest], got: dict[str, Digest]
-) -> None:
-    """Refuse (exit 5) a built store whose digests are not the source's."""
     for t in chosen:
         if got[t.name] != expected[t.name]:
             raise DestinationError(

@@ -52,14 +52,11 @@ class ResumePlan:
         checkpoint: how far the copy got (set once the copy starts).
         created: this run created ``DST.partial``: a failure that no ``--resume``
             finishes removes it (one an earlier run made is never removed here).
-        read_back: the built store was already read back equal to the source (a
-            native copy digests both sides at once).
     """
 
     start: Start
     checkpoint: Checkpoint | None = None
     created: bool = False
-    read_back: bool = False
 
     def check_source(self, fingerprint: dict[str, Any], job: Job) -> None:
         """Refuse (exit 4) a source whose files changed since the checkpoint was written.
