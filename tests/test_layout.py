@@ -278,7 +278,7 @@ def test_layout_init_refuses_what_it_cannot_guess(tmp_path: Path) -> None:
     assert run("convert", "-q", "--source-layout", EXAMPLE_LAYOUT, src, plain).exit_code == 0
     r = run("layout", "init", "sqlite", plain)  # the default layout: nothing to guess
     assert r.exit_code == 4 and "no table looks like one table" in r.stderr
-    r = run("layout", "init", "lmdb", src)
-    assert r.exit_code == 2 and "sqlite and rocksdb only so far" in r.stderr
+    r = run("layout", "init", "fjall3", src)
+    assert r.exit_code == 2 and "sqlite, rocksdb and lmdb only so far" in r.stderr
     r = run("layout", "init", "rocksdb", src)  # a SQLite file is no RocksDB store
     assert r.exit_code == 4 and "not a RocksDB store" in r.stderr

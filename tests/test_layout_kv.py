@@ -26,6 +26,7 @@ from statemigrate import api
 from statemigrate.cli import main
 from statemigrate.errors import DestinationError
 from statemigrate.registry import engine_names, get_engine
+from statemigrate.testing.conformance import CASES as CONFORMANCE_CASES
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYOUT = ROOT / "schemas" / "layouts" / "prefix.rocksdb.toml"
@@ -487,3 +488,153 @@ def test_conformance_over_a_prefix_layout(which: str, case_name: str, tmp_path: 
     from statemigrate.testing.conformance import CASES
 
     CASES[case_name](_layout_engine(tmp_path, which), tmp_path)
+
+
+# --- LMDB: every table in one named database ---------------------------------------------
+
+LMDB_LAYOUT = ROOT / "schemas" / "layouts" / "prefix.lmdb.toml"
+
+
+def app_store_lmdb(path: Path, extra: dict[bytes, bytes] | None = None) -> Path:
+    """The app's LMDB store, written with plain py-lmdb: named database ``state``,
+    ``table/`` prefixes, little-endian version suffixes."""
+    import lmdb
+
+    env = lmdb.open(str(path), subdir=True, max_dbs=4)
+    db = env.open_db(b"state")
+    with env.begin(write=True, db=db) as txn:
+        for k, v in EVENTS:
+            txn.put(b"events/" + k, v)
+        for k, v, ver in SETTINGS:
+            txn.put(b"settings/" + k, v + ver.to_bytes(8, "little"))
+        for k, v in (extra or {}).items():
+            txn.put(k, v)
+    env.close()
+    return path
+
+
+def lmdb_pairs(path: Path) -> list[tuple[bytes, bytes]]:
+    """Every pair of the named database ``state``, read with plain py-lmdb (as the app)."""
+    import lmdb
+
+    env = lmdb.open(str(path), subdir=True, max_dbs=4, readonly=True, lock=False)
+    try:
+        with env.begin(db=env.open_db(b"state", create=False)) as txn:
+            return [(bytes(k), bytes(v)) for k, v in txn.cursor()]
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("via", engine_names())
+def test_lmdb_app_layout_to_every_engine_and_back_is_exact(via: str, tmp_path: Path) -> None:
+    eng = get_engine(via)
+    eng.require_driver()
+    src = app_store_lmdb(tmp_path / "app.lmdb")
+    mid = tmp_path / f"mid{eng.suffixes[0] if eng.suffixes else ''}"
+    back = tmp_path / "back.lmdb"
+    r = run("convert", "-q", "--source-layout", LMDB_LAYOUT, f"lmdb:{src}", f"{via}:{mid}")
+    assert r.exit_code == 0, r.output
+    r = run("convert", "-q", "--dest-layout", LMDB_LAYOUT, f"{via}:{mid}", f"lmdb:{back}")
+    assert r.exit_code == 0, r.output
+    assert lmdb_pairs(back) == expected_pairs() == lmdb_pairs(src)
+    r = run("verify", "-q", "--layout-a", LMDB_LAYOUT, f"lmdb:{src}", f"{via}:{mid}")
+    assert r.exit_code == 0 and r.stdout.splitlines()[-1] == "equal", r.output
+
+
+def test_the_three_apps_convert_into_each_other(tmp_path: Path) -> None:
+    """SQLite's kv table, RocksDB's and LMDB's prefixes: the same state, both ways."""
+    lmdb_app = app_store_lmdb(tmp_path / "app.lmdb")
+    rocks_app = app_store_rocksdb(tmp_path / "app.rocksdb")
+    to_lmdb = tmp_path / "to.lmdb"
+    to_sqlite = tmp_path / "to.sqlite"
+    r = run("convert", "-q", "--source-layout", LAYOUT, "--dest-layout", LMDB_LAYOUT,
+            rocks_app, f"lmdb:{to_lmdb}")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    r = run("convert", "-q", "--source-layout", LMDB_LAYOUT, "--dest-layout", SQLITE_LAYOUT,
+            lmdb_app, to_sqlite)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert lmdb_pairs(to_lmdb) == expected_pairs()
+    assert app_rows(to_sqlite) == expected_rows()
+    r = run("verify", "-q", "--layout-a", LMDB_LAYOUT, "--layout-b", LAYOUT, lmdb_app, rocks_app)
+    assert r.exit_code == 0 and r.stdout.splitlines()[-1] == "equal", r.output
+
+
+def test_upgrades_in_place_run_on_an_lmdb_store_in_a_prefix_layout(tmp_path: Path) -> None:
+    from statemigrate.testing.upgrade_conformance import EXAMPLE, seeded
+
+    default = seeded(get_engine("sqlite"), tmp_path, events=400)
+    app = tmp_path / "app.lmdb"
+    r = run("convert", "-q", "--dest-layout", LMDB_LAYOUT, default, f"lmdb:{app}")
+    assert r.exit_code == 0, r.output
+    layout = {"layout": str(LMDB_LAYOUT)}
+    start = api.checksum(f"lmdb:{app}", options=layout).digest
+    for rev in ("0002", "0003", "0004", "0005"):
+        r = run("upgrade", "-q", "--layout", LMDB_LAYOUT, app, "--schema", EXAMPLE, "--to", rev)
+        assert r.exit_code == 0, r.output
+        api.upgrade(default, EXAMPLE, to=rev, digests=False)
+        got = api.checksum(f"lmdb:{app}", options=layout).digest
+        assert got == api.checksum(default).digest, rev
+    r = run("downgrade", "-q", "--layout", LMDB_LAYOUT, app, "--schema", EXAMPLE, "--to", "0001")
+    assert r.exit_code == 0, r.output
+    assert api.checksum(f"lmdb:{app}", options=layout).digest == start
+    assert not [k for k, _ in lmdb_pairs(app) if k.startswith(b"__sm_tmp__")]
+
+
+def test_lmdb_foreign_records_and_databases_short_values(tmp_path: Path) -> None:
+    src = app_store_lmdb(tmp_path / "app.lmdb", extra={b"loose": b"x"})
+    r = run("checksum", "--layout", LMDB_LAYOUT, f"lmdb:{src}")
+    assert r.exit_code == 4 and "b'loose'" in r.stderr.splitlines()[0], r.output
+    r = run("checksum", "--layout", LMDB_LAYOUT, "--option", "skip_foreign_tables=true",
+            f"lmdb:{src}")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    short = app_store_lmdb(tmp_path / "short.lmdb", extra={b"settings/s": b"1234567"})
+    r = run("checksum", "--layout", LMDB_LAYOUT, f"lmdb:{short}")
+    line = r.stderr.splitlines()[0]
+    assert r.exit_code == 4 and "table 'settings'" in line and "b's'" in line, r.output
+
+
+def test_lmdb_layout_init_guesses_the_named_database_and_prefix(tmp_path: Path) -> None:
+    src = app_store_lmdb(tmp_path / "app.lmdb")
+    r = run("layout", "init", "lmdb", src)
+    assert r.exit_code == 0, r.output
+    assert 'namespace = "state"' in r.stdout and 'prefix = "{name}/"' in r.stdout, r.stdout
+    assert "cannot be seen" in r.stdout and "(they could carry one): settings" in r.stdout
+    guessed = tmp_path / "guessed.toml"
+    guessed.write_text(
+        r.stdout.replace("versioned = []", 'versioned = ["settings"]').replace(
+            'version = "none"', 'version = "suffix-u64le"'
+        )
+    )
+    a = run("checksum", "--layout", guessed, f"lmdb:{src}")
+    b = run("checksum", "--layout", LMDB_LAYOUT, f"lmdb:{src}")
+    assert a.exit_code == b.exit_code == 0 and a.stdout == b.stdout
+
+
+@pytest.mark.parametrize("case_name", sorted(CONFORMANCE_CASES))
+def test_conformance_over_an_lmdb_prefix_layout(case_name: str, tmp_path: Path) -> None:
+    from statemigrate.engines.lmdb import LmdbEngine
+    from statemigrate.testing.conformance import CASES
+
+    layout = tmp_path / "nul.toml"
+    layout.write_text(
+        'engine = "lmdb"\n[kv]\nmode = "prefix"\nnamespace = "state"\n'
+        'prefix = "{name}\\u0000"\nversion = "suffix-u64be"\n'
+    )
+
+    def given(options: object) -> dict:
+        return {**(options or {}), "layout": str(layout)}  # type: ignore[dict-item]
+
+    class InLayout(LmdbEngine):
+        @classmethod
+        def open_reader(cls, path, options=None):  # type: ignore[no-untyped-def]
+            return super().open_reader(path, given(options))
+
+        @classmethod
+        def create_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
+            return super().create_writer(path, given(options))
+
+        @classmethod
+        def open_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
+            return super().open_writer(path, given(options))
+
+    CASES[case_name](InLayout, tmp_path)

@@ -153,7 +153,7 @@ def layout(engine: str, store: StorePath) -> str:
     guess = getattr(eng, "guess_layout", None)
     if guess is None:
         raise UsageError(
-            f"layout files can be guessed for sqlite and rocksdb only so far, not {engine!r}"
+            f"layout files can be guessed for sqlite, rocksdb and lmdb only so far, not {engine!r}"
         )
     path = Path(os.fspath(store))
     if not path.exists():

@@ -17,12 +17,12 @@ A layout file is TOML (README, "Your app's own layout")::
 It is validated when loaded: an unknown or ill-typed field is one line naming the file
 and the field (:class:`UsageError`, exit 2), before anything is read or written. What
 is implemented so far: SQLite's ``one-table`` mode (every state table's records in one
-SQL table, told apart by a name column) and RocksDB's ``[kv]`` ``prefix`` mode (every
-table in one column family, stored key = the table's prefix ‖ key, the version in one
-of :data:`VERSION_ENCODINGS`); ``namespace-per-table`` with the default version
-encoding is the default layout. LMDB, fjall and TurboKV layouts, ``namespace-per-table``
-with another version encoding and SQLite's ``table-per-table`` mode with other column
-names are refused with exit 2, saying so.
+SQL table, told apart by a name column) and the ``[kv]`` ``prefix`` mode of RocksDB and
+LMDB (every table in one column family or named database, stored key = the table's
+prefix ‖ key, the version in one of :data:`VERSION_ENCODINGS`); ``namespace-per-table``
+with the default version encoding is the default layout. fjall and TurboKV layouts,
+``namespace-per-table`` with another version encoding and SQLite's ``table-per-table``
+mode with other column names are refused with exit 2, saying so.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ __all__ = ["VERSION_ENCODINGS", "KvPrefix", "Layout", "SqlOneTable", "load_layou
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SQL_ENGINES = ("sqlite",)  # the engines a [sqlite] section is implemented for
-_KV_ENGINES = ("rocksdb",)  # the engines a [kv] section is implemented for
+_KV_ENGINES = ("rocksdb", "lmdb")  # the engines a [kv] section is implemented for
 _KV_FAMILY = ("rocksdb", "lmdb", "fjall2", "fjall3", "turbokv")  # what [kv] describes
 # How a [kv] layout stores a versioned record's version: where, and its byte order.
 VERSION_ENCODINGS = ("prefix-u64be", "prefix-u64le", "suffix-u64be", "suffix-u64le", "none")
@@ -238,7 +238,11 @@ def _kv_section(path: Path, raw: dict[str, Any], versioned: list[str]) -> KvPref
         return KvPrefix(mode, "", "", "/", version)
     if mode != "prefix":
         raise _fail(path, f"kv.mode must be 'prefix' or 'namespace-per-table', not {mode!r}")
-    namespace = _string(path, section, "namespace", "kv.") if "namespace" in section else "default"
+    if "namespace" in section or raw["engine"] != "rocksdb":
+        # LMDB: a named database (the unnamed one also lists the named databases)
+        namespace = _string(path, section, "namespace", "kv.")
+    else:
+        namespace = "default"  # RocksDB's default column family
     if namespace == "__statemigrate__":
         raise _fail(path, "kv.namespace '__statemigrate__' is statemigrate's metadata")
     template = _string(path, section, "prefix", "kv.")

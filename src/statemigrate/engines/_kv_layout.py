@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import DestinationError, SourceError
-from ..layout import VERSION_ENCODINGS, KvPrefix, Layout
+from ..layout import VERSION_ENCODINGS, KvPrefix, Layout, load_layout
 from ..model import META_KIND_PREFIX, Batch, Record, TableInfo, TableKind
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "find_tables",
     "guess_prefix",
     "guess_text",
+    "kv_layout",
     "layout_tables",
     "may_be_versioned",
     "parse_name",
@@ -185,6 +187,16 @@ def find_tables(
         if after is None:
             return found
         position = after
+
+
+def kv_layout(engine: type, options: Mapping[str, Any]) -> Layout | None:
+    """The prefix layout an engine's options name, loaded and checked (exit 2); None for
+    none, or for a layout file that describes the engine's default layout."""
+    given = options.get("layout")
+    if not given:
+        return None
+    layout = load_layout(given, engine.name)  # type: ignore[attr-defined]
+    return None if layout.kv.mode == "namespace-per-table" else layout
 
 
 def layout_tables(

@@ -36,16 +36,15 @@ from ..base import META_KIND_PREFIX as KIND_PREFIX
 from ..base import (
     AppHolder,
     Capabilities,
-    Engine,
     NativeCopy,
     Reader,
     StoreFacts,
     Writer,
-    check_options,
     recorded_tables,
     take_batches,
 )
 from ..errors import DriverErrors, Meaning, Rule
+from .options import LmdbEntryPoints, LmdbOptions
 
 META_DB = METADATA_TABLE.encode()
 MIN_MAP_SIZE = 64 << 20
@@ -427,8 +426,8 @@ class LmdbWriter(Writer):
             self.env = None
 
 
-class LmdbEngine(Engine):
-    """LMDB through py-lmdb."""
+class LmdbEngine(LmdbEntryPoints):
+    """LMDB through py-lmdb (opening a store: :class:`.options.LmdbEntryPoints`)."""
 
     name = "lmdb"
     extra = "lmdb"
@@ -444,6 +443,7 @@ class LmdbEngine(Engine):
         in_place=True,
         transactional_ddl=True,
     )
+    options = LmdbOptions
     space_factor = 1.6
     # A table's name is a key of LMDB's main database (1-511 bytes; a NUL would end it,
     # which the model's rules already refuse).
@@ -464,23 +464,6 @@ class LmdbEngine(Engine):
     @classmethod
     def detect(cls, path: Path) -> bool:
         return path.is_dir() and (path / "data.mdb").is_file()
-
-    @classmethod
-    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        check_options(cls, options, "source")
-        if not cls.detect(path):
-            raise SourceError(f"{path}: not an LMDB store (a directory holding data.mdb)")
-        return LmdbReader(cls, path)
-
-    @classmethod
-    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, "dest")
-        return LmdbWriter(cls, path, create=True)
-
-    @classmethod
-    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, "dest")
-        return LmdbWriter(cls, path, create=False)
 
     @classmethod
     def native_copy(cls, reader: Reader) -> NativeCopy | None:

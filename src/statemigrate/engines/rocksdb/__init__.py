@@ -311,12 +311,9 @@ class RocksdbEngine(Engine):
     def _layout(cls, opts: Mapping[str, Any]) -> Layout | None:
         """The prefix layout the options name, loaded and checked (exit 2); None for none
         or for a layout file that describes the default layout."""
-        if not opts.get("layout"):
-            return None
-        from ...layout import load_layout
+        from .._kv_layout import kv_layout
 
-        layout = load_layout(opts["layout"], cls.name)
-        return None if layout.kv.mode == "namespace-per-table" else layout
+        return kv_layout(cls, opts)
 
     @classmethod
     def guess_layout(cls, path: Path) -> str:

@@ -1,0 +1,96 @@
+"""LMDB's options (an app's own layout) and the entry points that read them.
+
+With a ``layout`` option naming a ``[kv]`` prefix layout, readers and writers are the
+layout's (:mod:`.layout`); otherwise the default layout's (one named database per table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...errors import SourceError
+from ...model import TableInfo
+from .._kv_layout import check_tables, kv_layout
+from ..base import Engine, Reader, Writer, check_options
+from ..options import EngineOptions, option, skip_foreign_tables_option
+
+
+@dataclass(frozen=True)
+class LmdbOptions(EngineOptions):
+    """LMDB's options: an app's own layout (README: Your app's own layout)."""
+
+    layout: str | None = option(
+        None,
+        "a layout file (TOML) saying how the app lays its state out in LMDB, such as "
+        "key prefixes in one named database (README: Your app's own layout)",
+        expects="the path of a layout file",
+    )
+    skip_foreign_tables: bool = skip_foreign_tables_option(
+        "with a layout: leave out records and named databases the layout does not claim "
+        "instead of refusing"
+    )
+
+
+class LmdbEntryPoints(Engine):
+    """Opening a store in the layout the options name (the default one without)."""
+
+    @classmethod
+    def check_source(cls, path: Path) -> None:
+        """Refuse a path that is not an LMDB store directory (exit 4)."""
+        if not cls.detect(path):
+            raise SourceError(f"{path}: not an LMDB store (a directory holding data.mdb)")
+
+    @classmethod
+    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
+        from . import LmdbEngine, LmdbReader
+
+        assert issubclass(cls, LmdbEngine)
+        opts = check_options(cls, options, "source")
+        layout = kv_layout(cls, opts)  # a bad layout file is refused before the store is read
+        cls.check_source(path)
+        if layout is None:
+            return LmdbReader(cls, path)
+        from .layout import LayoutLmdbReader
+
+        return LayoutLmdbReader(cls, path, layout, bool(opts["skip_foreign_tables"]))
+
+    @classmethod
+    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        return cls._writer(path, True, options)
+
+    @classmethod
+    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        return cls._writer(path, False, options)
+
+    @classmethod
+    def _writer(cls, path: Path, create: bool, options: Mapping[str, Any] | None) -> Writer:
+        from . import LmdbEngine, LmdbWriter
+
+        assert issubclass(cls, LmdbEngine)
+        layout = kv_layout(cls, check_options(cls, options, "dest"))  # before anything is made
+        if layout is None:
+            return LmdbWriter(cls, path, create=create)
+        from .layout import LayoutLmdbWriter
+
+        return LayoutLmdbWriter(cls, path, create, layout)
+
+    @classmethod
+    def guess_layout(cls, path: Path) -> str:
+        """A layout file guessed from an existing store (``statemigrate layout init``)."""
+        from . import LmdbEngine
+        from .layout import guess_layout
+
+        assert issubclass(cls, LmdbEngine)
+        cls.check_source(path)
+        return guess_layout(cls, path)
+
+    @classmethod
+    def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
+        """The names (as every engine), and what the destination's layout cannot hold."""
+        layout = kv_layout(cls, check_options(cls, options, "dest"))
+        if layout is not None:
+            check_tables(layout, tables)
+        super().check_tables(tables, options)
