@@ -638,3 +638,19 @@ def test_conformance_over_an_lmdb_prefix_layout(case_name: str, tmp_path: Path) 
             return super().open_writer(path, given(options))
 
     CASES[case_name](InLayout, tmp_path)
+
+
+def test_lmdb_a_key_too_long_with_its_prefix_is_exit_5_naming_it(tmp_path: Path) -> None:
+    from statemigrate.model import TableInfo
+
+    src = tmp_path / "long.sqlite"
+    w = get_engine("sqlite").create_writer(src)
+    w.create_table(TableInfo("events"))
+    w.write_batch(TableInfo("events"), [(b"a" * 504, b"fits"), (b"b" * 505, b"does not")])
+    w.finish()
+    w.close()
+    out = tmp_path / "out.lmdb"
+    r = run("convert", "-q", "--dest-layout", LMDB_LAYOUT, src, f"lmdb:{out}")
+    assert r.exit_code == 5, r.output
+    assert "table 'events': with its prefix it is 512 bytes, over 511" in r.stderr, r.stderr
+    assert not out.exists() and not Path(str(out) + ".partial").exists()

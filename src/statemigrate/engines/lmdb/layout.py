@@ -121,6 +121,7 @@ class LayoutLmdbWriter(LmdbWriter):
     def __init__(self, engine: type[LmdbEngine], path: Path, create: bool, layout: Layout):
         super().__init__(engine, path, create)
         self.layout = layout
+        self.engine_max_key = engine.capabilities.max_key_len or 511
         ns = layout.kv.namespace
         if ns not in self.dbs:
             if not create:
@@ -160,6 +161,14 @@ class LayoutLmdbWriter(LmdbWriter):
         self, table: TableInfo, batch: Batch, metadata: Mapping[str, bytes | None] | None = None
     ) -> None:
         pairs = encode_batch(self.layout.kv, table, batch)
+        cut = len(self.layout.kv.table_prefix(table.name))
+        long = next((k for k, _ in pairs if len(k) > self.engine_max_key), None)
+        if long is not None:
+            raise DestinationError(
+                f"{self.path}: LMDB cannot store key {shown_key(long[cut:])} of table "
+                f"{table.name!r}: with its prefix it is {len(long)} bytes, over "
+                f"{self.engine_max_key}"
+            )
 
         def work(txn: Any) -> None:
             cur = txn.cursor(self._ns())
