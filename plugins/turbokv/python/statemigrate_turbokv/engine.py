@@ -27,6 +27,7 @@ destination. Every batch is one atomic ``write_batch``.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import shutil
 from collections.abc import Iterator, Mapping
@@ -327,6 +328,17 @@ class TurbokvEngine(Engine):
     # TurboKV flocks .turbokv.lock while a process has the store open.
     app_holder = AppHolder(_app_code(), blocks_readers=True)
     space_factor: ClassVar[float] = 2.0
+
+    @classmethod
+    def require_driver(cls) -> Any:
+        """The binding, or an error saying how to build it (it is this distribution's own)."""
+        try:
+            return importlib.import_module(cls.driver_module)
+        except ImportError as exc:
+            raise UsageError(
+                "the turbokv engine's binding (statemigrate_turbokv._native) is not built",
+                hint="pip install -e plugins/turbokv (needs a CPU with AES instructions)",
+            ) from exc
 
     @classmethod
     def detect(cls, path: Path) -> bool:
