@@ -339,6 +339,7 @@ version = "suffix-u64le"
         (KV.replace('"default"', '"__statemigrate__"'), "statemigrate's metadata"),
         (KV.replace('mode = "prefix"', 'mode = "namespace-per-table"'), "prefix-mode field"),
         (KV + '[sqlite]\ntable = "kv"\n', "describes a SQL engine"),
+        (KV.replace("[kv]", '[kv]\ntables = ["events"]'), "'settings' is not in kv.tables"),
     ],
     ids=[
         "unknown",
@@ -351,6 +352,7 @@ version = "suffix-u64le"
         "meta",
         "per-table",
         "sqlite",
+        "tables",
     ],
 )
 def test_a_bad_kv_layout_is_one_line_exit_2_before_anything_is_written(

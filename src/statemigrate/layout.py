@@ -259,6 +259,9 @@ def _kv_section(path: Path, raw: dict[str, Any], versioned: list[str]) -> KvPref
     spec = KvPrefix(
         mode, namespace, head, separator, version, frozenset(tables) if tables is not None else None
     )
+    missing = sorted(set(versioned) - set(tables)) if tables is not None else []
+    if missing:
+        raise _fail(path, f"versioned table {missing[0]!r} is not in kv.tables")
     for name in versioned + (tables or []):
         problem = spec.name_problem(name)
         if problem:
