@@ -1,7 +1,7 @@
 """Peak memory of `statemigrate convert` per engine pair, as anonymous memory (RssAnon).
 
 Usage:  python benchmarks/rss.py [--sizes 1000000,4000000] [--pairs sqlite-redb,...]
-                                 [--dir DIR] [--json FILE]
+                                 [--runs N] [--dir DIR] [--json FILE]
 
 For each pair and size, `statemigrate convert --quiet` runs in a fresh child process
 whose wrapper (this file's `_WRAPPER`) polls `/proc/self/status` on a thread every
@@ -17,7 +17,9 @@ events, 200 versioned 2 KB settings, odd keys) and kept in --dir when it is give
 Where the destination cannot hold every odd key (LMDB: no empty key, at most 511
 bytes) the convert leaves out that table of eight records (`--tables events,settings`).
 The seconds are the convert's own (in the child, interpreter start-up excluded), wall
-clock and CPU (user + system, every thread), one run each: on a shared machine the CPU
+clock and CPU (user + system, every thread); with ``--runs N`` every figure is the
+median of N runs (the sizes taken in turn within a round, so that the machine's load
+falls on both alike) and the spread of RssAnon is shown. On a shared machine the CPU
 ratio between sizes says more about linear time than the wall clock. Growth and time
 ratios are each pair's largest size against its smallest.
 """
@@ -28,10 +30,12 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from statemigrate.registry import get_engine
 from statemigrate.testing.workload import EVENTS, SETTINGS, odd_records, write_workload
@@ -153,6 +157,7 @@ def main() -> None:
         default=",".join(f"{a}-{b}" for a, b in PAIRS),
         help="SRC-DST engine pairs, comma-separated",
     )
+    ap.add_argument("--runs", type=int, default=1, help="runs per pair and size (medians)")
     ap.add_argument("--dir", default=None, help="keep the source stores here (reused)")
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
@@ -163,30 +168,39 @@ def main() -> None:
     rows = []
     try:
         for src_engine, dst_engine in pairs:
+            runs: dict[int, list[dict[str, float]]] = {n: [] for n in sizes}
+            for _ in range(args.runs):
+                for n in sizes:
+                    src = source_store(work, src_engine, n)
+                    dst = work / f"out-{n}{SUFFIX[dst_engine]}"
+                    m = {**measure(src_engine, src, dst_engine, dst), "load": os.getloadavg()[0]}
+                    runs[n].append(m)
+                    print(
+                        f"{src_engine}->{dst_engine} {n:,}: RssAnon {m['rss_anon'] / 2**20:.0f} MiB, "
+                        f"RSS {m['vm_hwm'] / 2**20:.0f} MiB, {m['seconds']:.1f} s "
+                        f"({m['cpu_seconds']:.1f} s CPU), load {m['load']:.1f}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             for n in sizes:
-                src = source_store(work, src_engine, n)
-                dst = work / f"out-{n}{SUFFIX[dst_engine]}"
-                m = measure(src_engine, src, dst_engine, dst)
-                row = {"pair": f"{src_engine}->{dst_engine}", "events": n, **m}
-                row["load_average"] = os.getloadavg()[0]
+                got = runs[n]
+                row: dict[str, Any] = {"pair": f"{src_engine}->{dst_engine}", "events": n}
+                for key in ("rss_anon", "vm_hwm", "seconds", "cpu_seconds", "exit"):
+                    row[key] = statistics.median(m[key] for m in got)
+                row["load_average"] = statistics.median(m["load"] for m in got)
+                row["rss_anon_runs"] = [m["rss_anon"] for m in got]
                 rows.append(row)
-                print(
-                    f"{row['pair']} {n:,}: RssAnon {m['rss_anon'] / 2**20:.0f} MiB, "
-                    f"RSS {m['vm_hwm'] / 2**20:.0f} MiB, {m['seconds']:.1f} s "
-                    f"({m['cpu_seconds']:.1f} s CPU), load {row['load_average']:.1f}",
-                    file=sys.stderr,
-                    flush=True,
-                )
     finally:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)
     first: dict[str, dict[str, float]] = {}
-    print(f"\n{os.cpu_count()} cores (shared); one run each\n")
+    each = "one run each" if args.runs == 1 else f"medians of {args.runs} runs"
+    print(f"\n{os.cpu_count()} cores (shared); {each}\n")
     print(
         "| pair | events | peak RssAnon MiB | peak RSS MiB | seconds | CPU seconds "
-        "| RssAnon growth | time ratio (CPU) |"
+        "| RssAnon growth | time ratio (CPU) | RssAnon of each run MiB |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for row in rows:
         base = first.setdefault(row["pair"], row)
         row["rss_anon_growth_pct"] = (row["rss_anon"] / base["rss_anon"] - 1) * 100
@@ -203,7 +217,7 @@ def main() -> None:
         print(
             f"| {row['pair']} | {row['events']:,} | {row['rss_anon'] / 2**20:.0f} | "
             f"{row['vm_hwm'] / 2**20:.0f} | {row['seconds']:.1f} | {row['cpu_seconds']:.1f} "
-            f"| {growth} | {ratio} |"
+            f"| {growth} | {ratio} | {', '.join(f'{r / 2**20:.0f}' for r in row['rss_anon_runs'])} |"
         )
     if args.json:
         env = {k: v for k, v in os.environ.items() if k.startswith("STATEMIGRATE_")}
