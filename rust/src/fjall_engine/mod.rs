@@ -91,6 +91,41 @@ fn metadata(py: Python<'_>, h: &Handle) -> PyResult<Vec<(String, Py<PyBytes>)>> 
         .collect()
 }
 
+/// One batch of keyspace `name` strictly after `after`, as Python tuples (see
+/// `FjallReader::read_batch`); read with the GIL released.
+fn read_batch<'py>(
+    py: Python<'py>,
+    h: &Handle,
+    name: &str,
+    after: Option<Vec<u8>>,
+    max_records: usize,
+    max_bytes: usize,
+    versioned: bool,
+) -> PyResult<Bound<'py, PyList>> {
+    let (n, b) = (max_records.max(1), max_bytes.max(1));
+    let recs = h.run(py, |s| s.scan(name, after.as_deref(), n, b))?;
+    let out = PyList::empty(py);
+    for (k, v) in recs {
+        let key = PyBytes::new(py, &k).into_any();
+        if versioned {
+            if v.len() < 8 {
+                return Err(FjallCorruptError::new_err(format!(
+                    "a record of versioned table {name:?} is shorter than its 8-byte version"
+                )));
+            }
+            let ver = u64::from_be_bytes(v[..8].try_into().expect("8 bytes"));
+            let val = PyBytes::new(py, &v[8..]).into_any();
+            out.append(PyTuple::new(
+                py,
+                [key, val, ver.into_pyobject(py)?.into_any()],
+            )?)?;
+        } else {
+            out.append(PyTuple::new(py, [key, PyBytes::new(py, &v).into_any()])?)?;
+        }
+    }
+    Ok(out)
+}
+
 /// A fjall source at one snapshot (opened on a private image of the store).
 #[pyclass(module = "statemigrate._native")]
 pub struct FjallReader {
@@ -136,28 +171,7 @@ impl FjallReader {
         max_bytes: usize,
         versioned: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        let (n, b) = (max_records.max(1), max_bytes.max(1));
-        let recs = self.h.run(py, |s| s.scan(&name, after.as_deref(), n, b))?;
-        let out = PyList::empty(py);
-        for (k, v) in recs {
-            let key = PyBytes::new(py, &k).into_any();
-            if versioned {
-                if v.len() < 8 {
-                    return Err(FjallCorruptError::new_err(format!(
-                        "a record of versioned table {name:?} is shorter than its 8-byte version"
-                    )));
-                }
-                let ver = u64::from_be_bytes(v[..8].try_into().expect("8 bytes"));
-                let val = PyBytes::new(py, &v[8..]).into_any();
-                out.append(PyTuple::new(
-                    py,
-                    [key, val, ver.into_pyobject(py)?.into_any()],
-                )?)?;
-            } else {
-                out.append(PyTuple::new(py, [key, PyBytes::new(py, &v).into_any()])?)?;
-            }
-        }
-        Ok(out)
+        read_batch(py, &self.h, &name, after, max_records, max_bytes, versioned)
     }
 
     /// fjall's approximate record count of keyspace `name`.
@@ -312,6 +326,35 @@ impl FjallWriter {
                 return Err(NErr::Other(format!("no table {name:?}")));
             }
             s.write(Some(&name), recs, meta, ingest)
+        })
+    }
+
+    /// One batch of keyspace `name` as this writer sees it (in-place upgrades; see
+    /// `FjallReader.read_batch`).
+    #[pyo3(signature = (name, after=None, max_records=10000, max_bytes=8388608, versioned=false))]
+    fn read_batch<'py>(
+        &self,
+        py: Python<'py>,
+        name: String,
+        after: Option<Vec<u8>>,
+        max_records: usize,
+        max_bytes: usize,
+        versioned: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
+        read_batch(py, &self.h, &name, after, max_records, max_bytes, versioned)
+    }
+
+    /// Commit the metadata updates `meta`, then delete keyspace `name` and its records
+    /// (nothing when it does not exist): a kill between the two leaves a table without
+    /// its kind, which the upgrade's journal drops again.
+    fn drop_table(&self, py: Python<'_>, name: String, meta: Vec<MetaUpdate>) -> PyResult<()> {
+        self.fresh
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&name);
+        self.h.run(py, |s| {
+            s.write(None, Vec::new(), meta, false)?;
+            s.delete(&name)
         })
     }
 

@@ -29,6 +29,10 @@ pub trait Store: Send {
     ) -> Result<Vec<Pair>, NErr>;
     /// Create an empty keyspace (it does not exist).
     fn create(&mut self, name: &str) -> Result<(), NErr>;
+    /// Delete keyspace `name` and its records (nothing when it does not exist). The
+    /// deletion survives a kill of the process once this returns; a kill during it
+    /// leaves the keyspace whole or gone.
+    fn delete(&mut self, name: &str) -> Result<(), NErr>;
     /// Store `recs` into `name` (ingested when `ingest`, else one write batch holding
     /// the metadata updates too) and `meta`; both survive a kill of the process.
     fn write(
@@ -78,12 +82,17 @@ pub fn no_keyspace(name: &str) -> NErr {
 /// Wait until `pending` reports no sealed memtable left (the flush workers wrote them
 /// to tables); a flush that fails (a full disk) leaves them, so the wait is bounded.
 pub fn wait_flushed(mut pending: impl FnMut() -> usize) -> Result<(), NErr> {
+    wait_until("flushing the memtables to tables did not finish", || {
+        pending() == 0
+    })
+}
+
+/// Wait until `done` holds, for 60 s at most (then the error says `what`).
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) -> Result<(), NErr> {
     let start = std::time::Instant::now();
-    while pending() > 0 {
+    while !done() {
         if start.elapsed() > std::time::Duration::from_secs(60) {
-            return Err(NErr::Other(
-                "flushing the memtables to tables did not finish within 60 s".into(),
-            ));
+            return Err(NErr::Other(format!("{what} within 60 s")));
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }

@@ -2,14 +2,14 @@
 //! caller against fjall 2's character set (`[A-Za-z0-9_.#$-]`, see `valid_name`).
 use std::collections::HashMap;
 use std::ops::Bound;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use fjall2::{
     AbstractTree, Config, Instant, Keyspace, PartitionCreateOptions, PartitionHandle, PersistMode,
 };
 
 use super::errors::NErr;
-use super::store::{no_keyspace, take, wait_flushed, MetaUpdate, Pair, Store, META};
+use super::store::{no_keyspace, take, wait_flushed, wait_until, MetaUpdate, Pair, Store, META};
 
 const VALID: &str = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.#$";
 
@@ -20,7 +20,9 @@ pub fn valid_name(s: &str) -> bool {
 }
 
 pub struct Store2 {
-    ks: Keyspace,
+    /// Always Some, except while the keyspace is reopened (see `delete`).
+    ks: Option<Keyspace>,
+    path: PathBuf,
     /// The reader's one instant (None: a writer, which reads live).
     instant: Option<Instant>,
     handles: HashMap<String, PartitionHandle>,
@@ -31,10 +33,15 @@ impl Store2 {
         let ks = Config::new(path).open()?;
         let instant = pin.then(|| ks.instant());
         Ok(Store2 {
-            ks,
+            ks: Some(ks),
+            path: path.to_path_buf(),
             instant,
             handles: HashMap::new(),
         })
+    }
+
+    fn ks(&self) -> &Keyspace {
+        self.ks.as_ref().expect("the keyspace is open")
     }
 
     fn handle(&mut self, name: &str, create: bool) -> Result<PartitionHandle, NErr> {
@@ -46,11 +53,11 @@ impl Store2 {
                 "{name:?} is not a fjall 2 partition name"
             )));
         }
-        if !create && !self.ks.partition_exists(name) {
+        if !create && !self.ks().partition_exists(name) {
             return Err(no_keyspace(name));
         }
         let h = self
-            .ks
+            .ks()
             .open_partition(name, PartitionCreateOptions::default())?;
         self.handles.insert(name.to_string(), h.clone());
         Ok(h)
@@ -59,7 +66,7 @@ impl Store2 {
 
 impl Store for Store2 {
     fn names(&self) -> Vec<String> {
-        self.ks
+        self.ks()
             .list_partitions()
             .iter()
             .map(|n| n.to_string())
@@ -67,7 +74,7 @@ impl Store for Store2 {
     }
 
     fn exists(&self, name: &str) -> bool {
-        valid_name(name) && self.ks.partition_exists(name)
+        valid_name(name) && self.ks().partition_exists(name)
     }
 
     fn scan(
@@ -108,6 +115,35 @@ impl Store for Store2 {
         self.handle(name, true).map(|_| ())
     }
 
+    fn delete(&mut self, name: &str) -> Result<(), NErr> {
+        if !self.exists(name) {
+            self.handles.remove(name);
+            return Ok(());
+        }
+        // fjall 2's journals name partitions, not ids: a write of this partition still in
+        // a journal would be replayed, after a kill, into a later partition of the same
+        // name (an upgrade drops `events`, then copies the rebuilt table into `events`).
+        // So every memtable goes to tables first and every sealed journal is evicted.
+        self.persist()?;
+        wait_until(
+            "the journals holding flushed writes were not removed",
+            || self.ks().journal_count() <= 1,
+        )?;
+        let p = self.handle(name, false)?;
+        self.handles.remove(name);
+        // Marks the partition deleted (an fsynced `.deleted` file: recovery removes it);
+        // its directory goes when the last handle of it is dropped.
+        self.ks().delete_partition(p)?;
+        if self.path.join("partitions").join(name).exists() {
+            // Something still holds it: a partition of the same name could not be
+            // created until it goes, so reopen the database (recovery removes it).
+            self.handles.clear();
+            self.ks.take();
+            self.ks = Some(Config::new(&self.path).open()?);
+        }
+        Ok(())
+    }
+
     fn write(
         &mut self,
         name: Option<&str>,
@@ -115,7 +151,7 @@ impl Store for Store2 {
         meta: Vec<MetaUpdate>,
         ingest: bool,
     ) -> Result<(), NErr> {
-        let mut batch = self.ks.batch().durability(Some(PersistMode::Buffer));
+        let mut batch = self.ks().batch().durability(Some(PersistMode::Buffer));
         if let Some(name) = name {
             let p = self.handle(name, false)?;
             // `ingest` only into an empty partition (it panics otherwise).
@@ -150,7 +186,7 @@ impl Store for Store2 {
             handles.push(h);
         }
         wait_flushed(|| handles.iter().map(|h| h.tree.sealed_memtable_count()).sum())?;
-        Ok(self.ks.persist(PersistMode::SyncAll)?)
+        Ok(self.ks().persist(PersistMode::SyncAll)?)
     }
 
     fn approximate_len(&mut self, name: &str) -> Result<u64, NErr> {
@@ -160,7 +196,7 @@ impl Store for Store2 {
     fn disk_space(&mut self, name: Option<&str>) -> Result<u64, NErr> {
         match name {
             Some(n) => Ok(self.handle(n, false)?.disk_space()),
-            None => Ok(self.ks.disk_space()),
+            None => Ok(self.ks().disk_space()),
         }
     }
 }

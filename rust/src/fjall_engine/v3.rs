@@ -89,6 +89,21 @@ impl Store for Store3 {
         self.handle(name, true).map(|_| ())
     }
 
+    fn delete(&mut self, name: &str) -> Result<(), NErr> {
+        // A new keyspace of the same name gets a new id: journal entries of this one are
+        // never replayed into it.
+        let handle = self.handles.remove(name);
+        self.names.remove(name);
+        if !self.db.keyspace_exists(name) {
+            return Ok(());
+        }
+        let h = match handle {
+            Some(h) => h,
+            None => self.db.keyspace(name, KeyspaceCreateOptions::default)?,
+        };
+        Ok(self.db.delete_keyspace(h)?)
+    }
+
     fn write(
         &mut self,
         name: Option<&str>,

@@ -110,6 +110,20 @@ def _journal(rel: Path, major: int) -> bool:
     return rel.parts[0] == "journals" if major == 2 else rel.suffix == ".jnl"
 
 
+def copy_store(path: Path, dest: Path, major: int) -> None:
+    """Copy a closed fjall store to ``dest`` (which does not exist), modes kept: journals
+    by their used length, the rest as it is (a backup: nothing hard-linked)."""
+
+    def copy(src: str, dst: str) -> None:
+        if _journal(Path(src).relative_to(path), major):
+            _copy_used(Path(src), Path(dst))
+            shutil.copymode(src, dst)
+        else:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(path, dest, copy_function=copy)
+
+
 def private_image(path: Path, major: int) -> Path:
     """A private image of the fjall store at ``path`` that fjall may change when it opens it.
 
@@ -163,6 +177,24 @@ def _probe_open(path: Path, shadow: Path, major: int) -> None:
         raise SourceError(f"{path}: corrupt fjall store (fjall aborted while opening it)")
 
 
+def _batches(
+    native: Any,
+    stored: str,
+    table: TableInfo,
+    after: bytes | None,
+    max_records: int,
+    max_bytes: int,
+) -> Iterator[Batch]:
+    """Whole batches of keyspace ``stored`` from the binding, each read and built with the
+    GIL released."""
+    while True:
+        batch = native.read_batch(stored, after, max_records, max_bytes, table.versioned)
+        if not batch:
+            return
+        yield batch
+        after = batch[-1][0]
+
+
 class FjallReader(Reader):
     """One snapshot of a private image of a fjall store (the store itself never changes)."""
 
@@ -195,12 +227,7 @@ class FjallReader(Reader):
     ) -> Iterator[Batch]:
         """Whole batches from the binding, each read and built with the GIL released."""
         stored = self.engine.stored_name(table.name)
-        while True:
-            batch = self._native.read_batch(stored, after, max_records, max_bytes, table.versioned)
-            if not batch:
-                return
-            yield batch
-            after = batch[-1][0]
+        return _batches(self._native, stored, table, after, max_records, max_bytes)
 
     def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
         """fjall's approximate record count of the keyspace (an estimate)."""
@@ -228,7 +255,14 @@ class FjallReader(Reader):
 class FjallWriter(Writer):
     """Writes a fjall store: a table this writer created is filled by ingestion (its keys
     come ascending into an empty keyspace), other batches go in write batches together
-    with their metadata; everything is fsynced in :meth:`finish`."""
+    with their metadata; everything is fsynced in :meth:`finish`.
+
+    In-place upgrades: fjall creates and deletes keyspaces (partitions) outside its write
+    batches and cannot rename them, so the engine declares neither ``transactional_ddl``
+    nor ``rename_table``: an upgrade builds new tables aside and switches through the
+    journal in the metadata, with :meth:`sync` (every memtable flushed to tables,
+    fsynced) before each destructive step.
+    """
 
     facts: ClassVar[StoreFacts] = FJALL_FACTS
 
@@ -290,6 +324,41 @@ class FjallWriter(Writer):
         with self.errors(failed="{path}: sync failed ({text})"):
             self._native.persist()
 
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
+        """Batches of ``table`` as written so far (in-place upgrades; nothing else writes it)."""
+        stored = self.engine.stored_name(table.name)
+        return _batches(self._native, stored, table, after, max_records, max_bytes)
+
+    def drop_table(self, name: str) -> None:
+        """Delete the table's keyspace (partition) after its kind (nothing if absent).
+
+        The kind goes first: a kill between the two steps leaves a table that the
+        upgrade's journal drops again, never a stale kind for a later table. fjall 2
+        flushes every memtable and waits for its journals to be removed first (they name
+        partitions: see ``rust/src/fjall_engine/v2.rs``).
+        """
+        with self.errors(failed=f"{{path}}: cannot drop table {name!r} ({{text}})"):
+            self._native.drop_table(self.engine.stored_name(name), [(KIND_PREFIX + name, None)])
+
+    def backup(self, path: Path) -> None:
+        """A copy of the store, made while it is closed after a flush and an fsync.
+
+        Closed, because fjall's background compaction replaces table files at any time;
+        the journals are copied by their used length (not 32/64 MiB of preallocation).
+        """
+        self.sync()
+        native, self._native = self._native, None
+        try:
+            with self.errors(failed="{path}: closing failed ({text})"):
+                native.close()
+            copy_store(self.path, path, self.engine.major)
+        finally:
+            module = self.engine.require_driver()
+            with self.errors(failed="{path}: cannot open fjall for writing ({text})"):
+                self._native = module.FjallWriter(str(self.path), self.engine.major, False)
+
     def close(self) -> None:
         if self._native is not None:
             native, self._native = self._native, None
@@ -323,6 +392,7 @@ class FjallEngine(Engine):
         directory=True,
         min_key_len=1,
         max_key_len=MAX_KEY,
+        in_place=True,
     )
     max_table_name_bytes: ClassVar[int | None] = 255
     space_factor: ClassVar[float] = 1.5
@@ -397,5 +467,6 @@ __all__ = [
     "FjallEngine",
     "FjallReader",
     "FjallWriter",
+    "copy_store",
     "read_format",
 ]
