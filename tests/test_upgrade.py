@@ -14,10 +14,10 @@ from statemigrate.testing.upgrade_conformance import CASES, xfail_raises, xfail_
 
 def _params():
     for engine in engine_names():
-        reason = xfail_reason(get_engine(engine))
         for name in CASES:
             if name == "crash_points_recover":
                 continue  # tests/test_upgrade_kill.py
+            reason = xfail_reason(get_engine(engine), name)
             raises = xfail_raises(get_engine(engine))
             marks = [pytest.mark.xfail(strict=True, raises=raises, reason=reason)] if reason else []
             yield pytest.param(engine, name, id=f"{engine}-{name}", marks=marks)
