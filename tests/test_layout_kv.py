@@ -340,6 +340,7 @@ version = "suffix-u64le"
         (KV.replace('mode = "prefix"', 'mode = "namespace-per-table"'), "prefix-mode field"),
         (KV + '[sqlite]\ntable = "kv"\n', "describes a SQL engine"),
         (KV.replace("[kv]", '[kv]\ntables = ["events"]'), "'settings' is not in kv.tables"),
+        (KV.replace("[kv]", '[kv]\nmetadata = "meta"'), "kv.metadata must be"),
     ],
     ids=[
         "unknown",
@@ -353,6 +354,7 @@ version = "suffix-u64le"
         "per-table",
         "sqlite",
         "tables",
+        "metadata",
     ],
 )
 def test_a_bad_kv_layout_is_one_line_exit_2_before_anything_is_written(
@@ -444,6 +446,8 @@ CONFORMANCE_LAYOUTS = {
     # names hold no NUL in the model: every name of the suite fits this one
     "nul": 'namespace = "state"\nprefix = "t:{name}\\u0000"\nversion = "prefix-u64le"\n',
     "slash": 'namespace = "default"\nprefix = "{name}/"\nversion = "suffix-u64le"\n',
+    # the metadata inline, under the reserved name's prefix: no second column family
+    "inline": 'prefix = "{name}\\u0000"\nversion = "prefix-u64be"\nmetadata = "default"\n',
 }
 
 
@@ -656,3 +660,35 @@ def test_lmdb_a_key_too_long_with_its_prefix_is_exit_5_naming_it(tmp_path: Path)
     assert r.exit_code == 5, r.output
     assert "table 'events': with its prefix it is 512 bytes, over 511" in r.stderr, r.stderr
     assert not out.exists() and not Path(str(out) + ".partial").exists()
+
+
+def test_metadata_kept_in_the_namespace_leaves_the_app_one_column_family(tmp_path: Path) -> None:
+    """``kv.metadata = "default"``: an app that opens its store naming only the default
+    column family (RocksDB refuses to open a store read-write without every family)
+    opens what statemigrate wrote; upgrades in place keep their metadata there too."""
+    from statemigrate.testing.upgrade_conformance import EXAMPLE, seeded
+
+    lay = tmp_path / "inline.toml"
+    lay.write_text(LAYOUT.read_text().replace("[kv]\n", '[kv]\nmetadata = "default"\n'))
+    default = seeded(get_engine("sqlite"), tmp_path, events=200)
+    app = tmp_path / "app.rocksdb"
+    r = run("convert", "-q", "--dest-layout", lay, default, f"rocksdb:{app}")
+    assert r.exit_code == 0, r.output
+    opts = rocksdict.Options(raw_mode=True)
+    assert rocksdict.Rdict.list_cf(str(app), opts) == ["default"]
+    stored = [k for k, _ in app_pairs(app) if k.startswith(b"__statemigrate__/")]
+    assert b"__statemigrate__/kind:settings" in stored
+    layout = {"layout": str(lay)}
+    for rev in ("0003", "0005"):
+        r = run("upgrade", "-q", "--layout", lay, app, "--schema", EXAMPLE, "--to", rev)
+        assert r.exit_code == 0, r.output
+        api.upgrade(default, EXAMPLE, to=rev, digests=False)
+        assert api.checksum(app, options=layout).digest == api.checksum(default).digest, rev
+    r = run("current", "--json", "--layout", lay, app)
+    assert json.loads(r.stdout)["current"] == ["0005"]
+    assert rocksdict.Rdict.list_cf(str(app), opts) == ["default"]
+    # The app's own store, metadata inline or not, converts the same.
+    src = app_store_rocksdb(tmp_path / "plain-app.rocksdb")
+    a = run("checksum", "--layout", lay, src)
+    b = run("checksum", "--layout", LAYOUT, src)
+    assert a.exit_code == b.exit_code == 0 and a.stdout == b.stdout

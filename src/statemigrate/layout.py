@@ -41,7 +41,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["VERSION_ENCODINGS", "KvPrefix", "Layout", "SqlOneTable", "load_layout"]
+__all__ = [
+    "METADATA_NAMESPACE",
+    "VERSION_ENCODINGS",
+    "KvPrefix",
+    "Layout",
+    "SqlOneTable",
+    "load_layout",
+]
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SQL_ENGINES = ("sqlite",)  # the engines a [sqlite] section is implemented for
@@ -49,7 +56,8 @@ _KV_ENGINES = ("rocksdb", "lmdb")  # the engines a [kv] section is implemented f
 _KV_FAMILY = ("rocksdb", "lmdb", "fjall2", "fjall3", "turbokv")  # what [kv] describes
 # How a [kv] layout stores a versioned record's version: where, and its byte order.
 VERSION_ENCODINGS = ("prefix-u64be", "prefix-u64le", "suffix-u64be", "suffix-u64le", "none")
-_KV_FIELDS = {"mode", "namespace", "prefix", "version", "tables"}
+_KV_FIELDS = {"mode", "namespace", "prefix", "version", "tables", "metadata"}
+METADATA_NAMESPACE = "__statemigrate__"  # where a [kv] layout keeps the metadata by default
 _TOP = {"engine", "versioned", "sqlite", "kv"}
 _SQL_FIELDS = {
     "mode",
@@ -94,6 +102,13 @@ class KvPrefix:
     separator: str
     version: str
     tables: frozenset[str] | None = None  # the app's tables, when the layout lists them
+    # Where statemigrate's metadata goes: its own namespace (the default layout's), or
+    # the layout's namespace, under the prefix of the reserved name ``__statemigrate__``.
+    metadata_inline: bool = False
+
+    def metadata_prefix(self) -> bytes:
+        """The stored keys of the metadata start with these bytes (``metadata_inline``)."""
+        return self.table_prefix(METADATA_NAMESPACE)
 
     def table_prefix(self, name: str) -> bytes:
         """The stored keys of table ``name`` start with these bytes."""
@@ -256,9 +271,27 @@ def _kv_section(path: Path, raw: dict[str, Any], versioned: list[str]) -> KvPref
     if any(c in head + separator for c in "{}"):
         raise _fail(path, f"kv.prefix {template!r} holds a brace other than {{name}}'s")
     tables = _names(path, section["tables"], "kv.tables") if "tables" in section else None
+    metadata = section.get("metadata", METADATA_NAMESPACE)
+    if metadata not in (METADATA_NAMESPACE, namespace):
+        raise _fail(
+            path,
+            f"kv.metadata must be {METADATA_NAMESPACE!r} (a namespace of its own) or the "
+            f"layout's namespace {namespace!r}, not {metadata!r}",
+        )
     spec = KvPrefix(
-        mode, namespace, head, separator, version, frozenset(tables) if tables is not None else None
+        mode,
+        namespace,
+        head,
+        separator,
+        version,
+        frozenset(tables) if tables is not None else None,
+        metadata_inline=metadata == namespace,
     )
+    if spec.metadata_inline and spec.name_problem(METADATA_NAMESPACE):
+        raise _fail(
+            path,
+            f"kv.metadata in the namespace needs a separator that {METADATA_NAMESPACE!r} does not hold",
+        )
     missing = sorted(set(versioned) - set(tables)) if tables is not None else []
     if missing:
         raise _fail(path, f"versioned table {missing[0]!r} is not in kv.tables")
@@ -296,7 +329,10 @@ def load_layout(path: str | os.PathLike[str], engine: str) -> Layout:
             raise _fail(p, f"a [sqlite] section describes a SQL engine, not {engine!r} (use [kv])")
         if engine not in _KV_ENGINES:
             raise _fail(p, f"[kv] layouts are implemented for {', '.join(_KV_ENGINES)} only so far")
-        return Layout(p, engine, _kv_section(p, raw, versioned), frozenset(versioned))
+        kv = _kv_section(p, raw, versioned)
+        if kv.metadata_inline and engine != "rocksdb":
+            raise _fail(p, "kv.metadata in the namespace is implemented for rocksdb only so far")
+        return Layout(p, engine, kv, frozenset(versioned))
     if "kv" in raw:
         raise _fail(p, f"a [kv] section describes a key-value engine, not {engine!r}")
     if engine not in _SQL_ENGINES:

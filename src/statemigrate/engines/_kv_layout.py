@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DestinationError, SourceError
-from ..layout import VERSION_ENCODINGS, KvPrefix, Layout, load_layout
+from ..layout import METADATA_NAMESPACE, VERSION_ENCODINGS, KvPrefix, Layout, load_layout
 from ..model import META_KIND_PREFIX, Batch, Record, TableInfo, TableKind
 
 __all__ = [
@@ -165,6 +165,12 @@ def find_tables(
         if key is None:
             return found
         name = parse_name(spec, key)
+        if name == METADATA_NAMESPACE and spec.metadata_inline:  # the metadata, not a table
+            end = prefix_end(spec.metadata_prefix())
+            if end is None:
+                return found
+            position = end
+            continue
         if name is not None and (spec.tables is None or name in spec.tables):
             found.names.append(name)
             end = prefix_end(spec.table_prefix(name))

@@ -66,9 +66,8 @@ class _LayoutScans(StoreAccess):
         start = prefix + (after or b"")
         snapshot = self._ns().snapshot()
         try:
-            ro = _ranged_options(
-                prefix_end(prefix)
-            )  # rocksdict keeps no reference to the bound: a freed one ends the scan early
+            # rocksdict keeps no reference to the bound: a freed one ends the scan early
+            ro = _ranged_options(prefix_end(prefix))
             items = snapshot.items(from_key=start, read_opt=ro)
             if after is not None:
                 items = (p for p in items if p[0] != start)  # from_key starts at the key
@@ -80,8 +79,28 @@ class _LayoutScans(StoreAccess):
 
     def confirm_end(self, table: TableInfo, after: bytes | None, last: bytes | None) -> None:
         """As the default layout's: a damaged block ends rocksdict's scan silently."""
-        prefix = self.layout.kv.table_prefix(table.name)
-        where = self._where(table)
+        self._confirm_range(
+            self.layout.kv.table_prefix(table.name), after, last, self._where(table)
+        )
+
+    def _inline_metadata(self) -> dict[str, bytes]:
+        """The metadata kept in the namespace (``kv.metadata``), its end confirmed."""
+        prefix = self.layout.kv.metadata_prefix()
+        where = f"{self.path} metadata"
+        with self.errors(where=where, failed="{where}: read failed ({text})"):
+            ro = _ranged_options(prefix_end(prefix))  # kept alive while the scan runs
+            pairs = [
+                (bytes(k), bytes(v)) for k, v in self._ns().items(from_key=prefix, read_opt=ro)
+            ]
+            self._confirm_range(prefix, None, pairs[-1][0][len(prefix) :] if pairs else None, where)
+        try:
+            return {k[len(prefix) :].decode("utf-8"): v for k, v in pairs}
+        except UnicodeDecodeError as exc:
+            raise SourceError(f"{where}: a key is not UTF-8 ({exc})") from exc
+
+    def _confirm_range(
+        self, prefix: bytes, after: bytes | None, last: bytes | None, where: str
+    ) -> None:
         with self.errors(where=where, failed="{where}: the scan stopped early ({text})"):
             it = self._ns().iter(checked_read_options())
             try:
@@ -148,6 +167,11 @@ class LayoutRocksdbReader(_LayoutScans, RocksdbReader):
     def _ns(self) -> Any:
         return self._cf(self.layout.kv.namespace)
 
+    def _read_meta(self, names: list[str]) -> dict[str, bytes]:
+        if not self.layout.kv.metadata_inline:
+            return super()._read_meta(names)
+        return self._inline_metadata() if self.layout.kv.namespace in names else {}
+
     def _list(self, names: list[str]) -> list[TableInfo]:
         spec = self.layout.kv
         meta = self.snapshot_metadata
@@ -187,8 +211,8 @@ class LayoutRocksdbWriter(_LayoutScans, RocksdbWriter):
         format_version: int,
         layout: Layout,
     ):
-        super().__init__(engine, path, create, format_version)
         self.layout = layout
+        super().__init__(engine, path, create, format_version)
         ns = layout.kv.namespace
         if ns != DEFAULT_CF and ns not in self._names():
             if not create:
@@ -199,6 +223,16 @@ class LayoutRocksdbWriter(_LayoutScans, RocksdbWriter):
 
     def _ns(self) -> Any:
         return self._cf(self.layout.kv.namespace)
+
+    def _metadata_family(self) -> bool:
+        return not self.layout.kv.metadata_inline
+
+    def _meta_items(self) -> list[tuple[bytes, bytes]]:
+        if not self.layout.kv.metadata_inline:
+            return super()._meta_items()
+        if self.layout.kv.namespace not in self._names():
+            return []  # created just after the metadata is first read
+        return [(k.encode("utf-8"), v) for k, v in self._inline_metadata().items()]
 
     def list_tables(self) -> list[TableInfo]:
         return layout_tables(
@@ -232,12 +266,18 @@ class LayoutRocksdbWriter(_LayoutScans, RocksdbWriter):
                 else:
                     wb.put(k, v, handle)
         if metadata:
-            meta = self._handle(METADATA_TABLE)
+            spec = self.layout.kv
+            if not spec.metadata_inline:
+                meta, head = self._handle(METADATA_TABLE), b""
+            else:
+                meta = None if spec.namespace == DEFAULT_CF else self._handle(spec.namespace)
+                head = spec.metadata_prefix()
             for key, value in metadata.items():
+                stored = head + key.encode("utf-8")
                 if value is None:
-                    wb.delete(key.encode("utf-8"), meta)
+                    wb.delete(stored) if meta is None else wb.delete(stored, meta)
                 else:
-                    wb.put(key.encode("utf-8"), value, meta)
+                    wb.put(stored, value) if meta is None else wb.put(stored, value, meta)
         with self.errors(failed="{path}: write failed ({text})"):
             self.db.write(wb, self.wal_opts if wal else self.write_opts)
 

@@ -39,12 +39,16 @@ class RocksdbWriter(_Scans, Writer):
             names = [] if create else rd.Rdict.list_cf(str(path), self.opts)
             families = {n: self.opts for n in names if n != DEFAULT_CF}
             self.db = rd.Rdict(str(path), self.opts, column_families=families)
-            if METADATA_TABLE not in names:
+            if METADATA_TABLE not in names and self._metadata_family():
                 self.db.create_column_family(METADATA_TABLE, self.opts)
         self.write_opts = rd.WriteOptions()
         self.write_opts.disable_wal = True
         self.wal_opts = rd.WriteOptions()
         self._handles: dict[str, Any] = {}
+
+    def _metadata_family(self) -> bool:
+        """Whether the metadata has a column family of its own (a layout may keep it inline)."""
+        return True
 
     def _handle(self, name: str) -> Any:
         if name not in self._handles:
