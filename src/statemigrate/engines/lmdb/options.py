@@ -13,7 +13,6 @@ from typing import Any
 
 from ...errors import SourceError
 from ...model import TableInfo
-from .._kv_layout import check_tables, kv_layout
 from ..base import Engine, Reader, Writer, check_options
 from ..options import EngineOptions, option, skip_foreign_tables_option
 
@@ -45,6 +44,7 @@ class LmdbEntryPoints(Engine):
 
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
+        from .._kv_layout import kv_layout
         from . import LmdbEngine, LmdbReader
 
         assert issubclass(cls, LmdbEngine)
@@ -67,6 +67,7 @@ class LmdbEntryPoints(Engine):
 
     @classmethod
     def _writer(cls, path: Path, create: bool, options: Mapping[str, Any] | None) -> Writer:
+        from .._kv_layout import kv_layout
         from . import LmdbEngine, LmdbWriter
 
         assert issubclass(cls, LmdbEngine)
@@ -90,6 +91,8 @@ class LmdbEntryPoints(Engine):
     @classmethod
     def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
         """The names (as every engine), and what the destination's layout cannot hold."""
+        from .._kv_layout import check_tables, kv_layout
+
         layout = kv_layout(cls, check_options(cls, options, "dest"))
         if layout is not None:
             check_tables(layout, tables)
