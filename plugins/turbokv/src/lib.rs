@@ -28,7 +28,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 use tokio::runtime::Runtime;
 use turbokv::storage::manifest::Manifest;
-use turbokv::{Compression, Db, DbError, DbOptions, RangeIter, ScanError, WriteBatch};
+use turbokv::storage::sstable::CompressionType;
+use turbokv::{
+    Engine, MemTableConfig, RangeIter, ScanError, StorageConfig, StorageError, WalConfig,
+    WriteBatch,
+};
 
 create_exception!(
     _native,
@@ -78,14 +82,13 @@ impl From<NErr> for PyErr {
     }
 }
 
-impl From<DbError> for NErr {
-    fn from(e: DbError) -> NErr {
+impl From<StorageError> for NErr {
+    fn from(e: StorageError) -> NErr {
         let text = e.to_string();
         match e {
-            DbError::DirectoryLocked { .. } => NErr::Busy(text),
-            DbError::InvalidOptions(_) => NErr::Refused(text),
+            StorageError::DirectoryLocked { .. } => NErr::Busy(text),
+            StorageError::Io(_) | StorageError::DirectoryLockIo { .. } => NErr::Other(text),
             // An operating-system error inside a storage error is I/O (a full disk).
-            DbError::Io(_) => NErr::Other(text),
             _ if text.contains("os error") => NErr::Other(text),
             _ => NErr::Corrupt(text),
         }
@@ -179,36 +182,57 @@ fn stored_key(name: &str, key: &[u8]) -> Vec<u8> {
     k
 }
 
-/// The options of a preset, with block cache and memtable sizes bounded.
-fn options(preset: &str, compression: &str) -> Result<DbOptions, NErr> {
-    let mut o = match preset {
-        "durable" => DbOptions::durable(),
-        "paranoid" => DbOptions::paranoid(),
-        "fast" => DbOptions::fast(),
+/// The WAL segment size: TurboKV reclaims a segment only once it is full and flushed, so
+/// its 1 GiB default would leave a store statemigrate wrote holding every record twice
+/// (SSTables and WAL) until the app writes 1 GiB more.
+const WAL_SEGMENT: u64 = 32 << 20;
+
+/// The storage configuration of `Db::open_with_options` for a durability preset
+/// (`DbOptions::durable()`, `paranoid()`, `fast()`), with bounded memtable, block cache
+/// and WAL segment sizes and SSTable `compression`.
+fn config(path: &Path, preset: &str, compression: &str) -> Result<StorageConfig, NErr> {
+    let (wal_config, wal_enabled) = match preset {
+        "durable" => (WalConfig::durable(), true),
+        "paranoid" => (WalConfig::paranoid(), true),
+        "fast" => (WalConfig::durable(), false),
         other => return Err(NErr::Refused(format!("unknown TurboKV preset {other:?}"))),
     };
-    o.compression = match compression {
-        "lz4" => Compression::Lz4,
-        "snappy" => Compression::Snappy,
-        "zstd" => Compression::Zstd,
-        "none" => Compression::None,
+    let mut c = StorageConfig {
+        data_dir: path.to_path_buf(),
+        wal_config: WalConfig {
+            max_file_size: WAL_SEGMENT,
+            ..wal_config
+        },
+        memtable_config: MemTableConfig {
+            max_size: 32 << 20,
+            ..Default::default()
+        },
+        wal_enabled,
+        block_cache_size: 8 << 20,
+        ..Default::default()
+    };
+    c.sstable_config.compression = match compression {
+        "lz4" => CompressionType::Lz4,
+        "snappy" => CompressionType::Snappy,
+        "zstd" => CompressionType::Zstd,
+        "none" => CompressionType::None,
         other => {
             return Err(NErr::Refused(format!(
                 "unknown TurboKV compression {other:?}"
             )))
         }
     };
-    o.memtable_size = 32 << 20;
-    o.block_cache_size = 8 << 20;
-    Ok(o)
+    Ok(c)
 }
 
-fn open_db(path: &Path, o: DbOptions) -> Result<Db, NErr> {
-    Ok(runtime().block_on(Db::open_with_options(path, o))?)
+fn open_db(c: StorageConfig) -> Result<Engine, NErr> {
+    Ok(runtime().block_on(Engine::open(c))?)
 }
 
-fn close_db(db: Db) -> Result<(), NErr> {
-    Ok(runtime().block_on(db.close())?)
+fn close_db(db: Engine) -> Result<(), NErr> {
+    runtime().block_on(db.shutdown())?;
+    drop(db);
+    Ok(())
 }
 
 /// Rewrite the MANIFEST of the store at `dir`: every SSTable path under `root` (or under
@@ -296,7 +320,7 @@ fn take(
 
 /// An open database, with the scan a reader continues batch after batch.
 struct Open {
-    db: Db,
+    db: Engine,
     /// (table, last key returned, the scan positioned after it).
     cursor: Option<(String, Vec<u8>, RangeIter)>,
 }
@@ -322,7 +346,7 @@ impl Open {
                     }
                     None => prefix(name),
                 };
-                runtime().block_on(self.db.range_iter(start, upper(name)))?
+                runtime().block_on(self.db.range_iter(&start, &upper(name)))?
             }
         };
         let out = take(&mut it, skip, max_records, max_bytes)?;
@@ -429,7 +453,7 @@ impl TurbokvReader {
     /// read sees the same state).
     #[new]
     fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
-        let db = detach(py, || open_db(&path, options("durable", "lz4")?))?;
+        let db = detach(py, || open_db(config(&path, "durable", "lz4")?))?;
         Ok(TurbokvReader {
             h: Mutex::new(Some(Open { db, cursor: None })),
         })
@@ -580,7 +604,7 @@ impl TurbokvWriter {
         detach(py, || {
             let mut g = self.h.lock().unwrap_or_else(PoisonError::into_inner);
             if g.is_none() {
-                let db = open_db(&self.path, options(&self.preset, &self.compression)?)?;
+                let db = open_db(config(&self.path, &self.preset, &self.compression)?)?;
                 *g = Some(Open { db, cursor: None });
             }
             let o = g.as_mut().expect("opened above");
@@ -697,7 +721,7 @@ impl TurbokvWriter {
         check_name(&name)?;
         self.run(py, |o| loop {
             let keys: Vec<Vec<u8>> = {
-                let mut it = runtime().block_on(o.db.range_iter(prefix(&name), upper(&name)))?;
+                let mut it = runtime().block_on(o.db.range_iter(&prefix(&name), &upper(&name)))?;
                 let mut keys = Vec::new();
                 for item in it.by_ref().take(10_000) {
                     keys.push(item?.into_key());
