@@ -8,9 +8,12 @@
 //! `__statemigrate__` with the `kind:<table>` entries.
 //!
 //! TurboKV is async on tokio: one runtime, never dropped, outlives every database,
-//! and every database is closed explicitly (`block_on(db.close())`; dropping one is
-//! not a clean shutdown). All work runs with the GIL released; a panic becomes an
-//! error. Batches are built here, one `write_batch` (atomic) per call.
+//! and every database is closed explicitly (`block_on(engine.shutdown())`, what
+//! `Db::close` does; dropping one is not a clean shutdown). The binding opens the
+//! crate's `Engine` with the configuration `Db::open_with_options` builds for a preset,
+//! but WAL segments of 32 MiB (see [`WAL_SEGMENT`]). All work runs with the GIL
+//! released; a panic becomes an error. Batches are built here, one `write_batch`
+//! (atomic) per call.
 //!
 //! TurboKV's MANIFEST records every SSTable by absolute path, so a store that is moved
 //! or copied does not open; [`relative_manifest`] rewrites the paths under a root to
