@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -202,3 +205,63 @@ def test_inspect_shows_the_format_and_keyspaces(tmp_path: Path) -> None:
     assert info["disk_bytes"] > 0
     assert Fjall2Engine.format_info(fixture(2, tmp_path))["format"] == 2
     assert tree_sha256(store) == before
+
+
+# A table written through the journal only (no flush), dropped and made again under the
+# same name, then the process killed: fjall 2's journals name partitions, so without the
+# flush-and-evict before the deletion its records would come back into the new table.
+_DROP_THEN_KILL = """
+import os, signal, sys
+from pathlib import Path
+from statemigrate.model import TableInfo, TableKind
+from statemigrate.registry import get_engine
+eng, path = get_engine(sys.argv[1]), Path(sys.argv[2])
+w = eng.open_writer(path)
+w.write_batch(TableInfo("t", TableKind.VERSIONED), [(b"old%04d" % i, b"x", i) for i in range(500)])
+w.drop_table("t")
+w.drop_table("t")  # a second drop (recovery repeats steps) does nothing
+w.create_table(TableInfo("t"))
+w.write_batch(TableInfo("u"), [(b"zz", b"after")])
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("engine", ["fjall2", "fjall3"])
+def test_a_dropped_table_never_comes_back_into_a_new_one_after_a_kill(
+    engine: str, tmp_path: Path
+) -> None:
+    eng = get_engine(engine)
+    store = write_store(
+        eng,
+        tmp_path / "s",
+        {TableInfo("t", V): [(b"a", b"1", 7)], TableInfo("u"): [(b"k", b"v")]},
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", _DROP_THEN_KILL, engine, str(store)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == -signal.SIGKILL, run.stderr
+    got = read_store(eng, store)["tables"]
+    assert got["t"] == ("plain", [])
+    assert got["u"][1][0] == (b"k", b"v")
+
+
+@pytest.mark.parametrize("engine", ["fjall2", "fjall3"])
+def test_backup_is_a_closed_copy_and_the_writer_goes_on(engine: str, tmp_path: Path) -> None:
+    eng = get_engine(engine)
+    store = write_store(eng, tmp_path / "s", {TableInfo("t"): [(b"a", b"1")]})
+    writer = eng.open_writer(store)
+    try:
+        writer.write_batch(TableInfo("t"), [(b"b", b"2")])  # in the journal only
+        writer.backup(tmp_path / "backup")
+        writer.write_batch(TableInfo("t"), [(b"c", b"3")])
+        writer.finish()
+    finally:
+        writer.close()
+    assert read_store(eng, tmp_path / "backup")["tables"] == {
+        "t": ("plain", [(b"a", b"1"), (b"b", b"2")])
+    }
+    assert read_store(eng, store)["tables"]["t"][1] == [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")]
