@@ -225,26 +225,39 @@ def test_a_store_without_the_layouts_column_is_exit_4(tmp_path: Path) -> None:
     assert r.exit_code == 4 and "no column 'ver'" in r.stderr, r.output
 
 
-def test_upgrades_in_place_run_on_a_store_in_a_layout(tmp_path: Path) -> None:
+@pytest.mark.parametrize("at_head", [False, True], ids=["example", "versioned-at-head"])
+def test_upgrades_in_place_run_on_a_store_in_a_layout(at_head: bool, tmp_path: Path) -> None:
     """The example schema's revisions, up and back, on a store in the one-table layout: at
-    every revision the same digest as the same revision in the default layout."""
+    every revision the same digest as the same revision in the default layout.
+
+    ``versioned-at-head``: the layout lists ``prefs`` too, versioned from revision 0004
+    on; before that the kind recorded in the metadata (plain) wins.
+    """
     from statemigrate.testing.upgrade_conformance import EXAMPLE, seeded
 
+    lay = EXAMPLE_LAYOUT
+    if at_head:
+        lay = tmp_path / "at-head.toml"
+        text = EXAMPLE_LAYOUT.read_text()
+        assert 'versioned = ["settings"]' in text
+        lay.write_text(
+            text.replace('versioned = ["settings"]', 'versioned = ["settings", "prefs"]')
+        )
     default = seeded(get_engine("sqlite"), tmp_path, events=400)
     app = tmp_path / "app.sqlite"
-    assert run("convert", "-q", "--dest-layout", EXAMPLE_LAYOUT, default, app).exit_code == 0
-    layout = {"layout": str(EXAMPLE_LAYOUT)}
+    assert run("convert", "-q", "--dest-layout", lay, default, app).exit_code == 0
+    layout = {"layout": str(lay)}
     start = api.checksum(app, options=layout).digest
     for rev in ("0002", "0003", "0004", "0005"):
-        r = run("upgrade", "-q", "--layout", EXAMPLE_LAYOUT, app, "--schema", EXAMPLE, "--to", rev)
+        r = run("upgrade", "-q", "--layout", lay, app, "--schema", EXAMPLE, "--to", rev)
         assert r.exit_code == 0, r.output
         api.upgrade(default, EXAMPLE, to=rev, digests=False)
         assert api.checksum(app, options=layout).digest == api.checksum(default).digest, rev
-    r = run("check", "--layout", EXAMPLE_LAYOUT, app, "--schema", EXAMPLE)
+    r = run("check", "--layout", lay, app, "--schema", EXAMPLE)
     assert r.exit_code == 0 and "at head" in r.stdout, r.output
-    r = run("current", "--json", "--layout", EXAMPLE_LAYOUT, app)
+    r = run("current", "--json", "--layout", lay, app)
     assert json.loads(r.stdout)["current"] == ["0005"]
-    r = run("downgrade", "-q", "--layout", EXAMPLE_LAYOUT, app, "--schema", EXAMPLE, "--to", "0001")
+    r = run("downgrade", "-q", "--layout", lay, app, "--schema", EXAMPLE, "--to", "0001")
     assert r.exit_code == 0, r.output
     assert api.checksum(app, options=layout).digest == start
     # Only the layout's table, the metadata and Alembic's stamp are in the file.

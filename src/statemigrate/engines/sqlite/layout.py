@@ -5,8 +5,8 @@ The layout file (:mod:`statemigrate.layout`) names the SQL table and its columns
 its name in ``name_column``; its records are read ``ORDER BY key`` (BLOBs compare as
 bytes). The metadata stays in ``__statemigrate__`` (and the revision in
 ``alembic_version``) as in the default layout; a table's kind is in the layout's
-``versioned`` list or in the metadata's ``kind:<table>`` entry, which is also how an
-empty table exists. Other SQL tables are the app's own: refused as foreign unless
+metadata's ``kind:<table>`` entry (which is also how an empty table exists) or, for a
+table without one, in the layout's ``versioned`` list. Other SQL tables are the app's own: refused as foreign unless
 ``skip_foreign_tables``. Writers create exactly the layout's table (``PRIMARY KEY
 (name, key)``, ``WITHOUT ROWID`` unless the layout says otherwise); indexes the app
 needs are the app's business.
@@ -98,7 +98,10 @@ def layout_tables(
     names |= {k[len(META_KIND_PREFIX) :] for k in meta if k.startswith(META_KIND_PREFIX)}
     tables = []
     for name in sorted(names, key=lambda n: n.encode("utf-8")):
-        versioned = name in layout.versioned or meta.get(META_KIND_PREFIX + name) == b"versioned"
+        # A recorded kind wins (a conversion or an upgrade wrote it: a layout describing
+        # the app at head lists tables versioned only from a later revision on).
+        recorded = meta.get(META_KIND_PREFIX + name)
+        versioned = recorded == b"versioned" if recorded is not None else name in layout.versioned
         if present and spec.version is not None:
             wrong = "IS NULL" if versioned else "IS NOT NULL"
             row = conn.execute(
