@@ -22,6 +22,7 @@ from .format import (
     _meta_from_json,
     _version,
     _why,
+    loads_line,
     stamp_from_header,
 )
 
@@ -117,7 +118,7 @@ class JsonlReader(Reader):
         batch: list = []
         versioned = info.versioned
         for line in f:
-            obj = json.loads(line)
+            obj = loads_line(line)
             if "k" in obj:
                 if versioned:
                     batch.append((_b64d(obj["k"]), _b64d(obj["v"]), _version(obj["ver"])))
