@@ -7,8 +7,8 @@ footer's table entries, and the checks every parsed value gets.
 
 from __future__ import annotations
 
-import base64
 import binascii
+import functools
 import json
 import os
 import re
@@ -27,7 +27,7 @@ STAMP = (META_SCHEMA, META_REVISION)  # the metadata the header's own fields sho
 RECORD_LINE = b'{"k":'  # how the writer starts a record line (the resume scan skips them)
 # What reading back a partial dump and its checkpoint may raise when they do not match.
 _UNUSABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError)
-_b64e = base64.b64encode
+_b64e = functools.partial(binascii.b2a_base64, newline=False)  # base64.b64encode's call
 # base64.b64decode without its wrapper (what it calls: the same lenient decoding, the
 # same errors); a record line is decoded twice with it, so the wrapper showed in profiles.
 _b64d = binascii.a2b_base64
