@@ -193,7 +193,12 @@ const WAL_SEGMENT: u64 = 32 << 20;
 /// The storage configuration of `Db::open_with_options` for a durability preset
 /// (`DbOptions::durable()`, `paranoid()`, `fast()`), with bounded memtable, block cache
 /// and WAL segment sizes and SSTable `compression`.
-fn config(path: &Path, preset: &str, compression: &str) -> Result<StorageConfig, NErr> {
+fn config(
+    path: &Path,
+    preset: &str,
+    compression: &str,
+    wal_segment: u64,
+) -> Result<StorageConfig, NErr> {
     let (wal_config, wal_enabled) = match preset {
         "durable" => (WalConfig::durable(), true),
         "paranoid" => (WalConfig::paranoid(), true),
@@ -203,7 +208,7 @@ fn config(path: &Path, preset: &str, compression: &str) -> Result<StorageConfig,
     let mut c = StorageConfig {
         data_dir: path.to_path_buf(),
         wal_config: WalConfig {
-            max_file_size: WAL_SEGMENT,
+            max_file_size: wal_segment,
             ..wal_config
         },
         memtable_config: MemTableConfig {
@@ -456,7 +461,9 @@ impl TurbokvReader {
     /// read sees the same state).
     #[new]
     fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
-        let db = detach(py, || open_db(config(&path, "durable", "lz4")?))?;
+        let db = detach(py, || {
+            open_db(config(&path, "durable", "lz4", WAL_SEGMENT)?)
+        })?;
         Ok(TurbokvReader {
             h: Mutex::new(Some(Open { db, cursor: None })),
         })
@@ -595,6 +602,7 @@ pub struct TurbokvWriter {
     path: PathBuf,
     preset: String,
     compression: String,
+    wal_segment: u64,
 }
 
 impl TurbokvWriter {
@@ -607,7 +615,12 @@ impl TurbokvWriter {
         detach(py, || {
             let mut g = self.h.lock().unwrap_or_else(PoisonError::into_inner);
             if g.is_none() {
-                let db = open_db(config(&self.path, &self.preset, &self.compression)?)?;
+                let db = open_db(config(
+                    &self.path,
+                    &self.preset,
+                    &self.compression,
+                    self.wal_segment,
+                )?)?;
                 *g = Some(Open { db, cursor: None });
             }
             let o = g.as_mut().expect("opened above");
@@ -631,15 +644,17 @@ impl TurbokvWriter {
 #[pymethods]
 impl TurbokvWriter {
     /// Open (`create`: create) the TurboKV store at `path` (absolute) for writing with
-    /// durability `preset` (`durable`, `paranoid`, `fast`) and SSTable `compression`.
+    /// durability `preset` (`durable`, `paranoid`, `fast`), SSTable `compression` and
+    /// WAL segments of `wal_segment` bytes (TurboKV's own default: 1 GiB).
     #[new]
-    #[pyo3(signature = (path, create, preset="durable", compression="lz4"))]
+    #[pyo3(signature = (path, create, preset="durable", compression="lz4", wal_segment=WAL_SEGMENT))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         create: bool,
         preset: &str,
         compression: &str,
+        wal_segment: u64,
     ) -> PyResult<Self> {
         if !path.is_absolute() {
             return Err(PyValueError::new_err("the store's path must be absolute"));
@@ -660,6 +675,7 @@ impl TurbokvWriter {
             path,
             preset: preset.to_string(),
             compression: compression.to_string(),
+            wal_segment,
         };
         w.run(py, |_| Ok(()))?;
         Ok(w)

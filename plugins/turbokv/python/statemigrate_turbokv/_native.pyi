@@ -25,7 +25,12 @@ class TurbokvReader:
 
 class TurbokvWriter:
     def __init__(
-        self, path: str, create: bool, preset: str = "durable", compression: str = "lz4"
+        self,
+        path: str,
+        create: bool,
+        preset: str = "durable",
+        compression: str = "lz4",
+        wal_segment: int = 33554432,
     ) -> None: ...
     def names(self) -> list[str]: ...
     def metadata(self) -> list[tuple[str, bytes]]: ...
