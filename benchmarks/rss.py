@@ -56,6 +56,12 @@ SUFFIX = {
     "jsonl": ".jsonl",
 }
 
+
+def _suffix(engine: str) -> str:
+    """The store suffix of ``engine`` (its first declared one where not listed above)."""
+    return SUFFIX.get(engine) or get_engine(engine).suffixes[0]
+
+
 # Runs in the child: argv = [result file, statemigrate arguments...].
 _WRAPPER = r"""
 import json, os, sys, threading, time
@@ -113,7 +119,7 @@ def remove(path: Path) -> None:
 
 def source_store(work: Path, engine: str, n: int) -> Path:
     """The workload with ``n`` events in ``engine``, written once (kept across runs)."""
-    path = work / f"src-{n}{SUFFIX[engine]}"
+    path = work / f"src-{n}{_suffix(engine)}"
     done = path.with_name(path.name + ".done")
     if not done.exists():
         remove(path)
@@ -172,7 +178,7 @@ def main() -> None:
             for _ in range(args.runs):
                 for n in sizes:
                     src = source_store(work, src_engine, n)
-                    dst = work / f"out-{n}{SUFFIX[dst_engine]}"
+                    dst = work / f"out-{n}{_suffix(dst_engine)}"
                     m = {**measure(src_engine, src, dst_engine, dst), "load": os.getloadavg()[0]}
                     runs[n].append(m)
                     print(
