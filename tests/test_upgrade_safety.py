@@ -271,7 +271,17 @@ def test_kill_inside_a_transactional_revision_leaves_nothing_interrupted(
 
 # --- B8: a full disk ---------------------------------------------------------------
 
-FULL_DISK_ENGINES = [n for n in ("sqlite", "rocksdb", "lmdb", "redb") if n in IN_PLACE]
+
+def _full_disk_params() -> list:
+    """Each in-place engine; strict xfail where it declares the one-line check a limit."""
+    out = []
+    for name in IN_PLACE:
+        reason = get_engine(name).known_limits.get("full_disk_one_line")
+        marks = (
+            [pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)] if reason else []
+        )
+        out.append(pytest.param(name, id=name, marks=marks))
+    return out
 
 
 def fill(fs: Path, leave_kib: int) -> Path:
@@ -282,23 +292,24 @@ def fill(fs: Path, leave_kib: int) -> Path:
     return filler
 
 
-@pytest.mark.parametrize("engine", FULL_DISK_ENGINES)
+@pytest.mark.parametrize("engine", _full_disk_params())
 def test_full_disk_during_upgrade_is_exit_5_with_one_json_object(engine: str, tmp_path) -> None:
     eng = get_engine(engine)
     pristine = path_of(seeded(eng, tmp_path, events=2000, name="pristine"))
     reference = tmp_path / f"reference{pristine.suffix}"
     copy_store(pristine, reference)
     head = upgrade(f"{engine}:{reference}", EXAMPLE).digest_after
-    with small_filesystem("2m") as fs:
+    # Room for every engine's whole upgrade once the filler is gone (TurboKV's writer
+    # preallocates 32 MiB WAL segments, HelixDB checks for ~6 MB per batch).
+    with small_filesystem("96m") as fs:
         store = copy_store(pristine, fs / f"state{pristine.suffix}")
         spec = f"{engine}:{store}"
         header = store.read_bytes()[18:20] if engine == "sqlite" else None
         filler = fill(fs, 50)
-        run = run_cli(["upgrade", spec, "--schema", EXAMPLE, "--json"], timeout=HANG_GUARD)
-        assert run.returncode == 5, run.stderr
-        report = one_json(run.stdout)
+        full = run_cli(["upgrade", spec, "--schema", EXAMPLE, "--json"], timeout=HANG_GUARD)
+        assert full.returncode == 5, full.stderr
+        report = one_json(full.stdout)
         assert report["status"] == "failed" and report["exit_code"] == 5, report
-        assert report["error"] == one_line_error(run).removeprefix("statemigrate: error: ")
         if header is not None:
             assert store.read_bytes()[18:20] == header, "the journal mode changed"
         filler.unlink()
@@ -306,6 +317,8 @@ def test_full_disk_during_upgrade_is_exit_5_with_one_json_object(engine: str, tm
         assert run.returncode == 0, run.stderr
         assert one_json(run.stdout)["to"] == ["0005"]
         assert digest(spec) == head
+    # Last, once the data is known safe: the failure was one line, the JSON's error.
+    assert report["error"] == one_line_error(full).removeprefix("statemigrate: error: ")
 
 
 # --- B9: an app that has the store open ----------------------------------------------

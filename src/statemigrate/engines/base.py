@@ -182,8 +182,8 @@ class Engine(ABC):
     # How an app holds a store of this engine (the busy tests' "app"); None: no app
     # process can hold one.
     app_holder: ClassVar[AppHolder | None] = None
-    # Documented limits, as the conformance case (statemigrate.testing.conformance)
-    # each one fails and why: run as strict xfails there.
+    # Documented limits, as the conformance case (statemigrate.testing.conformance) or
+    # the other suite's check (its SUITE_LIMITS) each one fails, and why: strict xfails.
     known_limits: ClassVar[Mapping[str, str]] = {}
 
     @classmethod

@@ -76,6 +76,9 @@ class Fjall2Engine(FjallEngine):
     known_limits: ClassVar[Mapping[str, str]] = {
         "odd_table_names": "fjall 2 partition names are at most 255 characters of "
         "[A-Za-z0-9_.#$-]: a 255-byte non-ASCII name has no reversible escaped form that fits",
+        "full_disk_one_line": "fjall 2's background flusher prints its own failure to stderr "
+        "(eprintln! in fjall-2.11.2 background_worker.rs) beside the tool's one line; the "
+        "store is safe and the upgrade finishes once there is room",
     }
     table_name_folding: ClassVar[str] = "(one fjall 2 partition name)"
 
