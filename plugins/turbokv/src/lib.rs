@@ -208,13 +208,14 @@ fn wait_flushed(db: &Engine) {
 }
 
 /// The storage configuration of `Db::open_with_options` for a durability preset
-/// (`DbOptions::durable()`, `paranoid()`, `fast()`), with bounded memtable, block cache
-/// and WAL segment sizes and SSTable `compression`.
+/// (`DbOptions::durable()`, `paranoid()`, `fast()`) and SSTable `compression`; when
+/// `tuned` (statemigrate's), with bounded memtable, block cache and WAL segment sizes
+/// and a flush timer of [`FLUSH_TICK_MS`], else exactly the crate's own.
 fn config(
     path: &Path,
     preset: &str,
     compression: &str,
-    wal_segment: u64,
+    tuned: bool,
 ) -> Result<StorageConfig, NErr> {
     let (wal_config, wal_enabled) = match preset {
         "durable" => (WalConfig::durable(), true),
@@ -224,22 +225,18 @@ fn config(
     };
     let mut c = StorageConfig {
         data_dir: path.to_path_buf(),
-        wal_config: WalConfig {
-            max_file_size: wal_segment,
-            ..wal_config
-        },
+        wal_config,
         memtable_config: MemTableConfig {
-            max_size: 16 << 20,
+            max_size: 64 << 20,
             ..Default::default()
         },
         wal_enabled,
-        block_cache_size: 8 << 20,
-        // TurboKV writes immutable memtables to SSTables only on this timer (60 s by
-        // default): under a load every record written meanwhile stayed in memory
-        // (RssAnon 1.9 GiB converting 4M records).
-        flush_interval: std::time::Duration::from_millis(FLUSH_TICK_MS),
+        block_cache_size: 64 << 20,
         ..Default::default()
     };
+    if tuned {
+        c = tune(c);
+    }
     c.sstable_config.compression = match compression {
         "lz4" => CompressionType::Lz4,
         "snappy" => CompressionType::Snappy,
@@ -252,6 +249,26 @@ fn config(
         }
     };
     Ok(c)
+}
+
+/// statemigrate's bounds on a configuration (see [`WAL_SEGMENT`] and [`FLUSH_TICK_MS`]).
+fn tune(c: StorageConfig) -> StorageConfig {
+    StorageConfig {
+        wal_config: WalConfig {
+            max_file_size: WAL_SEGMENT,
+            ..c.wal_config
+        },
+        memtable_config: MemTableConfig {
+            max_size: 16 << 20,
+            ..Default::default()
+        },
+        block_cache_size: 8 << 20,
+        // TurboKV writes immutable memtables to SSTables only on this timer (60 s by
+        // default): under a load every record written meanwhile stayed in memory
+        // (RssAnon 1.9 GiB converting 4M records).
+        flush_interval: std::time::Duration::from_millis(FLUSH_TICK_MS),
+        ..c
+    }
 }
 
 fn open_db(c: StorageConfig) -> Result<Engine, NErr> {
@@ -482,9 +499,7 @@ impl TurbokvReader {
     /// read sees the same state).
     #[new]
     fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
-        let db = detach(py, || {
-            open_db(config(&path, "durable", "lz4", WAL_SEGMENT)?)
-        })?;
+        let db = detach(py, || open_db(config(&path, "durable", "lz4", true)?))?;
         Ok(TurbokvReader {
             h: Mutex::new(Some(Open { db, cursor: None })),
         })
@@ -623,7 +638,8 @@ pub struct TurbokvWriter {
     path: PathBuf,
     preset: String,
     compression: String,
-    wal_segment: u64,
+    /// statemigrate's bounds (memory, WAL segments); false: the crate's own configuration.
+    tuned: bool,
 }
 
 impl TurbokvWriter {
@@ -640,7 +656,7 @@ impl TurbokvWriter {
                     &self.path,
                     &self.preset,
                     &self.compression,
-                    self.wal_segment,
+                    self.tuned,
                 )?)?;
                 *g = Some(Open { db, cursor: None });
             }
@@ -666,16 +682,17 @@ impl TurbokvWriter {
 impl TurbokvWriter {
     /// Open (`create`: create) the TurboKV store at `path` (absolute) for writing with
     /// durability `preset` (`durable`, `paranoid`, `fast`), SSTable `compression` and
-    /// WAL segments of `wal_segment` bytes (TurboKV's own default: 1 GiB).
+    /// statemigrate's bounds on memory and WAL segments (`tuned`; false: exactly the
+    /// configuration `Db::open_with_options` builds, for benchmarks).
     #[new]
-    #[pyo3(signature = (path, create, preset="durable", compression="lz4", wal_segment=WAL_SEGMENT))]
+    #[pyo3(signature = (path, create, preset="durable", compression="lz4", tuned=true))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         create: bool,
         preset: &str,
         compression: &str,
-        wal_segment: u64,
+        tuned: bool,
     ) -> PyResult<Self> {
         if !path.is_absolute() {
             return Err(PyValueError::new_err("the store's path must be absolute"));
@@ -696,7 +713,7 @@ impl TurbokvWriter {
             path,
             preset: preset.to_string(),
             compression: compression.to_string(),
-            wal_segment,
+            tuned,
         };
         w.run(py, |_| Ok(()))?;
         Ok(w)
@@ -744,7 +761,9 @@ impl TurbokvWriter {
         put_meta(&mut wb, meta);
         self.run(py, |o| {
             runtime().block_on(o.db.write_batch(&wb))?;
-            wait_flushed(&o.db);
+            if self.tuned {
+                wait_flushed(&o.db);
+            }
             Ok(())
         })
     }
