@@ -134,7 +134,13 @@ def test_a_libsql_file_is_detected_as_sqlite(tmp_path: Path) -> None:
 def test_without_metadata_the_builtin_engines_are_found_by_their_module(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    installed = {name: get_engine(name) for name in engine_names()}
+    everything = engine_names()
+    # The built-in ones (a plugin distribution's engine, plugins/turbokv, needs its entry point).
+    installed = {
+        name: get_engine(name)
+        for name in everything
+        if get_engine(name).__module__.startswith("statemigrate.")
+    }
     monkeypatch.setattr(registry, "entry_points", lambda group: [])
     registry._entry_points.cache_clear()
     registry.get_engine.cache_clear()
@@ -147,7 +153,7 @@ def test_without_metadata_the_builtin_engines_are_found_by_their_module(
         monkeypatch.undo()
         registry._entry_points.cache_clear()
         registry.get_engine.cache_clear()
-    assert engine_names() == sorted(installed)
+    assert engine_names() == everything
 
 
 # --- key limits --------------------------------------------------------------------------
