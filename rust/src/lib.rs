@@ -9,6 +9,7 @@ mod batch;
 mod digest;
 mod fjall_engine;
 mod lmdb_check;
+mod lmdb_digest;
 mod rocksdb_check;
 mod redb_engine;
 
@@ -17,6 +18,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(digest::batch_digest, m)?)?;
     m.add_function(wrap_pyfunction!(batch::take_batch, m)?)?;
     m.add_function(wrap_pyfunction!(lmdb_check::lmdb_check, m)?)?;
+    m.add_function(wrap_pyfunction!(lmdb_digest::lmdb_digests, m)?)?;
     m.add_function(wrap_pyfunction!(rocksdb_check::rocksdb_manifest_check, m)?)?;
     redb_engine::register(m)?;
     fjall_engine::register(m)?;

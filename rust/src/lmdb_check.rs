@@ -15,35 +15,35 @@ use pyo3::prelude::*;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 
-const PAGE_HEADER: usize = 16;
-const NODE_HEADER: usize = 8;
+pub(crate) const PAGE_HEADER: usize = 16;
+pub(crate) const NODE_HEADER: usize = 8;
 const DB_SIZE: usize = 48;
-const META_MAGIC: u32 = 0xBEEF_C0DE;
-const INVALID_PAGE: u64 = u64::MAX;
+pub(crate) const META_MAGIC: u32 = 0xBEEF_C0DE;
+pub(crate) const INVALID_PAGE: u64 = u64::MAX;
 
-const P_BRANCH: u16 = 0x01;
-const P_LEAF: u16 = 0x02;
-const P_LEAF2: u16 = 0x20;
-const F_BIGDATA: u16 = 0x01;
-const F_SUBDATA: u16 = 0x02;
-const F_DUPDATA: u16 = 0x04;
+pub(crate) const P_BRANCH: u16 = 0x01;
+pub(crate) const P_LEAF: u16 = 0x02;
+pub(crate) const P_LEAF2: u16 = 0x20;
+pub(crate) const F_BIGDATA: u16 = 0x01;
+pub(crate) const F_SUBDATA: u16 = 0x02;
+pub(crate) const F_DUPDATA: u16 = 0x04;
 const MDB_DUPSORT: u16 = 0x04;
 
-type Check<T> = Result<T, String>;
+pub(crate) type Check<T> = Result<T, String>;
 
-fn u16_at(b: &[u8], at: usize) -> Check<u16> {
+pub(crate) fn u16_at(b: &[u8], at: usize) -> Check<u16> {
     b.get(at..at + 2)
         .map(|s| u16::from_le_bytes([s[0], s[1]]))
         .ok_or_else(|| format!("a field at byte {at} lies outside its page"))
 }
 
-fn u32_at(b: &[u8], at: usize) -> Check<u32> {
+pub(crate) fn u32_at(b: &[u8], at: usize) -> Check<u32> {
     b.get(at..at + 4)
         .map(|s| u32::from_le_bytes(s.try_into().unwrap()))
         .ok_or_else(|| format!("a field at byte {at} lies outside its page"))
 }
 
-fn u64_at(b: &[u8], at: usize) -> Check<u64> {
+pub(crate) fn u64_at(b: &[u8], at: usize) -> Check<u64> {
     b.get(at..at + 8)
         .map(|s| u64::from_le_bytes(s.try_into().unwrap()))
         .ok_or_else(|| format!("a field at byte {at} lies outside its page"))
@@ -212,7 +212,7 @@ impl Walk {
 }
 
 /// The node offsets of a page (or sub-page) of `limit` bytes, each inside it.
-fn nodes(page: &[u8], limit: usize) -> Check<Vec<usize>> {
+pub(crate) fn nodes(page: &[u8], limit: usize) -> Check<Vec<usize>> {
     let lower = u16_at(page, 12)? as usize;
     let upper = u16_at(page, 14)? as usize;
     if lower < PAGE_HEADER

@@ -17,6 +17,12 @@ def take_batch(
 def lmdb_check(path: str) -> str | None:
     """None if every page an LMDB data.mdb's newest meta reaches is sound, else what is not."""
 
+def lmdb_digests(
+    path: str, txnid: int, tables: list[tuple[bytes, bool]]
+) -> list[tuple[int, int, int]]:
+    """Each table's (count, digest sum, payload bytes) in transaction ``txnid``'s snapshot
+    of an LMDB data.mdb, walked from its pages; ValueError when the walk cannot read it."""
+
 def rocksdb_manifest_check(path: str) -> str | None:
     """None if a RocksDB MANIFEST's records are framed and checksummed as written, else what is not."""
 

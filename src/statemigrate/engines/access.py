@@ -350,6 +350,16 @@ class Reader(StoreAccess):
         """Every entry of the store's metadata, the engine's private ones included."""
         return dict(self.snapshot_metadata)
 
+    def native_digests(self, tables: list[TableInfo]) -> list[tuple[int, int, int]] | None:
+        """Whole tables' ``(count, digest sum, payload bytes)`` read without the batch loop.
+
+        An engine that can walk its own files natively (without the GIL) answers here;
+        None (the default) reads the tables through :meth:`read_batches`. An answer is
+        of this reader's snapshot, with the same checks (key order, the model) as the
+        batch loop's; a store the walk cannot read gets None, never an error.
+        """
+        return None
+
     def tables(self) -> list[TableInfo]:
         """The tables in name byte order, with their metadata (``TableInfo.meta``)."""
         meta = self.metadata()

@@ -118,10 +118,14 @@ class NativeCopy:
         method: what the engine copies with, for progress ("SQLite backup").
         run: copies the snapshot to the path it is given, which does not exist yet;
             driver errors come out as the contract's (a full disk is exit 5).
+        digest_alongside: the reader's :meth:`~Reader.native_digests` may run on a
+            second thread while ``run`` copies (neither holds the GIL, nor shares a
+            driver handle with the other): the source is digested during the copy.
     """
 
     method: str
     run: Callable[[Path], None]
+    digest_alongside: bool = False
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,10 @@ def digest_store(
     ``sizes``, when given, receives each table's payload bytes (keys and values).
     """
     out = {}
+    if should_stop is None or not should_stop():
+        native = reader.native_digests(tables)
+        if native is not None:
+            return digests_answered(tables, native, progress, sizes)
     for table in tables:
         total = Digest()
         last = None
@@ -73,6 +77,25 @@ def digest_store(
         out[table.name] = total
         if sizes is not None:
             sizes[table.name] = nbytes_total
+    return out
+
+
+def digests_answered(
+    tables: list[TableInfo],
+    native: list[tuple[int, int, int]],
+    progress: Progress | None,
+    sizes: dict[str, int] | None,
+) -> dict[str, Digest]:
+    """:func:`digest_store`'s answer from a reader's :meth:`~Reader.native_digests`."""
+    out = {}
+    for table, (count, total, nbytes) in zip(tables, native, strict=True):
+        if progress:
+            progress.start_table(table.name, count)
+            progress.advance(count, nbytes)
+            progress.end_table()
+        out[table.name] = Digest(count, total)
+        if sizes is not None:
+            sizes[table.name] = nbytes
     return out
 
 

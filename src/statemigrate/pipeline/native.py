@@ -5,7 +5,8 @@ engine options, the source's metadata carried as it is) asks the engine for its 
 copy of the reader's snapshot (:meth:`~statemigrate.engines.base.Engine.native_copy`)
 instead of running the batch loop. The source is digested from that snapshot first
 (the digests the batch loop would carry, by the same code), then the engine copies
-the same snapshot into ``DST.partial`` and the finished mark is set. Reading back,
+the same snapshot into ``DST.partial`` and the finished mark is set; an engine whose
+pages a native walk digests without the GIL (LMDB) digests them during the copy. Reading back,
 syncing and placing are the pipeline's, as for any convert.
 
 No checkpoint is written: a ``DST.partial`` without one and without the finished mark
@@ -15,13 +16,15 @@ mark is read back and kept, as after the batch loop.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from ..checkpoint import is_checkpoint_entry
 from ..digest import Digest
 from ..engines.base import META_TABLE_PREFIX, NativeCopy, Reader
 from ..errors import InterruptedByUser
 from ..fsutil import crash_point, fsync_tree
 from ..model import TableInfo
-from .copy import digest_store
+from .copy import digest_store, digests_answered
 from .job import Job
 from .resume import ResumePlan, Start, mark_done
 
@@ -65,6 +68,28 @@ def carried_as_is(source_meta: dict[str, bytes], chosen: list[TableInfo]) -> boo
     )
 
 
+def _source_digests(
+    job: Job,
+    reader: Reader,
+    chosen: list[TableInfo],
+    native: list[tuple[int, int, int]] | None,
+    written: bool,
+) -> dict[str, Digest]:
+    """The source's digests: the page walk's when it answered, else the batch loop's
+    (``written``: after the copy, whose ``DST.partial`` the next ``--resume`` starts over)."""
+    if native is not None:
+        return digests_answered(chosen, native, job.progress, job.sizes)
+    job.progress.phase("reading the source")
+    try:
+        return digest_store(
+            reader, chosen, str(job.src_path), job.progress, job.should_stop, sizes=job.sizes
+        )
+    except InterruptedByUser:
+        if written:
+            raise InterruptedByUser("interrupted", hint=job.resume_hint) from None
+        raise InterruptedByUser(_NOTHING_WRITTEN) from None
+
+
 def copy_natively(
     job: Job, plan: ResumePlan, reader: Reader, chosen: list[TableInfo], copy: NativeCopy
 ) -> dict[str, Digest]:
@@ -72,6 +97,8 @@ def copy_natively(
 
     ``should_stop`` is polled while the source is read (nothing is written yet) and
     once the copy is done and marked (a ``--resume`` then reads it back and keeps it).
+    Where the engine allows (:attr:`NativeCopy.digest_alongside`), the source's pages
+    are walked on a second thread during the copy instead of before it.
 
     Returns:
         Each table's digest, as read from the source.
@@ -79,19 +106,26 @@ def copy_natively(
     Raises:
         InterruptedByUser: ``should_stop`` said so (exit 6).
     """
-    job.progress.phase("reading the source")
-    try:
-        digests = digest_store(
-            reader, chosen, str(job.src_path), job.progress, job.should_stop, sizes=job.sizes
-        )
-    except InterruptedByUser:
-        raise InterruptedByUser(_NOTHING_WRITTEN) from None
-    if job.should_stop():
-        raise InterruptedByUser(_NOTHING_WRITTEN)
-    job.progress.phase(f"copying natively ({copy.method})")
-    plan.created = True
-    copy.run(job.partial)
-    crash_point("copied")
+    if copy.digest_alongside:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            job.progress.phase("reading the source")
+            walked = pool.submit(reader.native_digests, chosen)
+            if job.should_stop():
+                raise InterruptedByUser(_NOTHING_WRITTEN)
+            job.progress.phase(f"copying natively ({copy.method})")
+            plan.created = True
+            copy.run(job.partial)  # on a failure, the pool waits for the walk first
+            native = walked.result()
+        crash_point("copied")
+        digests = _source_digests(job, reader, chosen, native, written=True)
+    else:
+        digests = _source_digests(job, reader, chosen, None, written=False)
+        if job.should_stop():
+            raise InterruptedByUser(_NOTHING_WRITTEN)
+        job.progress.phase(f"copying natively ({copy.method})")
+        plan.created = True
+        copy.run(job.partial)
+        crash_point("copied")
     job.progress.phase("syncing")
     fsync_tree(job.partial)
     mark_done(job.done_mark)

@@ -132,6 +132,7 @@ class LmdbReader(Reader):
             n = count_dbs(path, lmdb, self.locked)
             self.env = open_ro(path, lmdb, self.locked, n + 1)
             self.txn = self.env.begin(buffers=False)
+            self.snapshot_id = int(self.txn.id())
             self.txnid = self._last_txnid()
             self.dbs = _table_dbs(self.env, self.txn, lmdb, path)
             self.snapshot_metadata = self._read_meta()
@@ -164,6 +165,26 @@ class LmdbReader(Reader):
     ) -> Iterator[Batch]:
         cur = self.txn.cursor(self.dbs[table.name])
         return cursor_batches(cur, table, after, max_records, max_bytes, self._check_unchanged)
+
+    def native_digests(self, tables: list[TableInfo]) -> list[tuple[int, int, int]] | None:
+        """The tables' digests from ``data.mdb``'s pages (``_native.lmdb_digests``).
+
+        Only when no other process has the environment open: the walk reads the meta
+        page of this transaction, which a writer's second commit would overwrite, and
+        such a commit moves the last transaction id, checked after the walk as after
+        every batch. Any store the walk does not read is read through the cursor.
+        """
+        if self.locked:
+            return None
+        from ... import _native
+
+        wanted = [(t.name.encode("utf-8"), t.versioned) for t in tables]
+        try:
+            found = _native.lmdb_digests(str(self.path / "data.mdb"), self.snapshot_id, wanted)
+        except ValueError:
+            return None
+        self._check_unchanged()
+        return [(int(c), int(s), int(n)) for c, s, n in found]
 
     def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
         """The named database's entry count, exact (LMDB's stats)."""
@@ -470,7 +491,8 @@ class LmdbEngine(LmdbEntryPoints):
         """LMDB's compacting copy (what ``mdb_copy -c`` does) of the reader's transaction."""
         if not isinstance(reader, LmdbReader):
             return None
-        return NativeCopy("LMDB compacting copy", reader.copy_into)
+        # py-lmdb leaves the GIL while LMDB copies; the page walk reads the file.
+        return NativeCopy("LMDB compacting copy", reader.copy_into, digest_alongside=True)
 
     @classmethod
     def format_info(cls, path: Path) -> dict[str, Any]:

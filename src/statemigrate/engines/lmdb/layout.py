@@ -114,6 +114,9 @@ class LayoutLmdbReader(LmdbReader):
     def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
         return None  # the namespace's count holds every table's records
 
+    def native_digests(self, tables: list[TableInfo]) -> list[tuple[int, int, int]] | None:
+        return None  # the walk reads one named database per table, not prefixes
+
 
 class LayoutLmdbWriter(LmdbWriter):
     """Writes the layout's named database; the metadata and transactions as the default."""
