@@ -183,6 +183,30 @@ def test_an_empty_key_is_refused_before_anything_exists(tmp_path: Path, dst_engi
     assert "key (empty) of table 't': length 0 is outside" in err.message
 
 
+def test_sqlite_measures_key_lengths_in_sql_and_declines_keys_that_are_not_blobs(
+    tmp_path: Path,
+) -> None:
+    """The check before writing asks SQLite for min/max(length(key)); a TEXT key (whose
+    length SQLite counts in characters) is left to the batches, which refuse it."""
+    import apsw
+
+    keys = [b"", b"a" * 700, b"k1", b"\x00\xff"]
+    src = write_store(
+        get_engine("sqlite"),
+        tmp_path / "s.sqlite",
+        {TableInfo("t"): [(k, b"v") for k in sorted(keys)], TableInfo("e"): []},
+    )
+    with get_engine("sqlite").open_reader(src) as reader:
+        tables = {t.name: t for t in reader.tables()}
+        assert reader.key_length_bounds(tables["t"]) == (0, 700)
+        assert reader.key_length_bounds(tables["e"]) == (0, 0)
+    conn = apsw.Connection(str(src))
+    conn.execute("INSERT INTO t (key, value) VALUES ('é', x'00')")  # a TEXT key, as an app might
+    conn.close()
+    with get_engine("sqlite").open_reader(src) as reader:
+        assert reader.key_length_bounds(next(t for t in reader.tables() if t.name == "t")) is None
+
+
 @pytest.mark.parametrize("dst_engine", LONG)
 def test_a_key_too_long_in_a_later_batch_is_refused_before_anything_exists(
     tmp_path: Path, dst_engine: str

@@ -103,7 +103,9 @@ def check_keys(engine: type[Engine], reader: Reader, tables: list[TableInfo]) ->
     """Refuse (exit 5), before anything is written, a key the destination cannot store.
 
     Only a destination with key limits (``Capabilities.min_key_len``/``max_key_len``)
-    pays for the read; each batch's shortest and longest keys are measured at C speed
+    pays for the read, and only for a table whose key lengths the source cannot give
+    (:meth:`~Reader.key_length_bounds`) or breaks a limit; each batch's shortest and
+    longest keys are measured at C speed
     (:func:`key_length_bounds`), and only a batch that breaks a limit is looked at
     record by record, to name its first offender.
 
@@ -115,6 +117,9 @@ def check_keys(engine: type[Engine], reader: Reader, tables: list[TableInfo]) ->
         return
     lo, hi = caps.min_key_len, caps.max_key_len if caps.max_key_len is not None else 2**63
     for table in tables:
+        known = reader.key_length_bounds(table)
+        if known is not None and (known == (0, 0) or (lo <= known[0] and known[1] <= hi)):
+            continue  # measured by the engine: every key fits (or the table is empty)
         for batch in reader.read_batches(table):
             shortest, longest = key_length_bounds(batch)
             if shortest < lo or longest > hi:
