@@ -36,8 +36,12 @@ from statemigrate.testing.safety import (
 from statemigrate.testing.stores import content_digest, read_store, write_store
 from statemigrate.testing.workload import write_workload
 
-ENGINES = ["sqlite", "lmdb"]
-METHOD = {"sqlite": "SQLite backup", "lmdb": "LMDB compacting copy"}
+ENGINES = ["sqlite", "lmdb", "rocksdb"]
+METHOD = {
+    "sqlite": "SQLite backup",
+    "lmdb": "LMDB compacting copy",
+    "rocksdb": "RocksDB checkpoint",
+}
 CONTENT = {
     TableInfo("events", TableKind.VERSIONED): [
         (i.to_bytes(4, "big"), b"v" * (i % 50), 2**64 - 1 - i) for i in range(3000)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ from statemigrate.errors import StoreBusyError
 from statemigrate.model import TableInfo, TableKind
 from statemigrate.testing.holders import app_holding
 from statemigrate.testing.safety import run_cli
-from statemigrate.testing.stores import read_store, write_store
+from statemigrate.testing.stores import read_store, tree_sha256, write_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -121,3 +124,59 @@ def test_a_manifest_over_many_blocks_passes_the_check(tmp_path):
     run = run_cli(["checksum", f"rocksdb:{store}"], timeout=120)
     assert run.returncode == 0, run.stderr
     assert "default\tplain\t400\t" in run.stdout, run.stdout
+
+
+# --- the native copy (a checkpoint) ------------------------------------------------------
+
+
+def _files(path: Path) -> dict[str, os.stat_result]:
+    return {p.name: p.lstat() for p in path.iterdir()}
+
+
+def test_checkpoint_copy_is_its_own_store_and_opens_with_rocksdict(tmp_path: Path) -> None:
+    """A same-engine convert takes RocksDB's checkpoint; no file is shared with the source
+    (no hard link, no symbolic link) and plain rocksdict reads what was written."""
+    import rocksdict
+
+    records = [(b"k%05d" % i, b"v" * (i % 90)) for i in range(5000)]
+    src = write_store(RocksdbEngine, tmp_path / "src.rocksdb", {TableInfo("t"): records})
+    before = tree_sha256(src)
+    dst = tmp_path / "dst.rocksdb"
+    report = convert(str(src), str(dst))
+    assert report.verified
+    assert tree_sha256(src) == before
+    inodes = {st.st_ino for st in _files(src).values()}
+    for name, st in _files(dst).items():
+        assert stat.S_ISREG(st.st_mode) and st.st_nlink == 1, name
+        assert st.st_ino not in inodes, name
+    assert all(st.st_nlink == 1 for st in _files(src).values())  # the private image is gone
+    opts = rocksdict.Options(raw_mode=True)
+    db = rocksdict.Rdict(
+        str(dst), opts, column_families={"t": opts}, access_type=rocksdict.AccessType.read_only()
+    )
+    try:
+        assert list(db.get_column_family("t").items()) == records
+    finally:
+        db.close()
+
+
+def test_checkpoint_copy_holds_writes_only_in_the_write_ahead_log(tmp_path: Path) -> None:
+    """An app killed before RocksDB flushed: its last writes are in the log alone."""
+    src = tmp_path / "src.rocksdb"
+    code = (
+        "import os, rocksdict, sys\n"
+        "o = rocksdict.Options(raw_mode=True); o.create_if_missing(True)\n"
+        "db = rocksdict.Rdict(sys.argv[1], o)\n"
+        "for i in range(300): db[b'k%03d' % i] = b'logged'\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    killed = subprocess.run([sys.executable, "-c", code, str(src)], check=False)
+    assert killed.returncode == -9
+    assert not any(p.suffix == ".sst" for p in src.iterdir())  # nothing was flushed
+    with RocksdbEngine.open_reader(src) as reader:
+        # A read-only instance's checkpoint leaves the log out: the batch loop copies it.
+        assert reader.logged and RocksdbEngine.native_copy(reader) is None
+    dst = tmp_path / "dst.rocksdb"
+    assert convert(str(src), str(dst)).verified
+    got = read_store(RocksdbEngine, dst)["tables"]
+    assert got == {"default": ("plain", [(b"k%03d" % i, b"logged") for i in range(300)])}
