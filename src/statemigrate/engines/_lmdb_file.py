@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SourceError
+from ..model import TableInfo
 
 
 def check_data_file(data: Path) -> None:
@@ -88,3 +89,18 @@ def count_dbs(path: Path, lmdb: Any, lock: bool) -> int:
         return int(env.stat()["entries"])
     finally:
         env.close()
+
+
+def walked_digests(
+    data: Path, txnid: int, tables: list[TableInfo]
+) -> list[tuple[int, int, int]] | None:
+    """The tables' ``(count, sum, payload bytes)`` in transaction ``txnid``'s snapshot of
+    ``data`` (a ``data.mdb``), by the native page walk; None where the walk declines."""
+    from .. import _native
+
+    wanted = [(t.name.encode("utf-8"), t.versioned) for t in tables]
+    try:
+        found = _native.lmdb_digests(str(data), txnid, wanted)
+    except ValueError:
+        return None
+    return [(int(c), int(s), int(n)) for c, s, n in found]

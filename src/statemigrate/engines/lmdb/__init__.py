@@ -31,7 +31,7 @@ from ...errors import DestinationError, SourceError, StoreBusyError
 from ...fsutil import crash_point
 from ...locks import LockProbe, busy_message, lock_holder, refuse_if_held
 from ...model import METADATA_TABLE, VERSION_PREFIX_DECODE, Batch, TableInfo, encode_versioned
-from .._lmdb_file import check_data_file, count_dbs, keep_map_size, open_ro
+from .._lmdb_file import check_data_file, count_dbs, keep_map_size, open_ro, walked_digests
 from ..base import META_KIND_PREFIX as KIND_PREFIX
 from ..base import (
     AppHolder,
@@ -176,15 +176,10 @@ class LmdbReader(Reader):
         """
         if self.locked:
             return None
-        from ... import _native
-
-        wanted = [(t.name.encode("utf-8"), t.versioned) for t in tables]
-        try:
-            found = _native.lmdb_digests(str(self.path / "data.mdb"), self.snapshot_id, wanted)
-        except ValueError:
-            return None
-        self._check_unchanged()
-        return [(int(c), int(s), int(n)) for c, s, n in found]
+        found = walked_digests(self.path / "data.mdb", self.snapshot_id, tables)
+        if found is not None:
+            self._check_unchanged()
+        return found
 
     def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
         """The named database's entry count, exact (LMDB's stats)."""
