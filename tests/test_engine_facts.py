@@ -194,12 +194,17 @@ def test_sqlite_measures_key_lengths_in_sql_and_declines_keys_that_are_not_blobs
     src = write_store(
         get_engine("sqlite"),
         tmp_path / "s.sqlite",
-        {TableInfo("t"): [(k, b"v") for k in sorted(keys)], TableInfo("e"): []},
+        {
+            TableInfo("t"): [(k, b"v") for k in sorted(keys)],
+            TableInfo("e"): [],
+            TableInfo("z"): [(b"", b"only an empty key")],
+        },
     )
     with get_engine("sqlite").open_reader(src) as reader:
         tables = {t.name: t for t in reader.tables()}
         assert reader.key_length_bounds(tables["t"]) == (0, 700)
-        assert reader.key_length_bounds(tables["e"]) == (0, 0)
+        assert reader.key_length_bounds(tables["e"]) is None  # empty: nothing to measure
+        assert reader.key_length_bounds(tables["z"]) == (0, 0)  # not mistaken for empty
     conn = apsw.Connection(str(src))
     conn.execute("INSERT INTO t (key, value) VALUES ('é', x'00')")  # a TEXT key, as an app might
     conn.close()

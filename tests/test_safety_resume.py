@@ -10,14 +10,15 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from statemigrate.fsutil import HOLD_ENV
 from statemigrate.registry import engine_names
 from statemigrate.testing.safety import (
-    SLOW_ENGINES,
     Run,
     build_store,
     cli_command,
@@ -33,7 +34,7 @@ from statemigrate.testing.safety import (
     store_file,
 )
 
-RECORDS = 200_000
+RECORDS = 20_000  # 40 batches: each test holds the convert in its first (interrupt)
 BATCH = ["--batch-records", "500"]
 
 
@@ -45,33 +46,38 @@ def source(tmp_path_factory):
     return path, digest
 
 
-@pytest.fixture(scope="module")
-def small_source(tmp_path_factory):
-    """For engines that write slowly: still many batches, far fewer seconds."""
-    base = tmp_path_factory.mktemp("resume-small-source")
-    path = store_file("sqlite", base, "source")
-    digest = build_store("sqlite", path, 20_000, seed=3)
-    return path, digest
+def interrupt(args: list[str], partial: Path, signals: list[int], timeout: float = 120) -> Run:
+    """Run a convert held inside its first batch (``$STATEMIGRATE_HOLD_AT``: after the
+    batch's write, before the stop is polled) and send ``signals`` there.
 
-
-def interrupt(
-    args: list[str], partial: Path, signals: list[int], gap: float = 0.0, timeout: float = 60
-) -> Run:
-    """Start a convert, wait until its .partial exists and a few batches are in, send the signals."""
-    proc = subprocess.Popen(
-        cli_command() + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    No timing decides what is in flight: the process waits, holding the batch, until the
+    hold file is removed; each signal after the first is sent only once the process has
+    said it took the one before (a second signal that arrives before Python ran the
+    handler would be handled once). ``timeout`` is a hang guard only.
+    """
+    hold = Path(tempfile.mkdtemp()) / "held"
+    env = dict(os.environ, **{HOLD_ENV: f"batch:{hold}"})
     started = time.monotonic()
+    proc = subprocess.Popen(
+        cli_command() + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     deadline = started + timeout
-    while not partial.exists() and proc.poll() is None and time.monotonic() < deadline:
+    while not hold.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
-    time.sleep(0.15)
-    for sig in signals:
-        if proc.poll() is None:
-            proc.send_signal(sig)
-        time.sleep(gap)
+    assert hold.exists(), f"the convert never reached its first batch (exit {proc.poll()})"
+    assert partial.exists()  # the batch is written into the .partial, not yet checkpointed
+    said: list[str] = []
+    for i, sig in enumerate(signals):
+        proc.send_signal(sig)
+        if i + 1 < len(signals):  # wait for the handler's line before the next signal
+            assert proc.stderr is not None
+            while "stopping after the batch in flight" not in (line := proc.stderr.readline()):
+                assert line, "the process ended before it took the first signal"
+                said.append(line)
+            said.append(line)
+    hold.unlink(missing_ok=True)
     out, err = proc.communicate(timeout=timeout)
-    return Run(args, proc.returncode, out, err, time.monotonic() - started)
+    return Run(args, proc.returncode, out, "".join(said) + err, time.monotonic() - started)
 
 
 def convert_args(src: Path, dst_engine: str, final: Path, *extra: str) -> list[str]:
@@ -88,10 +94,8 @@ def batch_args(src: Path, dst_engine: str, final: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("dst", engine_names())
-def test_ctrl_c_prints_how_to_resume_and_resume_finishes(
-    dst: str, source, small_source, tmp_path: Path
-) -> None:
-    src, src_digest = small_source if dst in SLOW_ENGINES else source
+def test_ctrl_c_prints_how_to_resume_and_resume_finishes(dst: str, source, tmp_path: Path) -> None:
+    src, src_digest = source
     final = store_file(dst, tmp_path, "out")
     partial = final.with_name(final.name + ".partial")
     args = batch_args(src, dst, final)
@@ -122,9 +126,9 @@ def test_signal_twice_stops_at_once_and_stays_resumable(sig: int, source, tmp_pa
     final = store_file(dst, tmp_path, "out")
     partial = final.with_name(final.name + ".partial")
     args = batch_args(src, dst, final)
-    run = interrupt(args, partial, [sig, sig], gap=0.001)
+    run = interrupt(args, partial, [sig, sig])
     assert run.returncode == 6, describe(run)
-    assert "Traceback" not in run.stderr
+    assert "stopped at once" in run.stderr and "Traceback" not in run.stderr, describe(run)
     assert not store_exists(dst, final)
     resumed = run_cli(args + ["--resume"])
     assert resumed.returncode == 0, describe(resumed)
@@ -137,10 +141,8 @@ def test_signal_twice_with_json_still_prints_one_object(source, tmp_path: Path) 
     final = store_file("sqlite", tmp_path, "out")
     partial = final.with_name(final.name + ".partial")
     args = ["convert", "--json", *BATCH, spec("sqlite", src), spec("sqlite", final)]
-    # The batch loop: two signals 1 ms apart that land in one step of SQLite's own copy
-    # reach Python as one (it runs the handler once), so the hard stop is not tried there.
-    args += ["--tables", "empty,events,settings"]
-    run = interrupt(args, partial, [signal.SIGINT, signal.SIGINT], gap=0.001)
+    args += ["--tables", "empty,events,settings"]  # the batch loop, where the hold is
+    run = interrupt(args, partial, [signal.SIGINT, signal.SIGINT])
     assert run.returncode == 6, describe(run)
     assert "stopped at once" in run.stderr, describe(run)
     out = json.loads(run.stdout)

@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import stat
+import time
 from pathlib import Path
 
 _RENAME_EXCHANGE = 2
@@ -20,12 +21,29 @@ _AT_FDCWD = -100
 # a timer (between sync and rename, between the two renames of a swap) are tested.
 CRASH_ENV = "STATEMIGRATE_CRASH_AT"
 NO_EXCHANGE_ENV = "STATEMIGRATE_NO_RENAME_EXCHANGE"
+# ``STEP:FILE``: the first time the process reaches STEP it creates FILE and waits until
+# the test removes it, so that a signal is sent while a step is certainly in flight.
+HOLD_ENV = "STATEMIGRATE_HOLD_AT"
+_HOLD_LIMIT = 300.0  # seconds: a hang guard only; a test removes the file in milliseconds
+_held: set[str] = set()
 
 
 def crash_point(name: str) -> None:
-    """SIGKILL this process if ``$STATEMIGRATE_CRASH_AT`` names this step (tests only)."""
+    """At a named step (tests only): SIGKILL this process if ``$STATEMIGRATE_CRASH_AT``
+    names it; hold it once, until a file is removed, if ``$STATEMIGRATE_HOLD_AT`` does."""
     if os.environ.get(CRASH_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    step, _, path = os.environ.get(HOLD_ENV, "").partition(":")
+    if step == name and name not in _held:
+        _held.add(name)
+        _hold(Path(path))
+
+
+def _hold(marker: Path) -> None:
+    marker.touch()
+    deadline = time.monotonic() + _HOLD_LIMIT
+    while marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.005)  # a signal's handler runs here, as it would inside the step
 
 
 def fsync_tree(path: Path) -> None:

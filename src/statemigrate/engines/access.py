@@ -351,9 +351,9 @@ class Reader(StoreAccess):
         return dict(self.snapshot_metadata)
 
     def key_length_bounds(self, table: TableInfo) -> tuple[int, int] | None:
-        """The lengths of ``table``'s shortest and longest keys ((0, 0) when empty), where
-        the engine measures them without handing each record to Python (a SQL
-        aggregate); None (the default) has the keys read through :meth:`read_batches`."""
+        """The lengths of ``table``'s shortest and longest keys, where the engine
+        measures them without handing each record to Python (a SQL aggregate); None (the
+        default, and for an empty table) has the keys read through :meth:`read_batches`."""
         return None
 
     def native_digests(self, tables: list[TableInfo]) -> list[tuple[int, int, int]] | None:

@@ -53,10 +53,9 @@ def digest_store(
     ``sizes``, when given, receives each table's payload bytes (keys and values).
     """
     out = {}
-    if should_stop is None or not should_stop():
-        native = reader.native_digests(tables)
-        if native is not None:
-            return digests_answered(tables, native, progress, sizes)
+    native = reader.native_digests(tables)
+    if native is not None:
+        return digests_answered(tables, native, progress, sizes)
     for table in tables:
         total = Digest()
         last = None
@@ -118,8 +117,8 @@ def check_keys(engine: type[Engine], reader: Reader, tables: list[TableInfo]) ->
     lo, hi = caps.min_key_len, caps.max_key_len if caps.max_key_len is not None else 2**63
     for table in tables:
         known = reader.key_length_bounds(table)
-        if known is not None and (known == (0, 0) or (lo <= known[0] and known[1] <= hi)):
-            continue  # measured by the engine: every key fits (or the table is empty)
+        if known is not None and lo <= known[0] and known[1] <= hi:
+            continue  # measured by the engine: every key fits
         for batch in reader.read_batches(table):
             shortest, longest = key_length_bounds(batch)
             if shortest < lo or longest > hi:

@@ -110,18 +110,18 @@ class SqliteReader(Reader):
     def key_length_bounds(self, table: TableInfo) -> tuple[int, int] | None:
         """``min``/``max`` of ``length(key)`` in the read's snapshot (one scan in SQLite).
 
-        None when a key is not a BLOB (``length`` would count characters): the batches
+        None for an empty table and when a key is not a BLOB (``length`` would count characters): the batches
         then report it as they read it.
         """
         sql = (
             "SELECT min(length(key)), max(length(key)), "
-            f"count(*) FILTER (WHERE typeof(key) != 'blob') FROM {quote(table.name)}"
+            f"count(*), count(*) FILTER (WHERE typeof(key) != 'blob') FROM {quote(table.name)}"
         )
         with self.errors(where=f"{self.path} table {table.name!r}"):
-            shortest, longest, others = self.conn.execute(sql).get
-        if others:
+            shortest, longest, count, others = self.conn.execute(sql).get
+        if others or not count:
             return None
-        return (shortest or 0, longest or 0)
+        return (shortest, longest)
 
     def holds_only_layout(self) -> bool:
         """Whether the file holds nothing but the layout's tables, the metadata and the stamp.
