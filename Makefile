@@ -39,7 +39,7 @@ demo: install  ## convert the bundled example store, verify it, show the digest
 TEST_WORKERS ?= 2
 
 test: install system-deps  ## the whole test suite (kill harness and fuzzers bounded; deterministic)
-	$(PYTHON) -m pytest -q -p no:cacheprovider -rx --durations=20 -n $(TEST_WORKERS)
+	$(PYTHON) -m pytest -q -p no:cacheprovider -rx --durations=20 -n $(TEST_WORKERS) --dist loadgroup
 
 test-long: install system-deps  ## the same with the long kill harness and random exploration
 	STATEMIGRATE_LONG=1 $(PYTHON) -m pytest -q -p no:cacheprovider

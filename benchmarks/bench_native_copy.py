@@ -1,6 +1,6 @@
-"""Same-engine converts (SQLite, LMDB) against the engines' own copies, in one run (issue 13).
+"""Same-engine converts (SQLite, LMDB, RocksDB) against the engines' own copies, in one run (issue 13).
 
-Usage:  python benchmarks/bench_native_copy.py [--n 1000000] [--runs 3] [--engines sqlite,lmdb]
+Usage:  python benchmarks/bench_native_copy.py [--n 1000000] [--runs 3] [--engines sqlite,lmdb,rocksdb]
                                               [--dir DIR] [--json FILE]
 
 One source store per engine holds the example workload (``--n`` events of ~316 bytes,
@@ -12,8 +12,10 @@ a round so that the machine's load falls on all of them alike. The page cache is
 Jobs per engine: ``statemigrate convert`` verified and ``--no-verify`` (the native
 path), the same convert forced through the batch loop (``--tables`` naming every
 table: the path a same-engine convert took before), the engine's command-line copy
-(``sqlite3 SRC "VACUUM INTO 'DST'"``; ``mdb_copy -c``), its API copy in this process
-(apsw's backup API and ``VACUUM INTO``; py-lmdb's ``env.copy(compact=True)``), the two
+(``sqlite3 SRC "VACUUM INTO 'DST'"``; ``mdb_copy -c``; ``ldb checkpoint``, hard links),
+its API copy in this process (apsw's backup API and ``VACUUM INTO``; py-lmdb's
+``env.copy(compact=True)``; rocksdict's ``Checkpoint``, hard links, and the same with
+each link then replaced by a copy, as the convert does), the two
 digest scans (``statemigrate checksum`` of the source and of the copy) and
 ``statemigrate --version`` (start-up). Each job's CPU seconds (user and system, its
 child processes included) are reported beside its wall time: on a shared machine they
@@ -91,6 +93,26 @@ def lmdb_api_copy(src: Path, dst: Path) -> None:
         env.close()
 
 
+def rocksdb_api_copy(src: Path, dst: Path, own_files: bool) -> None:
+    """rocksdict: a checkpoint of a read-only instance (hard links to the table files);
+    with ``own_files``, each link then replaced by a copy, as the convert does."""
+    import os
+
+    import rocksdict
+
+    db = rocksdict.Rdict(str(src), access_type=rocksdict.AccessType.read_only())
+    try:
+        rocksdict.Checkpoint(db).create_checkpoint(str(dst))
+    finally:
+        db.close()
+    if own_files:
+        for entry in os.scandir(dst):
+            if entry.stat(follow_symlinks=False).st_nlink > 1:
+                tmp = Path(entry.path + ".own")
+                shutil.copyfile(entry.path, tmp)
+                os.replace(tmp, entry.path)
+
+
 def jobs_for(engine: str, src: Path, work: Path) -> dict[str, tuple[Callable[[], None], Path]]:
     """Job name -> (what to time, what it makes: removed before each run)."""
     dst = work / f"out.{engine}"
@@ -117,6 +139,13 @@ def jobs_for(engine: str, src: Path, work: Path) -> dict[str, tuple[Callable[[],
             jobs["tool: sqlite3 VACUUM INTO"] = (lambda: run(vacuum), dst)
         jobs["api: backup"] = (lambda: sqlite_api_copy(src, dst, "backup"), dst)
         jobs["api: VACUUM INTO"] = (lambda: sqlite_api_copy(src, dst, "vacuum"), dst)
+    elif engine == "rocksdb":
+        if shutil.which("ldb"):
+            ldb = ["ldb", f"--db={src}", "--ignore_unknown_options", "checkpoint"]
+            ldb.append(f"--checkpoint_dir={dst}")
+            jobs["tool: ldb checkpoint (links)"] = (lambda: run(ldb), dst)
+        jobs["api: Checkpoint (links)"] = (lambda: rocksdb_api_copy(src, dst, False), dst)
+        jobs["api: Checkpoint, own files"] = (lambda: rocksdb_api_copy(src, dst, True), dst)
     else:
         if shutil.which("mdb_copy"):
 
@@ -198,7 +227,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--engines", default="sqlite,lmdb")
+    ap.add_argument("--engines", default="sqlite,lmdb,rocksdb")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()

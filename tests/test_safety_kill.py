@@ -122,7 +122,18 @@ def old_store(engine: str, final: Path) -> str:
     return build_store(engine, final, 3_000, seed=99)
 
 
-@pytest.mark.parametrize("point", POINTS, ids=lambda p: p.id)
+# The timed points and the check of their share run on one xdist worker, in this order
+# (``--dist loadgroup``, Makefile): TIMED_KILLS is per process.
+TIMED_GROUP = pytest.mark.xdist_group("timed-kills")
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        pytest.param(p, id=p.id, marks=[TIMED_GROUP] if p.fraction is not None else [])
+        for p in POINTS
+    ],
+)
 def test_kill_then_resume(point: KillPoint, sources, durations, tmp_path: Path) -> None:
     dst = point.destination
     src_path, src_digest, src_sha = sources[point.source, records_for(dst)]
@@ -180,6 +191,7 @@ def test_kill_then_resume(point: KillPoint, sources, durations, tmp_path: Path) 
     assert files_sha256(point.source, src_path) == src_sha, "the source was modified"
 
 
+@TIMED_GROUP
 def test_enough_timed_kills_landed() -> None:
     """Most timed points must kill the run, not watch it finish (only the ones near the
     end of a run may finish first). Runs after the points of this session."""
