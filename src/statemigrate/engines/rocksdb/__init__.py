@@ -186,8 +186,6 @@ class RocksdbReader(_Scans, Reader):
         check_manifest(path)
         opts = _options(rd)
         try:
-            # Records only a write-ahead log holds (see RocksdbEngine.native_copy).
-            self.logged = any(p.suffix == ".log" and p.stat().st_size > 0 for p in path.iterdir())
             self.shadow: Path | None = _shadow(path)
         except OSError as exc:
             raise SourceError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
@@ -201,6 +199,24 @@ class RocksdbReader(_Scans, Reader):
             )
             self.snapshot_metadata = self._read_meta(names)
             self.snapshot_tables = self._list(names)
+        # Records only a write-ahead log holds (see RocksdbEngine.native_copy).
+        self.logged = self._replayed_from_the_log(names)
+
+    def _replayed_from_the_log(self, names: list[str]) -> bool:
+        """Whether opening replayed records from the write-ahead log into memtables.
+
+        A read-only instance replays only what no table file holds yet; a log whose
+        records were all flushed (a column family that never flushed again keeps it
+        alive) replays nothing. An answer RocksDB does not give counts as a yes.
+        """
+        for name in names:
+            for prop in ("num-entries-active-mem-table", "num-entries-imm-mem-tables"):
+                value = None  # a property the build lacks: assume records are there
+                with contextlib.suppress(Exception):
+                    value = self._cf(name).property_int_value(f"rocksdb.{prop}")
+                if value is None or value > 0:
+                    return True
+        return False
 
     def _list(self, names: list[str]) -> list[TableInfo]:
         # The default family always exists: a table when it has data or a kind.
@@ -348,7 +364,8 @@ class RocksdbEngine(Engine):
         if reader.logged:
             # A checkpoint of a read-only instance leaves out what only the write-ahead
             # log holds (an app killed before a flush): measured, the copy came out
-            # empty, which the verification refused. Such a store takes the batch loop.
+            # empty, which the verification refused. Such a store takes the batch loop;
+            # a log whose records all reached table files does not count.
             return None
         return NativeCopy("RocksDB checkpoint", reader.copy_into)
 
