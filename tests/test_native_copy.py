@@ -1,4 +1,5 @@
-"""Same-engine converts by the engine's own copy: SQLite's backup API, LMDB's compacting copy.
+"""Same-engine converts by the engine's own copy: SQLite's backup API, LMDB's compacting
+copy, a RocksDB checkpoint, redb's file copy (its format upgrade: test_native_copy_redb.py).
 
 Which path ran shows in the progress phases ("copying natively (…)" or "converting").
 The native path must give exactly what the batch path gives (tables, kinds, records,
@@ -24,8 +25,8 @@ import pytest
 from statemigrate import checksum, convert
 from statemigrate.errors import InterruptedByUser
 from statemigrate.model import TableInfo, TableKind
-from statemigrate.progress import Progress
 from statemigrate.registry import get_engine
+from statemigrate.testing.phases import Phases
 from statemigrate.testing.safety import (
     describe,
     leftovers,
@@ -36,11 +37,12 @@ from statemigrate.testing.safety import (
 from statemigrate.testing.stores import content_digest, read_store, write_store
 from statemigrate.testing.workload import write_workload
 
-ENGINES = ["sqlite", "lmdb", "rocksdb"]
+ENGINES = ["sqlite", "lmdb", "rocksdb", "redb"]
 METHOD = {
     "sqlite": "SQLite backup",
     "lmdb": "LMDB compacting copy",
     "rocksdb": "RocksDB checkpoint",
+    "redb": "redb file copy",
 }
 CONTENT = {
     TableInfo("events", TableKind.VERSIONED): [
@@ -51,22 +53,6 @@ CONTENT = {
     TableInfo('x"; DROP TABLE y; --'): [(b"\x00", b""), (b"\xff" * 40, b"\x01")],
 }
 METADATA = {"schema": b"native-test", "revision": b'["0002"]'}
-
-
-class Phases(Progress):
-    """Records the phases a convert announces."""
-
-    def __init__(self) -> None:
-        self.phases: list[str] = []
-
-    def phase(self, name: str) -> None:
-        self.phases.append(name)
-
-    def native(self) -> bool:
-        """Whether the convert took the native path (and not the batch loop too)."""
-        copied = any(p.startswith("copying natively") for p in self.phases)
-        assert copied != ("converting" in self.phases), self.phases
-        return copied
 
 
 def store(engine: str, tmp: Path, name: str = "src") -> Path:
@@ -389,7 +375,9 @@ def test_a_copy_unequal_to_the_source_is_refused_and_not_placed(
         eng,
         "native_copy",
         classmethod(
-            lambda cls, reader: NativeCopy("short", lambda p: write_store(cls, p, short, METADATA))
+            lambda cls, reader, options=None: NativeCopy(
+                "short", lambda p: write_store(cls, p, short, METADATA)
+            )
         ),
     )
     dst = tmp_path / f"dst.{engine}"

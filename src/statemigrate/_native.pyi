@@ -53,6 +53,9 @@ class RedbReader:
         max_records: int = 10000,
         max_bytes: int = 8388608,
     ) -> list[tuple[bytes, ...]]: ...
+    def digests(self, tables: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
+        """Each table's (count, digest sum, payload bytes), read and hashed in Rust."""
+    def count(self, table: dict[str, Any]) -> int: ...
     def close(self) -> None: ...
 
 class RedbWriter:
@@ -93,6 +96,9 @@ def redb_table_problems(
     table: dict[str, Any], format: int, redb2: bool = False
 ) -> list[tuple[str, str, str]]:
     """(part, type name, reason) for each reason the writer cannot write the table."""
+
+def redb_settle_copy(path: str, format: int, redb2: bool = False, upgrade: bool = False) -> None:
+    """Make a byte copy of a redb file a clean file of its redb version (upgraded 2 to 3)."""
 
 # fjall engines (fjall 3.x: format 3; fjall 2.x: format 2), see engines/_fjall.py.
 class FjallBusyError(Exception): ...

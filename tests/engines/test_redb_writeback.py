@@ -26,6 +26,7 @@ from statemigrate.engines.redb import RedbEngine, read_header
 from statemigrate.engines.sqlite import SqliteEngine
 from statemigrate.errors import DestinationError
 from statemigrate.model import TableInfo, TableKind
+from statemigrate.testing.phases import Phases
 from statemigrate.testing.stores import write_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,6 +132,22 @@ def test_written_back_as_the_redb_that_wrote_it_reads_it(tmp_path, name, via, re
     assert _byte_order(redb_dump(WRITTEN_BY[name], back)) == _byte_order(_json(src))
     # Every table's stored types, classification byte and tuple layout included.
     assert _metas(back) == _metas(src)
+
+
+@pytest.mark.parametrize("name", sorted(WRITTEN_BY))
+def test_a_same_engine_copy_is_read_by_the_redb_that_wrote_it(tmp_path, name, redb_dump):
+    """redb -> redb takes redb's own file copy (tests/test_native_copy_redb.py): the redb
+    that wrote each fixture opens the copy with the app's types and finds every table."""
+    src = tmp_path / "src.redb"
+    shutil.copyfile(FIXTURES / f"{name}.redb", src)
+    dst, progress = tmp_path / "dst.redb", Phases()
+    bytewise = {"bytewise_key_types": CUSTOM_TYPES}
+    assert convert(str(src), str(dst), destination_options=bytewise, progress=progress).verified
+    assert progress.native()
+    assert _byte_order(redb_dump(WRITTEN_BY[name], dst)) == _byte_order(
+        _json(FIXTURES / f"{name}.redb")
+    )
+    assert _metas(dst) == _metas(src)
 
 
 @pytest.mark.parametrize("via", ["sqlite", "jsonl"])

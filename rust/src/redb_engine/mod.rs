@@ -34,7 +34,7 @@ mod versions;
 mod write;
 
 use errors::{RedbBusyError, RedbCorruptError, RedbError, RedbRefusedError, RedbUnsupportedError};
-use py_functions::{redb_encode_key, redb_table_kind, redb_table_problems};
+use py_functions::{redb_encode_key, redb_settle_copy, redb_table_kind, redb_table_problems};
 use py_reader::RedbReader;
 use py_writer::RedbWriter;
 
@@ -50,6 +50,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(redb_encode_key, m)?)?;
     m.add_function(wrap_pyfunction!(redb_table_kind, m)?)?;
     m.add_function(wrap_pyfunction!(redb_table_problems, m)?)?;
+    m.add_function(wrap_pyfunction!(redb_settle_copy, m)?)?;
     m.add("RedbBusyError", py.get_type::<RedbBusyError>())?;
     m.add("RedbCorruptError", py.get_type::<RedbCorruptError>())?;
     m.add(

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::errors::{detach, NErr};
+use crate::digest::record_hash_into;
 use super::plan::{plan, Kind};
 use super::pyconv::{desc_from_py, metadata_to_py, recs_to_py, tables_to_py};
 use super::read::{read_table, Snapshot, SortState};
@@ -116,6 +117,47 @@ impl RedbReader {
             each!(r, x => read_table(x.txn(), sorted, format, &d, after.as_deref(), n, b))
         })?;
         recs_to_py(py, recs, plan(format, &d).kind == Kind::Versioned)
+    }
+
+    /// Each table's `(count, digest sum, payload bytes)` (the contract's digest), read
+    /// in Rust through the same batches as `read_batch`, without the GIL. Raises when a
+    /// table's keys come out of order or the file cannot be read (the caller then
+    /// reads it through `read_batch`, which names the problem).
+    fn digests(
+        &self,
+        py: Python<'_>,
+        tables: Vec<Bound<'_, PyDict>>,
+    ) -> PyResult<Vec<(u64, u128, u64)>> {
+        let descs = tables.iter().map(|t| desc_from_py(t)).collect::<PyResult<Vec<_>>>()?;
+        let format = self.format;
+        self.run(py, |r, sorted| {
+            let mut out = Vec::with_capacity(descs.len());
+            let mut buf = Vec::with_capacity(4096);
+            for d in &descs {
+                let versioned = plan(format, d).kind == Kind::Versioned;
+                let (mut count, mut sum, mut nbytes) = (0u64, 0u128, 0u64);
+                let mut after: Option<Vec<u8>> = None;
+                loop {
+                    let recs = each!(r, x => read_table(
+                        x.txn(), sorted, format, d, after.as_deref(), 10_000, 8 << 20
+                    ))?;
+                    let Some(last) = recs.last() else { break };
+                    for (i, (k, v, ver)) in recs.iter().enumerate() {
+                        let prev = if i == 0 { after.as_deref() } else { Some(recs[i - 1].0.as_slice()) };
+                        if prev.is_some_and(|p| p >= k.as_slice()) {
+                            return Err(NErr::Corrupt(format!("table {:?}: keys out of order", d.name)));
+                        }
+                        let version = versioned.then_some(*ver);
+                        sum = sum.wrapping_add(record_hash_into(&mut buf, k, v, version));
+                        nbytes += (k.len() + v.len()) as u64;
+                    }
+                    count += recs.len() as u64;
+                    after = Some(last.0.clone());
+                }
+                out.push((count, sum, nbytes));
+            }
+            Ok(out)
+        })
     }
 
     /// How many records `table` (a dict from `list_tables`) holds: redb's stored length.

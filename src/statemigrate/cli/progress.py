@@ -119,9 +119,11 @@ class LogProgress(Progress):
             about = "about " if isinstance(self.total, Estimate) else ""
             of = f" of {about}{self.total:,}"
         label = f"{self.label} " if self.label else ""
+        # A table a native walk answered in one go has no rate worth printing.
+        rate = f", {self.records / seconds:,.0f} records/s" if seconds >= 0.05 else ""
         return (
             f"{label}{self.table}: {self.records:,}{of} records, {_mb(self.bytes)}, "
-            f"{seconds:.1f}s, {self.records / seconds:,.0f} records/s"
+            f"{seconds:.1f}s{rate}"
         )
 
     def advance(self, records: int, nbytes: int) -> None:

@@ -250,15 +250,19 @@ class Engine(ABC):
         return store_holder(cls.store_paths(path), readers=True)
 
     @classmethod
-    def native_copy(cls, reader: Reader) -> NativeCopy | None:
+    def native_copy(
+        cls, reader: Reader, options: Mapping[str, Any] | None = None
+    ) -> NativeCopy | None:
         """The engine's own copy of ``reader``'s snapshot, where it has one for this store.
 
-        Asked only for a convert to the same engine that changes nothing but the file
-        (no ``--tables``, no options, metadata carried as it is); the pipeline still
-        digests the source and reads the copy back. Deciding creates nothing.
+        Asked only for a convert to the same engine with no ``--tables``, no source
+        options and the metadata carried as it is; the pipeline still digests the source
+        and reads the copy back. Deciding creates nothing.
 
         Args:
             reader: this engine's reader, open at the snapshot to copy.
+            options: the destination's engine options; an engine declines (None) any
+                whose result its copy would not give exactly as the batch path does.
 
         Returns:
             The copy, or None (the default) when the engine has none or the store holds

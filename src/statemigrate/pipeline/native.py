@@ -1,7 +1,8 @@
-"""Same-engine converts by the engine's own copy (SQLite's backup API, LMDB's compacting copy).
+"""Same-engine converts by the engine's own copy (SQLite's backup API, LMDB's compacting
+copy, a RocksDB checkpoint, redb's file copy and its format upgrade).
 
 A convert to the same engine that changes nothing but the file (no ``--tables``, no
-engine options, the source's metadata carried as it is) asks the engine for its own
+source options, the source's metadata carried as it is) asks the engine for its own
 copy of the reader's snapshot (:meth:`~statemigrate.engines.base.Engine.native_copy`)
 instead of running the batch loop. The source is digested from that snapshot first
 (the digests the batch loop would carry, by the same code), then the engine copies
@@ -41,17 +42,18 @@ def native_copy_for(
     """The engine's own copy when this convert may use it, else None (the batch loop runs).
 
     Only a fresh start of a convert to the same engine with no ``--tables`` and no
-    engine options (either side: they change what is read or how it is written), whose
-    metadata the batch loop would carry unchanged; the engine may still decline this
-    store (a SQLite file holding views, triggers or tables outside the layout).
+    source options (they change what is read), whose metadata the batch loop would
+    carry unchanged; the engine may still decline this store (a SQLite file holding
+    views, triggers or tables outside the layout) or the destination options (any
+    but redb's file format).
     """
     if plan.start is not Start.FRESH or job.src_engine is not job.dst_engine:
         return None
-    if job.tables or job.src_options or job.dst_options:
+    if job.tables or job.src_options:
         return None
     if not carried_as_is(source_meta, chosen):
         return None
-    return job.dst_engine.native_copy(reader)
+    return job.dst_engine.native_copy(reader, job.dst_options)
 
 
 def carried_as_is(source_meta: dict[str, bytes], chosen: list[TableInfo]) -> bool:

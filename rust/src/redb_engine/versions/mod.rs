@@ -111,6 +111,25 @@ macro_rules! binding {
                 .map_err(err)
         }
 
+        /// A byte copy of a redb file made a file of this version's own again: opened
+        /// for writing (redb repairs the copy of a file that was not closed cleanly),
+        /// its persistent savepoints dropped (a convert carries none). Returned open, for
+        /// a caller with more to do before the clean close.
+        pub fn settle_copy(path: &std::path::Path) -> Result<redb::Database, NErr> {
+            let db = open_db(path)?;
+            let txn = db.begin_write().map_err(err)?;
+            let ids: Vec<u64> = txn.list_persistent_savepoints().map_err(err)?.collect();
+            if ids.is_empty() {
+                txn.abort().map_err(err)?;
+            } else {
+                for id in ids {
+                    txn.delete_persistent_savepoint(id).map_err(err)?;
+                }
+                txn.commit().map_err(err)?;
+            }
+            Ok(db)
+        }
+
         pub fn set_durable(txn: &mut redb::WriteTransaction, durable: bool) -> Result<(), NErr> {
             txn.set_durability(if durable {
                 redb::Durability::Immediate

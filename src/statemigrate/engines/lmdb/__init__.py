@@ -482,9 +482,11 @@ class LmdbEngine(LmdbEntryPoints):
         return path.is_dir() and (path / "data.mdb").is_file()
 
     @classmethod
-    def native_copy(cls, reader: Reader) -> NativeCopy | None:
+    def native_copy(
+        cls, reader: Reader, options: Mapping[str, Any] | None = None
+    ) -> NativeCopy | None:
         """LMDB's compacting copy (what ``mdb_copy -c`` does) of the reader's transaction."""
-        if not isinstance(reader, LmdbReader):
+        if options or not isinstance(reader, LmdbReader):
             return None
         # py-lmdb leaves the GIL while LMDB copies; the page walk reads the file.
         return NativeCopy("LMDB compacting copy", reader.copy_into, digest_alongside=True)

@@ -9,11 +9,11 @@ from typing import Any, ClassVar
 
 from ...errors import DestinationError, SourceError
 from ...model import TableInfo
-from ..base import AppHolder, Capabilities, Engine, Reader, Writer, check_options
+from ..base import AppHolder, Capabilities, Engine, NativeCopy, Reader, Writer, check_options
 from ..options import EngineOptions, option
 from .header import DEFAULT_FORMAT, FORMAT_WRITERS, MAGIC, REDB_FACTS, WRITABLE_FORMATS, read_header
 from .reader import RedbReader
-from .tables import _Target, _written_by_redb2, choose_format, table_info
+from .tables import _Target, _written_by_redb2, choose_format, respelt, table_info
 from .writer import RedbWriter
 
 
@@ -169,6 +169,39 @@ class RedbEngine(Engine):
             finally:
                 reader.close()
         return any(_written_by_redb2(table_info(d, fmt).meta) for d in descs)
+
+    @classmethod
+    def native_copy(
+        cls, reader: Reader, options: Mapping[str, Any] | None = None
+    ) -> NativeCopy | None:
+        """The file's bytes copied under the reader's lock, made a clean file of the redb
+        version that writes its format (:meth:`RedbReader.copy_into`); with ``redb_format``
+        3, a format-2 file is then upgraded by redb 2.6's own ``Database::upgrade``.
+
+        Declined where the batch path would write something else: a format-1 file, a
+        format going back (3 to 2), and with an explicit ``redb_format`` any table whose
+        types the batch path spells anew (:func:`respelt`: tuples, arrays, options and
+        versioned values of redb 2.x's layout). ``bytewise_key_types`` changes nothing
+        here: the copy keeps the app's own order, which the assertion says is bytewise.
+        """
+        if not isinstance(reader, RedbReader):
+            return None
+        opts = cls._writer_options(options)
+        source = reader.format
+        target = opts.get("redb_format") or source
+        if source not in WRITABLE_FORMATS or target < source:
+            return None
+        metas = [t.meta for t in reader.list_tables() if t.meta]
+        if opts.get("redb_format") is not None and any(respelt(m) for m in metas):
+            return None
+        redb2 = source == 3 and any(_written_by_redb2(m) for m in metas)
+        upgrade = target > source
+        method = "redb file copy, upgraded by redb 2.6" if upgrade else "redb file copy"
+
+        def run(path: Path) -> None:
+            reader.copy_into(path, redb2=redb2, upgrade=upgrade)
+
+        return NativeCopy(method, run, digest_alongside=True)
 
     @classmethod
     def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:

@@ -73,6 +73,17 @@ def _written_by_redb2(meta: Mapping[str, Any]) -> bool:
     )
 
 
+def respelt(meta: Mapping[str, Any]) -> bool:
+    """Whether a table has a type redb 2.x stored in its own layout (``legacy``: tuples,
+    fixed arrays, options, a versioned value), which a writer asked for a format spells
+    anew, so that a byte copy of the file would not be what it writes."""
+    fact = meta.get("redb") or meta.get("redb_file") or {}
+    return any(
+        isinstance(t, Mapping) and t.get("legacy") is True
+        for t in (fact.get("key"), fact.get("value"))
+    )
+
+
 def choose_format(explicit: int | None, metas: Iterable[Mapping[str, Any]]) -> tuple[int, bool]:
     """The file format a new redb destination gets, and whether redb 2.6 writes it.
 

@@ -357,9 +357,11 @@ class RocksdbEngine(Engine):
         return RocksdbReader(cls, path)
 
     @classmethod
-    def native_copy(cls, reader: Reader) -> NativeCopy | None:
+    def native_copy(
+        cls, reader: Reader, options: Mapping[str, Any] | None = None
+    ) -> NativeCopy | None:
         """RocksDB's checkpoint of the reader's instance, every file the new store's own."""
-        if type(reader) is not RocksdbReader:  # a prefix layout's reader: the batch loop
+        if options or type(reader) is not RocksdbReader:  # a prefix layout's: the batch loop
             return None
         if reader.logged:
             # A checkpoint of a read-only instance leaves out what only the write-ahead

@@ -373,12 +373,14 @@ class SqliteEngine(SqlFileEngine):
         return SqliteWriter(cls, path, create)
 
     @classmethod
-    def native_copy(cls, reader: Reader) -> NativeCopy | None:
+    def native_copy(
+        cls, reader: Reader, options: Mapping[str, Any] | None = None
+    ) -> NativeCopy | None:
         """SQLite's backup API over the reader's snapshot, when the file holds only the layout.
 
         Faster than ``VACUUM INTO`` here (pages copied as they are, not rebuilt), and
         it reads inside the reader's own transaction, which ``VACUUM INTO`` cannot.
         """
-        if not isinstance(reader, SqliteReader) or not reader.holds_only_layout():
+        if options or not isinstance(reader, SqliteReader) or not reader.holds_only_layout():
             return None
         return NativeCopy("SQLite backup", reader.copy_into)
