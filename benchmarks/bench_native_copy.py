@@ -1,7 +1,7 @@
-"""Same-engine converts (SQLite, LMDB, RocksDB) against the engines' own copies, in one run (issue 13).
+"""Same-engine converts (SQLite, LMDB, RocksDB, redb) against the engines' own copies, in one run (issue 13).
 
-Usage:  python benchmarks/bench_native_copy.py [--n 1000000] [--runs 3] [--engines sqlite,lmdb,rocksdb]
-                                              [--dir DIR] [--json FILE]
+Usage:  python benchmarks/bench_native_copy.py [--n 1000000] [--runs 3]
+            [--engines sqlite,lmdb,rocksdb,redb,redb-2to3] [--dir DIR] [--json FILE]
 
 One source store per engine holds the example workload (``--n`` events of ~316 bytes,
 200 settings, the odd keys; ``statemigrate.testing.workload``). Each job is a whole
@@ -12,14 +12,20 @@ a round so that the machine's load falls on all of them alike. The page cache is
 Jobs per engine: ``statemigrate convert`` verified and ``--no-verify`` (the native
 path), the same convert forced through the batch loop (``--tables`` naming every
 table: the path a same-engine convert took before), the engine's command-line copy
-(``sqlite3 SRC "VACUUM INTO 'DST'"``; ``mdb_copy -c``; ``ldb checkpoint``, hard links),
-its API copy in this process (apsw's backup API and ``VACUUM INTO``; py-lmdb's
-``env.copy(compact=True)``; rocksdict's ``Checkpoint``, hard links, and the same with
-each link then replaced by a copy, as the convert does), the two
+(``sqlite3 SRC "VACUUM INTO 'DST'"``; ``mdb_copy -c``; ``ldb checkpoint``, hard links;
+``cp`` for redb, which has no command-line tool), its API copy in this process (apsw's
+backup API and ``VACUUM INTO``; py-lmdb's ``env.copy(compact=True)``; rocksdict's
+``Checkpoint``, hard links, and the same with each link then replaced by a copy, as the
+convert does; for redb the file copy then opened and closed by redb, and for
+``redb-2to3`` upgraded by redb 2.6's own ``Database::upgrade``), the two
 digest scans (``statemigrate checksum`` of the source and of the copy) and
 ``statemigrate --version`` (start-up). Each job's CPU seconds (user and system, its
 child processes included) are reported beside its wall time: on a shared machine they
 move far less with the load.
+
+``redb-2to3`` is a format-2 file (redb 2.6) of the events and odd keys alone, converted
+with ``--redb-format 3``: the versioned settings would keep the batch path, whose
+format 3 spells their value type anew where ``Database::upgrade`` keeps redb 2.x's.
 
 The issue's bounds, reported as ratios (at most 1.00 meets them):
 
@@ -45,6 +51,7 @@ from statemigrate.registry import get_engine
 from statemigrate.testing.workload import write_workload
 
 STATEMIGRATE = [sys.executable, "-m", "statemigrate"]
+CONVERT_ARGS = {"redb-2to3": ["--redb-format", "3"]}
 
 
 def remove(path: Path) -> None:
@@ -113,12 +120,43 @@ def rocksdb_api_copy(src: Path, dst: Path, own_files: bool) -> None:
                 os.replace(tmp, entry.path)
 
 
-def jobs_for(engine: str, src: Path, work: Path) -> dict[str, tuple[Callable[[], None], Path]]:
+def redb_api_copy(src: Path, dst: Path, fmt: int, upgrade: bool) -> None:
+    """The file copied, then opened and closed by the redb of its format (what the
+    convert's copy does); with ``upgrade``, redb 2.6's ``Database::upgrade`` between."""
+    from statemigrate import _native
+
+    shutil.copyfile(src, dst)
+    _native.redb_settle_copy(str(dst), fmt, False, upgrade)
+
+
+def write_source(job: str, src: Path, n: int) -> None:
+    """The job's source: the workload, or (``redb-2to3``) its plain tables in format 2."""
+    if job != "redb-2to3":
+        write_workload(get_engine(job), src, n)
+        return
+    from statemigrate.testing.workload import EVENTS, ODD, event_batches, odd_records
+
+    engine = get_engine("redb")
+    writer = engine.create_writer(src, {"redb_format": 2})
+    try:
+        writer.put_metadata({"schema": b"example-app"})
+        writer.create_table(EVENTS)
+        for batch in event_batches(n):
+            writer.write_batch(EVENTS, batch)
+        writer.create_table(ODD)
+        writer.write_batch(ODD, sorted(odd_records(engine)))
+        writer.finish()
+    finally:
+        writer.close()
+
+
+def jobs_for(job: str, src: Path, work: Path) -> dict[str, tuple[Callable[[], None], Path]]:
     """Job name -> (what to time, what it makes: removed before each run)."""
+    engine = job.split("-")[0]
     dst = work / f"out.{engine}"
     with get_engine(engine).open_reader(src) as reader:
         tables = ",".join(t.name for t in reader.tables())
-    convert = [*STATEMIGRATE, "convert", "--quiet", str(src), str(dst)]
+    convert = [*STATEMIGRATE, "convert", "--quiet", str(src), str(dst), *CONVERT_ARGS.get(job, [])]
     jobs: dict[str, tuple[Callable[[], None], Path]] = {
         "convert": (lambda: run(convert), dst),
         "convert --no-verify": (lambda: run([*convert, "--no-verify"]), dst),
@@ -146,6 +184,13 @@ def jobs_for(engine: str, src: Path, work: Path) -> dict[str, tuple[Callable[[],
             jobs["tool: ldb checkpoint (links)"] = (lambda: run(ldb), dst)
         jobs["api: Checkpoint (links)"] = (lambda: rocksdb_api_copy(src, dst, False), dst)
         jobs["api: Checkpoint, own files"] = (lambda: rocksdb_api_copy(src, dst, True), dst)
+    elif engine == "redb":
+        upgrade = job == "redb-2to3"
+        fmt = 2 if upgrade else 3
+        if shutil.which("cp"):
+            jobs["tool: cp"] = (lambda: run(["cp", str(src), str(dst)]), dst)
+        name = "api: copy + Database::upgrade" if upgrade else "api: copy, opened by redb"
+        jobs[name] = (lambda: redb_api_copy(src, dst, fmt, upgrade), dst)
     else:
         if shutil.which("mdb_copy"):
 
@@ -158,28 +203,30 @@ def jobs_for(engine: str, src: Path, work: Path) -> dict[str, tuple[Callable[[],
     return jobs
 
 
-def measure(engine: str, n: int, runs: int, work: Path) -> dict[str, float]:
+def measure(job: str, n: int, runs: int, work: Path) -> dict[str, float]:
+    engine = job.split("-")[0]
     src = work / f"src.{engine}"
     remove(src)
-    print(f"{engine}: writing {n:,} events", file=sys.stderr)
-    write_workload(get_engine(engine), src, n)
+    print(f"{job}: writing {n:,} events", file=sys.stderr)
+    write_source(job, src, n)
     kept = work / f"kept.{engine}"
     remove(kept)
-    run([*STATEMIGRATE, "convert", "--quiet", str(src), str(kept)])  # the copy to digest
-    jobs = jobs_for(engine, src, work)
+    # The copy to digest.
+    run([*STATEMIGRATE, "convert", "--quiet", str(src), str(kept), *CONVERT_ARGS.get(job, [])])
+    jobs = jobs_for(job, src, work)
     jobs["statemigrate --version"] = (lambda: run([*STATEMIGRATE, "--version"]), work / "none")
     times: dict[str, list[float]] = {name: [] for name in jobs}
     cpu: dict[str, list[float]] = {name: [] for name in jobs}
     for round_ in range(runs):
-        for name, (job, made) in jobs.items():
+        for name, (timed, made) in jobs.items():
             remove(made)
             cpu_before = cpu_seconds()
             started = time.perf_counter()
-            job()
+            timed()
             times[name].append(time.perf_counter() - started)
             cpu[name].append(cpu_seconds() - cpu_before)
             remove(made)
-        print(f"{engine}: round {round_ + 1} of {runs} done", file=sys.stderr)
+        print(f"{job}: round {round_ + 1} of {runs} done", file=sys.stderr)
     remove(src)
     remove(kept)
     out = {name: statistics.median(t) for name, t in times.items()}
@@ -227,7 +274,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--engines", default="sqlite,lmdb,rocksdb")
+    ap.add_argument("--engines", default="sqlite,lmdb,rocksdb,redb,redb-2to3")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
