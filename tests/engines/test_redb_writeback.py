@@ -150,6 +150,33 @@ def test_a_same_engine_copy_is_read_by_the_redb_that_wrote_it(tmp_path, name, re
     assert _metas(dst) == _metas(src)
 
 
+@pytest.mark.parametrize("fmt", [None, 2, 3])
+@pytest.mark.parametrize("name", [*sorted(WRITTEN_BY), *(f"{n}-custom" for n in WRITTEN_BY)])
+def test_redb_to_redb_gives_what_the_batch_path_gives(tmp_path, name, fmt):
+    """redb -> redb, with or without --redb-format: redb's own copy (or upgrade) where it
+    is taken, the batch loop where the types would be spelt anew; either way what the
+    batch loop (every table named) writes, or the same refusal."""
+    src = FIXTURES / f"{name}.redb"
+    opts = {"bytewise_key_types": [*CUSTOM_TYPES, *COMPOSITE_TYPES]}
+    if fmt is not None:
+        opts["redb_format"] = fmt
+    tables = sorted(_metas(src))
+    outs = []
+    for path, named in ((tmp_path / "own.redb", None), (tmp_path / "batch.redb", tables)):
+        try:
+            convert(str(src), str(path), tables=named, destination_options=opts)
+        except DestinationError as exc:
+            outs.append(("refused", exc.message))
+        else:
+            outs.append((read_header(path)["format"], _metas(path), _dump(path)))
+    assert outs[0] == outs[1]
+
+
+def _dump(path: Path) -> dict:
+    with RedbEngine.open_reader(path) as reader:
+        return {t.name: [r for b in reader.read_batches(t) for r in b] for t in reader.tables()}
+
+
 @pytest.mark.parametrize("via", ["sqlite", "jsonl"])
 @pytest.mark.parametrize("name", sorted(WRITTEN_BY))
 def test_composites_holding_user_defined_types_are_written_back(tmp_path, name, via, redb_dump):

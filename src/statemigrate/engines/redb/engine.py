@@ -180,8 +180,8 @@ class RedbEngine(Engine):
 
         Declined where the batch path would write something else: a format-1 file, a
         format going back (3 to 2), and with an explicit ``redb_format`` any table whose
-        types the batch path spells anew (:func:`respelt`: tuples, arrays, options and
-        versioned values of redb 2.x's layout). ``bytewise_key_types`` changes nothing
+        types the batch path may spell anew (:func:`respelt`: composites, versioned values,
+        redb 3.x's and 4.x's own classifications). ``bytewise_key_types`` changes nothing
         here: the copy keeps the app's own order, which the assertion says is bytewise.
         """
         if not isinstance(reader, RedbReader):

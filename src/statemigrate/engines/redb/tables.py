@@ -74,14 +74,22 @@ def _written_by_redb2(meta: Mapping[str, Any]) -> bool:
 
 
 def respelt(meta: Mapping[str, Any]) -> bool:
-    """Whether a table has a type redb 2.x stored in its own layout (``legacy``: tuples,
-    fixed arrays, options, a versioned value), which a writer asked for a format spells
-    anew, so that a byte copy of the file would not be what it writes."""
+    """Whether a writer asked for a file format may spell one of the table's types anew,
+    so that a byte copy of the file would not be what it writes: a type in redb 2.x's own
+    layout (``legacy``), a classification newer than ``Internal`` (redb 3.x's
+    ``Internal2``, 4.x's ``Internal3``), or any composite (tuple, array, ``Option``,
+    ``Vec``). Scalars and user-defined types are spelt alike by every redb version."""
     fact = meta.get("redb") or meta.get("redb_file") or {}
-    return any(
-        isinstance(t, Mapping) and t.get("legacy") is True
-        for t in (fact.get("key"), fact.get("value"))
-    )
+    for t in (fact.get("key"), fact.get("value")):
+        if not isinstance(t, Mapping):
+            continue
+        name = str(t.get("name", ""))
+        composite = name not in ("()", "&[u8]") and any(c in name for c in "([<")
+        if t.get("legacy") is True or t.get("class") not in ("Internal", "UserDefined"):
+            return True
+        if composite:
+            return True
+    return False
 
 
 def choose_format(explicit: int | None, metas: Iterable[Mapping[str, Any]]) -> tuple[int, bool]:
