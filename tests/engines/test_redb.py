@@ -23,6 +23,7 @@ from statemigrate.engines.redb import RedbEngine, read_header
 from statemigrate.errors import DestinationError, StoreBusyError, UsageError
 from statemigrate.model import MAX_VERSION, TableInfo, TableKind
 from statemigrate.testing.holders import app_holding
+from statemigrate.testing.phases import Phases
 from statemigrate.testing.safety import DROP_DAC
 from statemigrate.testing.stores import read_store, write_store
 
@@ -424,12 +425,14 @@ from statemigrate.engines.redb import RedbEngine
 from statemigrate.model import TableInfo
 path = Path(sys.argv[1])
 # Write forever, to be killed mid-write; "ready" once the first batch is durable (the
-# writer makes only every 16th commit durable by itself).
+# writer makes only every 16th commit durable by itself). With "app": no checkpoint entry.
+app = sys.argv[2:] == ["app"]
 w = RedbEngine.open_writer(path)
 t = TableInfo("t")
 i = 0
 while True:
-    w.write_batch(t, [(b"%08d" % (i * 100 + j), b"x" * 200) for j in range(100)], {"checkpoint": b"%d" % i})
+    meta = None if app else {"checkpoint": b"%d" % i}
+    w.write_batch(t, [(b"%08d" % (i * 100 + j), b"x" * 200) for j in range(100)], meta)
     if i == 0:
         w.sync()
         print("ready", flush=True)
@@ -437,9 +440,9 @@ while True:
 """
 
 
-def _writer_child(path: Path) -> subprocess.Popen:
+def _writer_child(path: Path, *args: str) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(path)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _CHILD, str(path), *args], stdout=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
@@ -487,6 +490,24 @@ def test_a_file_left_needing_repair_is_read_without_changing_a_byte(tmp_path, fm
     assert sha256(path) == before
     assert path.stat().st_mtime_ns == stat.st_mtime_ns
     assert read_header(path)["needs_repair"]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_same_engine_copy_of_a_file_needing_repair_is_repaired_in_the_copy(tmp_path, fmt):
+    """redb -> redb is redb's file copy: the copy of a killed app's file is repaired (by
+    the redb of its format, opening it), and the source keeps every byte."""
+    path = _store(tmp_path, fmt)
+    proc = _writer_child(path, "app")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert read_header(path)["needs_repair"]
+    before = sha256(path)
+    dst, progress = tmp_path / "copy.redb", Phases()
+    assert convert(str(path), str(dst), progress=progress).verified
+    assert progress.native()
+    assert sha256(path) == before and read_header(path)["needs_repair"]
+    assert read_header(dst)["format"] == fmt and not read_header(dst)["needs_repair"]
+    assert read_store(RedbEngine, dst) == read_store(RedbEngine, path)
 
 
 _DAMAGE = r"""
