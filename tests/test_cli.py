@@ -298,6 +298,33 @@ def test_a_closed_pipe_is_exit_0_with_nothing_on_stderr(src: Path) -> None:
     assert proc.returncode == 0 and proc.stderr == ""
 
 
+@pytest.mark.parametrize("target", ["sqlite", "lmdb"])
+def test_a_closed_stderr_does_not_stop_a_convert(src: Path, tmp_path: Path, target: str) -> None:
+    """``convert … 2>&1 | head`` whose reader has gone: the convert finishes and places
+    the store (same digest as the source), and a refusal keeps its exit code."""
+    from statemigrate import checksum
+
+    dst = tmp_path / f"out.{target}"
+    codes = []
+    for _ in range(2):  # the second time, DST exists: exit 5 with nobody to tell
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # every write to stderr is EPIPE
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "statemigrate", "convert", str(src), f"{target}:{dst}"],
+                stdout=subprocess.DEVNULL,
+                stderr=write_end,
+                check=False,
+                timeout=HANG_GUARD,
+            )
+        finally:
+            os.close(write_end)
+        codes.append(proc.returncode)
+    assert codes == [0, 5]
+    assert checksum(f"{target}:{dst}").digest == checksum(str(src)).digest
+    assert not Path(f"{dst}.partial").exists()
+
+
 def test_traceback_is_accepted_after_the_subcommand_too(src: Path, monkeypatch) -> None:
     monkeypatch.setattr("statemigrate.api.checksum", _boom)
     for args in (["checksum", str(src), "--traceback"], ["--traceback", "checksum", str(src)]):

@@ -29,6 +29,7 @@ from .output import (
     fail,
     json_requested,
     options_of,
+    say,
     silence_stdout,
 )
 
@@ -83,7 +84,7 @@ class _Main(click.Group):
             ) -> None:
                 """statemigrate's warnings (a lock probe the platform lacks): one line."""
                 if issubclass(category, PlatformWarning):
-                    click.echo(f"statemigrate: warning: {message}", err=True)
+                    say(f"statemigrate: warning: {message}")
                 else:
                     others(message, category, filename, lineno, file, line)
 

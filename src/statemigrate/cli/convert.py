@@ -32,6 +32,12 @@ from .progress import clear, for_stderr
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _tell(line: bytes) -> None:
+    """Write to stderr from a signal handler; a closed stderr changes nothing."""
+    with contextlib.suppress(OSError):
+        os.write(2, line)
+
+
 class _Stopper:
     """SIGINT/SIGTERM: finish the batch in flight and checkpoint; a second one stops at once.
 
@@ -53,10 +59,10 @@ class _Stopper:
 
     def __call__(self, signum: int, _frame: Any) -> None:
         if sys.stderr.isatty():
-            os.write(2, b"\r\x1b[K")  # a clean line: the message does not land on the bar
+            _tell(b"\r\x1b[K")  # a clean line: the message does not land on the bar
         if self.requested:
             message = "stopped at once; the destination's .partial stays resumable"
-            os.write(2, f"statemigrate: {message}\n".encode())
+            _tell(f"statemigrate: {message}\n".encode())
             if self.json_failure is not None:
                 with contextlib.suppress(Exception):
                     self.json_failure(InterruptedByUser(message, hint=RESUME_HINT))
@@ -64,9 +70,9 @@ class _Stopper:
             os._exit(EXIT_INTERRUPTED)
         self.requested = True
         if not self.polled:
-            os.write(2, b"statemigrate: stopping now (nothing in flight to finish)\n")
+            _tell(b"statemigrate: stopping now (nothing in flight to finish)\n")
             raise KeyboardInterrupt  # ends a blocked system call too (PEP 475)
-        os.write(2, b"statemigrate: stopping after the batch in flight (again to stop at once)\n")
+        _tell(b"statemigrate: stopping after the batch in flight (again to stop at once)\n")
 
     def install(self) -> None:
         """Handle SIGINT and SIGTERM from now on."""

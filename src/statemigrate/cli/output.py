@@ -42,6 +42,23 @@ class StdoutClosed(Exception):
     """The reader of stdout went away (a closed pipe): there is nobody left to tell."""
 
 
+def say(text: str) -> bool:
+    """Print one line on stderr; False (and nothing raised) when its reader has gone.
+
+    A closed stderr (``2>&1 | head``) must not stop a convert or an upgrade half-way:
+    the work goes on without its log, and the exit code still tells how it ended.
+    """
+    try:
+        click.echo(text, err=True)
+    except BrokenPipeError:
+        return False
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:
+            raise
+        return False
+    return True
+
+
 def echo(text: str = "") -> None:
     """Print one line on stdout.
 
@@ -258,9 +275,8 @@ def fail(failure: Failure) -> NoReturn:
     from .progress import clear
 
     clear()  # a bar left open by the failure would share the message's line
-    click.echo(f"statemigrate: error: {failure.message}", err=True)
-    if failure.hint:
-        click.echo(f"hint: {failure.hint}", err=True)
+    if say(f"statemigrate: error: {failure.message}") and failure.hint:
+        say(f"hint: {failure.hint}")
     sys.exit(failure.exit_code)
 
 

@@ -13,8 +13,6 @@ import sys
 import time
 from typing import Any
 
-import click
-
 from ..progress import Estimate, Progress
 
 LOG_EVERY = 10.0  # seconds between log lines while one table runs
@@ -99,9 +97,13 @@ class LogProgress(Progress):
         self.total: int | None = None
         self.records = self.bytes = 0
         self.started = self.logged = 0.0
+        self.closed = False  # stderr's reader has gone: the job goes on unlogged
 
     def _line(self, text: str) -> None:
-        click.echo(f"statemigrate: {text}", err=True)
+        from .output import say
+
+        if not self.closed:
+            self.closed = not say(f"statemigrate: {text}")
 
     def phase(self, name: str) -> None:
         self.label = name
