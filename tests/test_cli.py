@@ -281,20 +281,28 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(src: Path, args: list[
     assert res.stderr == "" and len(res.stdout.splitlines()) == 1
 
 
-def test_a_closed_pipe_is_exit_0_with_nothing_on_stderr(src: Path) -> None:
+def _run_into_a_closed_pipe(args: list[str], stream: str) -> subprocess.CompletedProcess:
+    """``statemigrate ARGS`` with ``stream`` (stdout or stderr) a pipe whose reader has
+    gone (``| head -1`` already exited): every write to it is EPIPE. The other stream is
+    captured (stderr) or dropped (stdout)."""
     read_end, write_end = os.pipe()
-    os.close(read_end)  # `| head -1` that has already gone: every write is EPIPE
+    os.close(read_end)
+    other = subprocess.PIPE if stream == "stdout" else subprocess.DEVNULL
+    streams = {"stdout": other, "stderr": other, stream: write_end}
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "statemigrate", "inspect", str(src)],
-            stdout=write_end,
-            stderr=subprocess.PIPE,
+        return subprocess.run(
+            [sys.executable, "-m", "statemigrate", *args],
             check=False,
             text=True,
             timeout=HANG_GUARD,
+            **streams,
         )
     finally:
         os.close(write_end)
+
+
+def test_a_closed_pipe_is_exit_0_with_nothing_on_stderr(src: Path) -> None:
+    proc = _run_into_a_closed_pipe(["inspect", str(src)], "stdout")
     assert proc.returncode == 0 and proc.stderr == ""
 
 
@@ -305,21 +313,9 @@ def test_a_closed_stderr_does_not_stop_a_convert(src: Path, tmp_path: Path, targ
     from statemigrate import checksum
 
     dst = tmp_path / f"out.{target}"
-    codes = []
-    for _ in range(2):  # the second time, DST exists: exit 5 with nobody to tell
-        read_end, write_end = os.pipe()
-        os.close(read_end)  # every write to stderr is EPIPE
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "statemigrate", "convert", str(src), f"{target}:{dst}"],
-                stdout=subprocess.DEVNULL,
-                stderr=write_end,
-                check=False,
-                timeout=HANG_GUARD,
-            )
-        finally:
-            os.close(write_end)
-        codes.append(proc.returncode)
+    args = ["convert", str(src), f"{target}:{dst}"]
+    # The second time, DST exists: exit 5 with nobody to tell.
+    codes = [_run_into_a_closed_pipe(args, "stderr").returncode for _ in range(2)]
     assert codes == [0, 5]
     assert checksum(f"{target}:{dst}").digest == checksum(str(src)).digest
     assert not Path(f"{dst}.partial").exists()

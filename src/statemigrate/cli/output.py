@@ -50,9 +50,7 @@ def say(text: str) -> bool:
     """
     try:
         click.echo(text, err=True)
-    except BrokenPipeError:
-        return False
-    except OSError as exc:
+    except OSError as exc:  # BrokenPipeError is the EPIPE one
         if exc.errno != errno.EPIPE:
             raise
         return False

@@ -80,16 +80,18 @@ def respelt(meta: Mapping[str, Any]) -> bool:
     ``Internal2``, 4.x's ``Internal3``), or any composite (tuple, array, ``Option``,
     ``Vec``). Scalars and user-defined types are spelt alike by every redb version."""
     fact = meta.get("redb") or meta.get("redb_file") or {}
-    for t in (fact.get("key"), fact.get("value")):
-        if not isinstance(t, Mapping):
-            continue
-        name = str(t.get("name", ""))
-        composite = name not in ("()", "&[u8]") and any(c in name for c in "([<")
-        if t.get("legacy") is True or t.get("class") not in ("Internal", "UserDefined"):
-            return True
-        if composite:
-            return True
-    return False
+    types = [t for t in (fact.get("key"), fact.get("value")) if isinstance(t, Mapping)]
+    return any(
+        t.get("legacy") is True
+        or t.get("class") not in ("Internal", "UserDefined")
+        or _composite(str(t.get("name", "")))
+        for t in types
+    )
+
+
+def _composite(name: str) -> bool:
+    """A tuple, array, ``Option`` or ``Vec`` (not ``()`` or ``&[u8]``), by its type name."""
+    return name not in ("()", "&[u8]") and any(c in name for c in "([<")
 
 
 def choose_format(explicit: int | None, metas: Iterable[Mapping[str, Any]]) -> tuple[int, bool]:
