@@ -192,10 +192,13 @@ def test_upgrade_reports_each_revision_and_what_each_operation_wrote(tmp_path: P
     ]
     assert phases[1].startswith("revision 0002 (1 of 2, upgrade): Re-key the event log")
     written = {e[0]: e[2] for e in progress.events if e[0] not in ("phase", "end")}
-    # The example's 0002 rekeys the event log; 0003 copies it and rewrites it.
-    assert written["rekey of 'events'"] == 300
-    assert written["copy_table 'events'"] == 300
-    assert written["rewrite of 'events'"] == 300
+    # The example's 0002 rekeys the event log; 0003 copies it and rewrites it, both
+    # from one read of it.
+    operations = {k: v for k, v in written.items() if "'" in k}  # not the digests' tables
+    assert operations == {
+        "rekey of 'events'": 300,
+        "copy_table 'events' and rewrite of 'events'": 300,
+    }
 
 
 def test_upgrade_logs_lines_off_a_terminal_and_quiet_or_json_silences_them(

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import random
+import stat
 
 import pytest
 
+from statemigrate import _native
 from statemigrate.model import TableInfo, TableKind
 from statemigrate.schema.errors import SchemaError
 from statemigrate.schema.journal import plan_switch
@@ -24,15 +26,57 @@ def test_external_sort_spills_and_merges(tmp_path) -> None:
     def batches():
         for i in range(0, len(keys), 100):
             if i == 3000:
-                seen_dirs.extend(tmp_path.glob("s.sqlite" + SORT_DIR_INFIX + "*"))
+                seen_dirs.extend(
+                    (d, stat.S_IMODE(d.stat().st_mode))
+                    for d in tmp_path.glob("s.sqlite" + SORT_DIR_INFIX + "*")
+                )
             yield [(k, b"v") for k in keys[i : i + 100]]
 
     out = [
-        r for b in sorted_batches(batches(), store, run_records=700, batch_records=333) for r in b
+        r for b in sorted_batches(batches(), store, run_bytes=20_000, batch_records=333) for r in b
     ]
     assert [r[0] for r in out] == sorted(keys)
-    assert seen_dirs, "runs spilled to a directory beside the store"
+    assert len(seen_dirs) == 1, "runs spill to a directory beside the store"
+    assert seen_dirs[0][1] == 0o700, "its owner's only"
     assert not list(tmp_path.glob("*" + SORT_DIR_INFIX + "*")), "and it was removed"
+
+
+@pytest.mark.parametrize("run_bytes", [1, 300, 1 << 20])
+def test_native_sort_gives_pythons_order_across_runs(tmp_path, run_bytes) -> None:
+    rnd = random.Random(run_bytes)
+    # short keys, long keys, shared prefixes, the empty key, bytes above 0x7f
+    keys = list({rnd.randbytes(rnd.choice([0, 1, 2, 9, 40])) for _ in range(4000)})
+    keys += [b"\xff" * 3, b"\x00", b"\xff\x00"]
+    keys = list(dict.fromkeys(keys))
+    records = [(k, rnd.randbytes(rnd.randint(0, 30))) for k in keys]
+    rnd.shuffle(records)
+    sort = _native.ExternalSort(False, str(tmp_path), run_bytes)
+    for i in range(0, len(records), 333):
+        sort.push(records[i : i + 333])
+    sort.finish()
+    out = []
+    while batch := sort.take(1000, 1 << 30):
+        assert len(batch) <= 1000
+        out.extend(batch)
+    assert out == sorted(records)
+    if run_bytes == 1 << 20:
+        assert sort.spilled_runs == 0, "all of it fits one run: sorted in memory"
+    else:
+        assert sort.spilled_runs > 10
+    assert not list(tmp_path.iterdir()), "run files have no name"
+
+
+def test_native_sort_refuses_what_is_not_a_record(tmp_path) -> None:
+    plain = _native.ExternalSort(False, str(tmp_path))
+    versioned = _native.ExternalSort(True, str(tmp_path))
+    with pytest.raises(ValueError, match="key must be bytes, got str"):
+        plain.push([("a", b"v")])
+    with pytest.raises(ValueError, match=r"must be \(key, value\)"):
+        plain.push([(b"a", b"v", 1)])
+    with pytest.raises(OverflowError):
+        versioned.push([(b"a", b"v", 2**64)])
+    with pytest.raises(OverflowError):
+        versioned.push([(b"a", b"v", -1)])
 
 
 def test_external_sort_keeps_versioned_records_exactly_across_runs(tmp_path) -> None:
@@ -42,7 +86,11 @@ def test_external_sort_keeps_versioned_records_exactly_across_runs(tmp_path) -> 
     records = [(k, rnd.randbytes(rnd.randint(0, 40)), versions[i % 5]) for i, k in enumerate(keys)]
     rnd.shuffle(records)
     batches = (records[i : i + 250] for i in range(0, len(records), 250))
-    out = [r for b in sorted_batches(batches, tmp_path / "s", run_records=400) for r in b]
+    out = [
+        r
+        for b in sorted_batches(batches, tmp_path / "s", versioned=True, run_bytes=10_000)
+        for r in b
+    ]
     assert out == sorted(records, key=lambda r: r[0])
     assert all(type(r) is tuple and type(r[2]) is int for r in out)
 
@@ -54,7 +102,7 @@ def test_external_sort_cleans_up_on_error(tmp_path) -> None:
         raise KeyError("stop")
 
     with pytest.raises(KeyError):
-        list(sorted_batches(batches(), tmp_path / "s", run_records=2))
+        list(sorted_batches(batches(), tmp_path / "s", run_bytes=1))
     assert not list(tmp_path.iterdir())
 
 

@@ -10,8 +10,10 @@ mod digest;
 mod fjall_engine;
 mod lmdb_check;
 mod lmdb_digest;
+mod py_sort;
 mod rocksdb_check;
 mod redb_engine;
+mod sort;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -20,6 +22,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lmdb_check::lmdb_check, m)?)?;
     m.add_function(wrap_pyfunction!(lmdb_digest::lmdb_digests, m)?)?;
     m.add_function(wrap_pyfunction!(rocksdb_check::rocksdb_manifest_check, m)?)?;
+    m.add_class::<py_sort::ExternalSort>()?;
     redb_engine::register(m)?;
     fjall_engine::register(m)?;
     Ok(())

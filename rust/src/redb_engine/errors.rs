@@ -45,6 +45,12 @@ pub enum NErr {
     Other(String),
 }
 
+impl From<crate::sort::SortError> for NErr {
+    fn from(e: crate::sort::SortError) -> NErr {
+        NErr::Io(e.message)
+    }
+}
+
 impl From<NErr> for PyErr {
     fn from(e: NErr) -> PyErr {
         match e {

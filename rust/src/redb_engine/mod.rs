@@ -27,7 +27,6 @@ mod py_reader;
 mod py_writer;
 mod pyconv;
 mod read;
-mod sort;
 mod typename;
 pub mod types;
 mod versions;

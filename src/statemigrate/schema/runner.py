@@ -41,10 +41,11 @@ from .journal import (
     recover,
 )
 from .queries import check, current, history, revision
+from .recorder import Recorder
 from .reports import CurrentReport, UpgradeReport
 from .scripts import Schema, Step
-from .sort import remove_leftovers
-from .staging import Recorder, Staging
+from .sort import leftovers, remove_leftovers
+from .staging import Staging
 from .store import (
     CREATE_HINT,
     MISSING_HINT,
@@ -457,7 +458,9 @@ def finish_interrupted(
         options: the engine's options for the store (a layout file: ``layout``).
 
     Returns:
-        What was done, or None when no upgrade was unfinished (nothing is written then).
+        What was done, or None when no upgrade was unfinished (nothing is written then;
+        a sort directory that a re-key killed inside its transaction left beside the
+        store is removed, under the store's lock).
 
     Raises:
         StoreBusyError: another process holds the store (exit 3).
@@ -466,7 +469,12 @@ def finish_interrupted(
     meta, _tables, reader = _peek(eng, path, options)
     reader.close()
     if not needs_recovery(meta):
-        return None
+        if not leftovers(path):
+            return None
+        # A re-key killed inside a transaction left its sort directory and nothing else.
+        with open_writer(eng, path, options):
+            remove_leftovers(path)
+        return "removed the sort directory of an interrupted revision (the store is unchanged)"
     with open_writer(eng, path, options) as writer:
         done = _recover(eng, writer, path, DEFAULT_BATCH_RECORDS, DEFAULT_BATCH_BYTES)
         writer.finish()

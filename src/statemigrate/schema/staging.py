@@ -4,7 +4,8 @@ A revision never writes the store's own tables. Each operation that changes a ta
 builds its new content in a private table (see :mod:`.journal`) and points the
 table's logical name at it; single-record ``put``/``delete`` collect in an overlay
 that is merged in one streaming pass when the table is next read, or at the end.
-:meth:`Staging.commit` then writes the new stamp and the switch journal in one
+Copies and rewrites of one table queue up and run in one pass that reads it once.
+``--dry-run`` binds :class:`.recorder.Recorder` instead. :meth:`Staging.commit` then writes the new stamp and the switch journal in one
 atomic metadata write and runs the switch.
 """
 
@@ -12,12 +13,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import _native
 from ..engines.base import META_REVISION, META_TABLE_PREFIX, Engine, Writer
-from ..errors import DestinationError, UsageError
+from ..errors import UsageError
 from ..model import TableInfo, TableKind, check_table_name
 from ..progress import Progress
 from .errors import RevisionFailedError
@@ -30,7 +31,30 @@ from .journal import (
     finish_journal,
     plan_switch,
 )
+from .recorder import Recorder  # noqa: F401 - old imports (statemigrate.upgrade.staging)
+from .sink import Sink
 from .sort import sorted_batches
+
+
+@dataclass
+class _Pass:
+    """A queued copy or rewrite: its function and where it writes."""
+
+    fn: Callable[..., Any] | None
+    batch: bool
+    sink: Sink
+
+    def apply(self, records: list, shared: bool) -> list:
+        """The records this operation writes for one batch of its source.
+
+        ``shared``: other operations get the same batch (a batch function gets a
+        copy of the list, so one that changes its argument changes only its own).
+        """
+        if self.fn is None:
+            return records
+        if self.batch:
+            return [r for r in self.fn(list(records) if shared else records) if r is not None]
+        return [r for r in map(self.fn, records) if r is not None]
 
 
 class Staging:
@@ -64,6 +88,10 @@ class Staging:
         self.original = {t.name: t for t in writer.list_tables()}
         self.view: dict[str, TableInfo] = dict(self.original)
         self.overlay: dict[str, dict[bytes, tuple | None]] = {}
+        # copies and rewrites queued for one pass over their common source (_flush)
+        self.passes: list[_Pass] = []
+        self.passes_source: TableInfo | None = None
+        self.drop_after_passes: list[str] = []
         self.log: list[str] = []
 
     # -- helpers ---------------------------------------------------------------
@@ -124,12 +152,30 @@ class Staging:
         old = self.view.get(name)
         self.view[name] = new
         if old is not None and self._is_ours(old) and old.name != new.name:
-            self.writer.drop_table(old.name)
+            if self.passes_source is not None and self.passes_source.name == old.name:
+                self.drop_after_passes.append(old.name)  # queued passes read it still
+            else:
+                self.writer.drop_table(old.name)
 
     def _batches(self, name: str) -> Iterator[list]:
+        self._flush()
         self._materialize(name)
         return self.writer.read_batches(
             self._table(name), max_records=self.batch_records, max_bytes=self.batch_bytes
+        )
+
+    def _sink(
+        self, dst: TableInfo, what: str, duplicates: str | None = None, table: str | None = None
+    ) -> Sink:
+        return Sink(
+            self.engine,
+            self.writer,
+            dst,
+            what,
+            self._fail,
+            self.revision,
+            duplicates=duplicates,
+            table=table,
         )
 
     def _write(
@@ -140,50 +186,59 @@ class Staging:
         duplicates: str | None = None,
         table: str | None = None,
     ) -> None:
-        """Write batches into ``dst``, checking records and their order.
-
-        ``duplicates``: the message when the input is sorted but a key repeats;
-        ``table``: the logical name, for errors about keys the engine refuses.
-        """
-        last: bytes | None = None
+        """Write batches into ``dst``, checked (see :class:`.sink.Sink`)."""
+        sink = self._sink(dst, what, duplicates, table)
         self.progress.start_table(what, None)
         for batch in batches:
-            if not batch:
-                continue
-            try:
-                _count, _total, unsorted, nbytes = _native.batch_digest(batch, dst.versioned)
-            except (TypeError, ValueError, OverflowError) as exc:
-                shape = "(key, value, version)" if dst.versioned else "(key, value)"
-                raise self._fail(
-                    f"{what} produced a record that is not {shape} of bytes ({exc})"
-                ) from exc
-            if unsorted >= 0 or (last is not None and batch[0][0] <= last):
-                key = batch[max(unsorted, 0)][0]
-                if duplicates is not None:
-                    raise self._fail(f"{duplicates} {key[:64].hex() or '(empty)'}")
-                raise self._fail(
-                    f"{what} produced key {key[:64].hex()} out of order or twice; "
-                    "op.rewrite must keep keys in order (use op.rekey to change it)"
-                )
-            caps = self.engine.capabilities
-            if caps.min_key_len or caps.max_key_len is not None:
-                named = TableInfo(table or dst.name, dst.kind)
-                for rec in batch:
-                    try:
-                        self.engine.check_key(named, rec[0])
-                    except DestinationError as exc:
-                        raise self._fail(exc.message) from exc
-            self.writer.write_batch(dst, batch)
-            last = batch[-1][0]
-            self.progress.advance(len(batch), nbytes)
-            crash_point(f"{self.revision} {what}")
+            if batch:
+                self.progress.advance(len(batch), sink.put(batch))
         self.progress.end_table()
+
+    def _defer(
+        self,
+        src: TableInfo,
+        dst: TableInfo,
+        fn: Callable[..., Any] | None,
+        batch: bool,
+        what: str,
+        table: str,
+    ) -> None:
+        """Queue a copy or rewrite of ``src`` into ``dst`` for one pass with the others
+        that read ``src`` (see :meth:`_flush`)."""
+        if self.passes and self.passes_source is not None and self.passes_source.name != src.name:
+            self._flush()
+        self.passes_source = src
+        self.passes.append(_Pass(fn, batch, self._sink(dst, what, table=table)))
+
+    def _flush(self) -> None:
+        """Run the queued copies and rewrites: one read of their source feeds them all.
+
+        A revision that copies a table and rewrites it (0003 of the example) reads it
+        once. Anything that reads a table, drops one or ends the revision runs the
+        queue first, so every operation still sees what the ones before it left.
+        """
+        passes, self.passes = self.passes, []
+        source, self.passes_source = self.passes_source, None
+        if not passes or source is None:
+            return
+        what = " and ".join(p.sink.what for p in passes)
+        self.progress.start_table(what, None)
+        for records in self.writer.read_batches(
+            source, max_records=self.batch_records, max_bytes=self.batch_bytes
+        ):
+            nbytes = sum(p.sink.put(p.apply(records, len(passes) > 1)) for p in passes)
+            self.progress.advance(len(records), nbytes)
+        self.progress.end_table()
+        drops, self.drop_after_passes = self.drop_after_passes, []
+        for name in drops:
+            self.writer.drop_table(name)
 
     def _materialize(self, name: str) -> None:
         """Merge pending single-record puts/deletes into a new private table."""
         pending = self.overlay.pop(name, None)
         if not pending:
             return
+        self._flush()
         src = self._table(name)
         dst = self._new_private(src.kind)
         changes = sorted(pending.items())
@@ -219,6 +274,7 @@ class Staging:
         self.view[name] = self._new_private(TableKind.VERSIONED if versioned else TableKind.PLAIN)
 
     def drop_table(self, name: str) -> None:
+        self._flush()
         self._table(name)
         self.log.append(f"drop_table {name!r}")
         self.overlay.pop(name, None)
@@ -234,15 +290,6 @@ class Staging:
         if old in self.overlay:
             self.overlay[new] = self.overlay.pop(old)
 
-    def _mapped(self, table: str, fn: Callable[..., Any] | None, batch: bool) -> Iterator[list]:
-        for records in self._batches(table):
-            if fn is None:
-                yield records
-            elif batch:
-                yield [r for r in fn(records) if r is not None]
-            else:
-                yield [r for r in map(fn, records) if r is not None]
-
     def copy_table(
         self,
         source: str,
@@ -250,21 +297,21 @@ class Staging:
         fn: Callable[..., Any] | None = None,
         batch: bool = False,
     ) -> None:
+        self._materialize(source)
         src = self._table(source)
         self._check_new_name(destination)
         how = f" with {getattr(fn, '__name__', 'fn')}" if fn is not None else ""
         self.log.append(f"copy_table {source!r} -> {destination!r}{how}")
         dst = self._new_private(src.kind)
-        self._write(
-            dst, self._mapped(source, fn, batch), f"copy_table {source!r}", table=destination
-        )
+        self._defer(src, dst, fn, batch, f"copy_table {source!r}", destination)
         self.view[destination] = dst
 
     def rewrite(self, table: str, fn: Callable[..., Any], batch: bool = False) -> None:
+        self._materialize(table)
         src = self._table(table)
         self.log.append(f"rewrite {table!r} with {getattr(fn, '__name__', 'fn')}")
         dst = self._new_private(src.kind)
-        self._write(dst, self._mapped(table, fn, batch), f"rewrite of {table!r}", table=table)
+        self._defer(src, dst, fn, batch, f"rewrite of {table!r}", table)
         self._replace(table, dst)
 
     def rekey(self, table: str, fn: Callable[..., Any]) -> None:
@@ -289,7 +336,13 @@ class Staging:
 
         self._write(
             dst,
-            sorted_batches(rekeyed(), self.path, batch_records=self.batch_records),
+            sorted_batches(
+                rekeyed(),
+                self.path,
+                versioned=src.versioned,
+                batch_records=self.batch_records,
+                batch_bytes=self.batch_bytes,
+            ),
             f"rekey of {table!r}",
             duplicates=f"rekey of {table!r} gives two records the key",
             table=table,
@@ -366,6 +419,7 @@ class Staging:
     # -- the switch ------------------------------------------------------------
 
     def _finish_ops(self) -> list[dict[str, Any]]:
+        self._flush()
         for name in list(self.overlay):
             self._materialize(name)
         return plan_switch(self.view, self.original, self._fresh_name)
@@ -424,43 +478,3 @@ class Staging:
             self.batch_records,
             self.batch_bytes,
         )
-
-
-class Recorder:
-    """The context of ``--dry-run``: records the operations, changes nothing."""
-
-    def __init__(self, engine: type[Engine], revision: str, tables: list[TableInfo]) -> None:
-        self.engine = engine
-        self.revision = revision
-        self.names = {t.name for t in tables}
-        self.log: list[str] = []
-
-    def __getattr__(self, op: str) -> Callable[..., Any]:
-        def record(*args: Any, **kwargs: Any) -> None:
-            shown = [getattr(a, "__name__", None) or repr(a)[:60] for a in args]
-            shown += [f"{k}={v!r}" for k, v in kwargs.items()]
-            self.log.append(f"{op} {', '.join(shown)}")
-            if op in ("create_table", "copy_table"):
-                self.names.add(args[-1] if op == "copy_table" else args[0])
-            elif op == "drop_table":
-                self.names.discard(args[0])
-            elif op == "rename_table":
-                self.names.discard(args[0])
-                self.names.add(args[1])
-            elif op == "execute" and not self.engine.capabilities.sql:
-                raise RevisionFailedError(
-                    f"revision {self.revision}: op.execute needs a SQL engine; "
-                    f"the {self.engine.name} engine is not one"
-                )
-
-        return record
-
-    def records(self, table: str) -> Iterator[tuple]:
-        self.log.append(f"records {table!r}")
-        return iter(())
-
-    def has_table(self, name: str) -> bool:
-        return name in self.names
-
-    def tables(self) -> list[str]:
-        return sorted(self.names)

@@ -29,7 +29,7 @@ from pathlib import Path
 from .. import api
 from ..registry import get_engine
 from ..schema.journal import CRASH_AT_ENV, CRASH_LOG_ENV, TMP_PREFIX
-from ..schema.sort import SORT_DIR_INFIX
+from ..schema.sort import leftovers
 from .example import EXAMPLE, digest, seed_module, table_names
 from .stores import store_path
 
@@ -198,7 +198,7 @@ def run_harness(
                     f"{where}: at {rev} but the digest is not that of an upgrade to {rev}"
                 )
             private = [n for n in table_names(spec) if n.startswith(TMP_PREFIX)]
-            sorts = list(work.parent.glob(work.name + SORT_DIR_INFIX + "*"))
+            sorts = leftovers(work)
             if private or sorts:
                 result.failures.append(f"{where}: leftovers after recovery: {private} {sorts}")
             again = api.upgrade(spec, EXAMPLE, digests=False)

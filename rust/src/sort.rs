@@ -1,29 +1,34 @@
-//! Records of a custom-order table put into byte order with bounded memory:
-//! sorted runs of at most `RUN_BYTES` spill to temporary files, then merge.
+//! The project's one external sort: (key, value) pairs put into key byte order with
+//! bounded memory. Sorted runs of at most `run_bytes` spill to anonymous temporary
+//! files (in a given directory, or the system's), then a k-way merge yields them.
+//! Serves redb's custom-order tables and, through `py_sort`, `op.rekey`.
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::PathBuf;
 
-use super::errors::NErr;
-
-const RUN_BYTES: usize = 64 << 20;
-
-/// The run size: `RUN_BYTES`, or `STATEMIGRATE_REDB_SORT_RUN_BYTES` (tests make it tiny).
-fn run_bytes() -> usize {
-    std::env::var("STATEMIGRATE_REDB_SORT_RUN_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(RUN_BYTES)
-}
+/// The default run size: 64 MiB of keys and values (plus 48 bytes per pair).
+pub const RUN_BYTES: usize = 64 << 20;
 
 pub type Pair = (Vec<u8>, Vec<u8>);
 
 /// The next pair of a run in the merge: (key, run index, value).
 type Head = (Vec<u8>, usize, Vec<u8>);
 
-fn io(e: std::io::Error) -> NErr {
-    NErr::Io(format!("spilling a sort run: {e}"))
+/// A run could not be written or read back (a full disk, an I/O error).
+#[derive(Debug)]
+pub struct SortError {
+    pub message: String,
+    /// The OS error number, when the OS gave one (ENOSPC …).
+    pub errno: Option<i32>,
+}
+
+fn io(e: std::io::Error) -> SortError {
+    SortError {
+        message: format!("spilling a sort run: {e}"),
+        errno: e.raw_os_error(),
+    }
 }
 
 struct Run {
@@ -31,7 +36,7 @@ struct Run {
 }
 
 impl Run {
-    fn next(&mut self) -> Result<Option<Pair>, NErr> {
+    fn next(&mut self) -> Result<Option<Pair>, SortError> {
         let mut len = [0u8; 8];
         match self.r.read_exact(&mut len) {
             Ok(()) => {}
@@ -56,10 +61,13 @@ pub struct Sorter {
     mem: std::vec::IntoIter<Pair>,
     merging: bool,
     run_bytes: usize,
+    dir: Option<PathBuf>,
 }
 
 impl Sorter {
-    pub fn new() -> Self {
+    /// A sorter spilling runs of `run_bytes` into `dir` (the system's temporary
+    /// directory when None). The run files have no name: they go with the sorter.
+    pub fn new(run_bytes: usize, dir: Option<PathBuf>) -> Self {
         Sorter {
             buf: Vec::new(),
             bytes: 0,
@@ -67,23 +75,44 @@ impl Sorter {
             heap: BinaryHeap::new(),
             mem: Vec::new().into_iter(),
             merging: false,
-            run_bytes: run_bytes(),
+            run_bytes,
+            dir,
         }
     }
 
-    pub fn push(&mut self, k: &[u8], v: &[u8]) -> Result<(), NErr> {
-        self.bytes += k.len() + v.len() + 48;
-        self.buf.push((k.to_vec(), v.to_vec()));
-        if self.bytes >= self.run_bytes {
+    pub fn push(&mut self, k: &[u8], v: &[u8]) -> Result<(), SortError> {
+        self.add(k.to_vec(), v.to_vec());
+        if self.is_full() {
             self.spill()?;
         }
         Ok(())
     }
 
-    fn spill(&mut self) -> Result<(), NErr> {
+    /// Collect one pair without spilling (the caller spills when `is_full`).
+    pub fn add(&mut self, k: Vec<u8>, v: Vec<u8>) {
+        self.bytes += k.len() + v.len() + 48;
+        self.buf.push((k, v));
+    }
+
+    /// How many runs were written so far.
+    pub fn spilled_runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// Whether the collected pairs reached the run size.
+    pub fn is_full(&self) -> bool {
+        self.bytes >= self.run_bytes
+    }
+
+    /// Sort the collected pairs and write them as one run.
+    pub fn spill(&mut self) -> Result<(), SortError> {
         self.buf.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let f = tempfile::tempfile().map_err(io)?;
-        let mut w = BufWriter::new(f);
+        let f = match &self.dir {
+            Some(dir) => tempfile::tempfile_in(dir),
+            None => tempfile::tempfile(),
+        }
+        .map_err(io)?;
+        let mut w = BufWriter::with_capacity(1 << 20, f);
         for (k, v) in self.buf.drain(..) {
             w.write_all(&(k.len() as u64).to_le_bytes()).map_err(io)?;
             w.write_all(&k).map_err(io)?;
@@ -94,14 +123,14 @@ impl Sorter {
         use std::io::Seek;
         f.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
         self.runs.push(Run {
-            r: BufReader::new(f),
+            r: BufReader::with_capacity(256 << 10, f),
         });
         self.bytes = 0;
         Ok(())
     }
 
     /// Stop collecting and start yielding.
-    pub fn finish(&mut self) -> Result<(), NErr> {
+    pub fn finish(&mut self) -> Result<(), SortError> {
         if self.runs.is_empty() {
             self.buf.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             self.mem = std::mem::take(&mut self.buf).into_iter();
@@ -119,7 +148,7 @@ impl Sorter {
         Ok(())
     }
 
-    pub fn next(&mut self) -> Result<Option<Pair>, NErr> {
+    pub fn next(&mut self) -> Result<Option<Pair>, SortError> {
         if !self.merging {
             return Ok(self.mem.next());
         }

@@ -1,0 +1,88 @@
+"""Where a revision's operation writes a private table: records checked, then written.
+
+Every batch an operation produces is checked before it is written: records of the
+table's shape (bytes, and a u64 version in a versioned table), keys strictly
+ascending across batches (``op.rewrite`` must keep the order; ``op.rekey``'s sort
+output repeats a key only when two records were given one), and keys the engine can
+hold. The check runs in Rust (``_native.batch_digest``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import _native
+from ..engines.base import Engine, Writer
+from ..errors import DestinationError
+from ..model import TableInfo
+from .errors import RevisionFailedError
+from .journal import crash_point
+
+
+class Sink:
+    """One private table being written by one operation.
+
+    Args:
+        engine: the store's engine (its key limits).
+        writer: the store's writer.
+        dst: the private table written.
+        what: the operation, as errors and crash points name it ("rewrite of 'events'").
+        fail: makes the error of the revision from a message.
+        revision: the revision, for crash points.
+        duplicates: the message when the input is sorted but a key repeats.
+        table: the logical name, for errors about keys the engine refuses.
+    """
+
+    def __init__(
+        self,
+        engine: type[Engine],
+        writer: Writer,
+        dst: TableInfo,
+        what: str,
+        fail: Callable[[str], RevisionFailedError],
+        revision: str,
+        *,
+        duplicates: str | None = None,
+        table: str | None = None,
+    ) -> None:
+        self.engine = engine
+        self.writer = writer
+        self.dst = dst
+        self.what = what
+        self.fail = fail
+        self.revision = revision
+        self.duplicates = duplicates
+        self.named = TableInfo(table or dst.name, dst.kind)
+        self.last: bytes | None = None
+
+    def put(self, batch: list) -> int:
+        """Check and write one batch; returns its payload bytes."""
+        if not batch:
+            return 0
+        dst = self.dst
+        try:
+            _count, _total, unsorted, nbytes = _native.batch_digest(batch, dst.versioned)
+        except (TypeError, ValueError, OverflowError) as exc:
+            shape = "(key, value, version)" if dst.versioned else "(key, value)"
+            raise self.fail(
+                f"{self.what} produced a record that is not {shape} of bytes ({exc})"
+            ) from exc
+        if unsorted >= 0 or (self.last is not None and batch[0][0] <= self.last):
+            key = batch[max(unsorted, 0)][0]
+            if self.duplicates is not None:
+                raise self.fail(f"{self.duplicates} {key[:64].hex() or '(empty)'}")
+            raise self.fail(
+                f"{self.what} produced key {key[:64].hex()} out of order or twice; "
+                "op.rewrite must keep keys in order (use op.rekey to change it)"
+            )
+        caps = self.engine.capabilities
+        if caps.min_key_len or caps.max_key_len is not None:
+            for rec in batch:
+                try:
+                    self.engine.check_key(self.named, rec[0])
+                except DestinationError as exc:
+                    raise self.fail(exc.message) from exc
+        self.writer.write_batch(dst, batch)
+        self.last = batch[-1][0]
+        crash_point(f"{self.revision} {self.what}")
+        return int(nbytes)
