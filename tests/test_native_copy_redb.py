@@ -80,6 +80,24 @@ def test_format_2_to_3_is_redb_26s_own_upgrade_and_equals_the_batch_path(tmp_pat
     assert leftovers(native) == []
 
 
+def test_the_upgrade_leaves_the_apps_persistent_savepoint_behind(
+    tmp_path: Path, fixture_maker
+) -> None:
+    """A convert carries no persistent savepoint: a format-2 file holding one (made by
+    redb 2.6 itself) upgrades natively to a format-3 file with none (as redb 4.x counts
+    them), equal to the batch path; the source keeps its savepoint."""
+    src = typed_format2(tmp_path)
+    fixture_maker("savepoint", "2", src)
+    assert fixture_maker("savepoints", "2", src) == "1"
+    opts = {"redb_format": 3, "bytewise_key_types": ("fixture::RevId", "fixture::ShortLex")}
+    progress, native, batch = native_and_batch(src, tmp_path, opts)
+    assert progress.native() and UPGRADED in progress.phases
+    assert read_header(native)["format"] == 3
+    assert fixture_maker("savepoints", "4", native) == "0"
+    assert fixture_maker("savepoints", "2", src) == "1"
+    assert read_store(REDB, native) == read_store(REDB, batch) == read_store(REDB, src)
+
+
 def test_same_format_copy_of_redb_26s_fixture_keeps_every_table(tmp_path: Path) -> None:
     """No option: the file as it was, types of every kind (tuples, arrays, options and
     user-defined ones too) in redb 2.6's own spelling."""

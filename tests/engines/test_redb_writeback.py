@@ -74,36 +74,11 @@ def _metas(path: Path) -> dict[str, tuple[TableKind, dict]]:
 
 
 @pytest.fixture(scope="session")
-def redb_dump():
+def redb_dump(fixture_maker):
     """What the real redb of a version reads from a file, with the apps' own types."""
-    target = ROOT / "rust" / "target" / "fixture-maker"
-    subprocess.run(
-        [
-            "cargo",
-            "build",
-            "--release",
-            "--quiet",
-            "--manifest-path",
-            str(ROOT / "rust" / "fixture-maker" / "Cargo.toml"),
-            "--target-dir",
-            str(target),
-        ],
-        check=True,
-        timeout=900,  # a hang guard for a cold build, not a timing assertion
-    )
-    exe = target / "release" / "redb-fixture-maker"
 
     def dump(version: str, path: Path, custom: bool = False) -> dict[str, list[list[str]]]:
-        mode = "dump-custom" if custom else "dump"
-        out = subprocess.run(
-            [str(exe), mode, version, str(path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert out.returncode == 0, out.stderr[-2000:]
-        return json.loads(out.stdout)
+        return json.loads(fixture_maker("dump-custom" if custom else "dump", version, path))
 
     return dump
 
@@ -148,6 +123,31 @@ def test_a_same_engine_copy_is_read_by_the_redb_that_wrote_it(tmp_path, name, re
         _json(FIXTURES / f"{name}.redb")
     )
     assert _metas(dst) == _metas(src)
+
+
+@pytest.mark.parametrize("name", sorted(WRITTEN_BY))
+def test_a_same_engine_copy_leaves_the_apps_persistent_savepoints_behind(
+    tmp_path, name, fixture_maker, redb_dump
+):
+    """A persistent savepoint the app kept (made by the redb that wrote the file) does not
+    come along, as no convert carries one: the copy holds none, and the redb that wrote it
+    reads every table of it; the source keeps its savepoint and its bytes (the upgrade
+    2 -> 3: tests/test_native_copy_redb.py)."""
+    src = tmp_path / "src.redb"
+    shutil.copyfile(FIXTURES / f"{name}.redb", src)
+    version = WRITTEN_BY[name]
+    fixture_maker("savepoint", version, src)
+    assert fixture_maker("savepoints", version, src) == "1"
+    before = sha256(src)
+    dst, progress = tmp_path / "dst.redb", Phases()
+    bytewise = {"bytewise_key_types": CUSTOM_TYPES}
+    assert convert(str(src), str(dst), destination_options=bytewise, progress=progress).verified
+    assert progress.native()
+    assert sha256(src) == before
+    assert fixture_maker("savepoints", version, src) == "1"
+    assert read_header(dst)["format"] == read_header(src)["format"]
+    assert fixture_maker("savepoints", version, dst) == "0"
+    assert _byte_order(redb_dump(version, dst)) == _byte_order(_json(FIXTURES / f"{name}.redb"))
 
 
 @pytest.mark.parametrize("fmt", [None, 2, 3])

@@ -12,7 +12,8 @@
 //! (every fixture) or `... -- custom fixtures/redb` (only the composite ones);
 //! `... -- dump FORMAT FILE` (`dump-custom FORMAT FILE`) prints what that redb reads from
 //! FILE with the fixtures' (the composite fixtures') types: FORMAT `1`, `2` (redb 2.6),
-//! `3.x`, anything else redb 4.x.
+//! `3.x`, anything else redb 4.x; `... -- savepoint FORMAT FILE` adds a persistent
+//! savepoint to FILE and `... -- savepoints FORMAT FILE` prints how many it holds.
 use std::path::PathBuf;
 
 mod v1 {
@@ -26,6 +27,7 @@ mod v2 {
     use redb2 as r;
     include!("body.rs");
     include!("custom.rs");
+    include!("savepoints.rs");
 }
 
 mod v3 {
@@ -33,6 +35,7 @@ mod v3 {
     use redb3 as r;
     include!("body.rs");
     include!("custom.rs");
+    include!("savepoints.rs");
 }
 
 mod v4 {
@@ -40,6 +43,7 @@ mod v4 {
     use redb as r;
     include!("body.rs");
     include!("custom.rs");
+    include!("savepoints.rs");
 }
 
 /// redb 2.6 writing file format 3 (its opt-in), with its own type encodings.
@@ -90,6 +94,26 @@ fn main() {
         let fmt = std::env::args().nth(2).expect("dump FORMAT FILE");
         let file = PathBuf::from(std::env::args().nth(3).expect("dump FORMAT FILE"));
         println!("{}", dumper(&fmt, custom)(&file));
+        return;
+    }
+    // `savepoint FORMAT FILE` adds a persistent savepoint to FILE, `savepoints FORMAT
+    // FILE` prints how many it holds, with that format's redb ("2", "3.x", else 4.x).
+    if let Some(add) = match mode.as_deref() {
+        Some("savepoint") => Some(true),
+        Some("savepoints") => Some(false),
+        _ => None,
+    } {
+        let fmt = std::env::args().nth(2).expect("savepoint FORMAT FILE");
+        let file = PathBuf::from(std::env::args().nth(3).expect("savepoint FORMAT FILE"));
+        let run: JsonOf = match (fmt.as_str(), add) {
+            ("2", true) => v2::add_savepoint,
+            ("2", false) => v2::count_savepoints,
+            ("3.x", true) => v3::add_savepoint,
+            ("3.x", false) => v3::count_savepoints,
+            (_, true) => v4::add_savepoint,
+            (_, false) => v4::count_savepoints,
+        };
+        println!("{}", run(&file));
         return;
     }
     // `custom DIR`: only the composite fixtures (the others stay as they are).
