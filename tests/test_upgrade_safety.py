@@ -321,6 +321,34 @@ def test_full_disk_during_upgrade_is_exit_5_with_one_json_object(engine: str, tm
     assert report["error"] == one_line_error(full).removeprefix("statemigrate: error: ")
 
 
+@pytest.mark.parametrize("engine", ["sqlite", "rocksdb"])  # one revision's transaction, or not
+def test_full_disk_while_a_rekey_spills_its_sort_is_exit_5_and_changes_nothing(
+    engine: str, tmp_path
+) -> None:
+    """The sort's runs (tiny here, so that they spill) cannot be written: exit 5 naming the
+    sort, the store as it was, no sort directory left; with room again the rekey runs."""
+    eng = get_engine(engine)
+    pristine = path_of(seeded(eng, tmp_path, events=4000, name="pristine"))
+    tiny = {**os.environ, "STATEMIGRATE_SORT_RUN_BYTES": "1000"}
+    args = ["--schema", EXAMPLE, "--to", "0002", "--json"]
+    with small_filesystem("16m") as fs:
+        store = copy_store(pristine, fs / f"state{pristine.suffix}")
+        spec = f"{engine}:{store}"
+        before = digest(spec)
+        filler = fill(fs, 300)  # the event log's 1.3 MB of runs cannot fit
+        full = run_cli(["upgrade", spec, *args], env=tiny, timeout=HANG_GUARD)
+        assert full.returncode == 5, full.stderr
+        report = one_json(full.stdout)
+        assert "spilling a sort run" in report["error"], report
+        assert "free some space" in report["hint"], report  # not "fix the revision file"
+        assert sorted(p.name for p in fs.iterdir() if ".sm-sort-" in p.name) == []
+        filler.unlink()
+        assert digest(spec) == before and current(spec).current == ["0001"]
+        run = run_cli(["upgrade", spec, *args], env=tiny, timeout=HANG_GUARD)
+        assert run.returncode == 0, run.stderr
+        assert one_json(run.stdout)["to"] == ["0002"]
+
+
 # --- B9: an app that has the store open ----------------------------------------------
 
 

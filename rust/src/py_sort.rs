@@ -9,7 +9,7 @@ use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
-use crate::sort::{Pair, SortError, Sorter, RUN_BYTES};
+use crate::sort::{default_run_bytes, Pair, SortError, Sorter};
 
 fn os_error(e: SortError) -> PyErr {
     match e.errno {
@@ -37,10 +37,12 @@ pub struct ExternalSort {
 impl ExternalSort {
     /// `versioned`: records are `(key, value, version)`, else `(key, value)`;
     /// `directory`: where runs spill (anonymous files; the system's temporary
-    /// directory when None); `run_bytes`: the payload held in memory at most.
+    /// directory when None); `run_bytes`: the payload held in memory at most (64 MiB,
+    /// or `$STATEMIGRATE_SORT_RUN_BYTES`, when None).
     #[new]
-    #[pyo3(signature = (versioned, directory=None, run_bytes=RUN_BYTES))]
-    fn new(versioned: bool, directory: Option<PathBuf>, run_bytes: usize) -> Self {
+    #[pyo3(signature = (versioned, directory=None, run_bytes=None))]
+    fn new(versioned: bool, directory: Option<PathBuf>, run_bytes: Option<usize>) -> Self {
+        let run_bytes = run_bytes.unwrap_or_else(default_run_bytes);
         ExternalSort {
             sorter: Sorter::new(run_bytes.max(1), directory),
             versioned,

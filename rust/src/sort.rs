@@ -11,6 +11,15 @@ use std::path::PathBuf;
 /// The default run size: 64 MiB of keys and values (plus 48 bytes per pair).
 pub const RUN_BYTES: usize = 64 << 20;
 
+/// The run size when the caller names none: `RUN_BYTES`, or
+/// `$STATEMIGRATE_SORT_RUN_BYTES` (tests make runs tiny so that they spill).
+pub fn default_run_bytes() -> usize {
+    std::env::var("STATEMIGRATE_SORT_RUN_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(RUN_BYTES)
+}
+
 pub type Pair = (Vec<u8>, Vec<u8>);
 
 /// The next pair of a run in the merge: (key, run index, value).

@@ -211,7 +211,7 @@ print(json.dumps(out))
 @pytest.mark.parametrize("fmt", [1, 2, 3, 4, 5])
 def test_custom_order_tables_sort_through_spilled_runs(fmt):
     """With one-record runs every record spills to disk; the merge still yields byte order."""
-    env = dict(os.environ, STATEMIGRATE_REDB_SORT_RUN_BYTES="1")
+    env = dict(os.environ, STATEMIGRATE_SORT_RUN_BYTES="1")
     out = subprocess.run(
         [sys.executable, "-c", _SORTED, str(FIXTURES / FILES[fmt])],
         env=env,

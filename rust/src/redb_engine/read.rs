@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::desc::{OwnedRec, PairSink, Pairs, TableDesc};
 use super::errors::NErr;
 use super::plan::{plan, Kind};
-use crate::sort::{Sorter, RUN_BYTES};
+use crate::sort::{default_run_bytes, Sorter};
 use super::types::TypeExpr;
 
 /// What a table is read from: a reader's snapshot, or a read transaction of a writer's
@@ -139,7 +139,7 @@ pub fn read_table<S: Snapshot>(
                 .map(|s| s.last.as_deref() == after)
                 .unwrap_or(false);
             if !resume {
-                let mut sorter = Sorter::new(run_bytes(), None);
+                let mut sorter = Sorter::new(default_run_bytes(), None);
                 r.scan_raw(d, &mut |k: &[u8], v: &[u8]| {
                     let rk = p.record_key(d.multimap, k, v)?;
                     Ok(sorter.push(&rk, if d.multimap { b"" } else { v })?)
@@ -177,15 +177,6 @@ pub fn read_table<S: Snapshot>(
             Ok(out)
         }
     }
-}
-
-/// The run size of a custom-order table's sort: `RUN_BYTES`, or
-/// `STATEMIGRATE_REDB_SORT_RUN_BYTES` (tests make it tiny).
-fn run_bytes() -> usize {
-    std::env::var("STATEMIGRATE_REDB_SORT_RUN_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(RUN_BYTES)
 }
 
 fn fill(

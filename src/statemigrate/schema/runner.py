@@ -48,6 +48,7 @@ from .sort import leftovers, remove_leftovers
 from .staging import Staging
 from .store import (
     CREATE_HINT,
+    FULL_DISK_ERRNOS,
     MISSING_HINT,
     atomic,
     create_store,
@@ -258,6 +259,8 @@ def _run_step(
             except StateMigrateError:
                 raise
             except Exception as exc:
+                if isinstance(exc, OSError) and exc.errno in FULL_DISK_ERRNOS:
+                    raise  # open_writer's full-disk refusal (exit 5): not the revision's fault
                 raise RevisionFailedError(
                     f"revision {step.revision} ({step.direction}) failed: {type(exc).__name__}: {exc}",
                     hint=f"the store stays at the revision before it; fix {step.path}",

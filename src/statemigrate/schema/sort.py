@@ -18,7 +18,6 @@ from .. import _native
 from ..model import BATCH_BYTES, BATCH_RECORDS
 
 SORT_DIR_INFIX = ".sm-sort-"
-RUN_BYTES = 64 << 20
 
 
 def sorted_batches(
@@ -26,7 +25,7 @@ def sorted_batches(
     beside: Path,
     *,
     versioned: bool = False,
-    run_bytes: int = RUN_BYTES,
+    run_bytes: int | None = None,
     batch_records: int = BATCH_RECORDS,
     batch_bytes: int = BATCH_BYTES,
 ) -> Iterator[list]:
@@ -40,7 +39,8 @@ def sorted_batches(
             ``(key, value, version)`` when ``versioned``.
         beside: the store's path; run files go in a directory next to it.
         versioned: the records carry a u64 version.
-        run_bytes: keys and values held in memory at most before a run is spilled.
+        run_bytes: keys and values held in memory at most before a run is spilled
+            (None: 64 MiB, or ``$STATEMIGRATE_SORT_RUN_BYTES``, which tests set tiny).
         batch_records: records per yielded batch at most.
         batch_bytes: payload bytes per yielded batch at most.
 
