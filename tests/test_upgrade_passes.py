@@ -3,8 +3,9 @@
 Each operation must still see what the ones before it left: a copy of a table whose
 rewrite is queued, a rewrite of a table a rekey built in the same revision (its old
 private table goes only after the pass), a queued copy dropped or given single-record
-puts, a batch function that changes its own argument. Run on every engine that
-upgrades in place, over several batches; the expectations are computed here.
+puts, a batch function that changes its own argument, a function that reads the table
+its rewrite is writing. Run on every engine that upgrades in place, over several
+batches; the expectations are computed here.
 """
 
 from __future__ import annotations
@@ -49,6 +50,19 @@ PASSES = """
     op.delete("e", b"xk001")
 """
 
+# A read of the table a queued rewrite is writing, from inside its function (as 0003's
+# downgrade reads another table side by side): it reads the table as it was.
+SELF_READ = """
+    before = op.records("c")
+
+    def pair(record):
+        key, value = next(before)
+        assert key == record[0]
+        return key, value + b"|" + record[1]
+
+    op.rewrite("c", pair)
+"""
+
 
 def _params():
     for name in engine_names():
@@ -67,12 +81,13 @@ def test_queued_passes_keep_each_operations_view(engine_name: str, tmp_path) -> 
         {
             "r1.py": revision_file("r1", None, FILL),
             "r2.py": revision_file("r2", "r1", PASSES),
+            "r3.py": revision_file("r3", "r2", SELF_READ),
         },
         base=None,
     )
     spec = empty_store(engine, tmp_path)
     report = api.upgrade(spec, schema, batch_records=10)
-    assert report.to_revisions == ["r2"]
+    assert report.to_revisions == ["r3"]
     got = read_store(*resolve_source(spec))["tables"]
     keys = [b"xk%03d" % i for i in range(N)]
     a = [(k, b"v%d!" % i) for i, k in enumerate(keys)]
@@ -81,6 +96,6 @@ def test_queued_passes_keep_each_operations_view(engine_name: str, tmp_path) -> 
     assert got == {
         "a": ("plain", a),
         "b": ("plain", b),
-        "c": ("plain", a),
+        "c": ("plain", [(k, v + b"|" + v) for k, v in a]),
         "e": ("plain", e),
     }

@@ -92,6 +92,7 @@ class Staging:
         self.passes: list[_Pass] = []
         self.passes_source: TableInfo | None = None
         self.drop_after_passes: list[str] = []
+        self.inflight: dict[str, TableInfo] = {}  # during a pass: table written -> its source
         self.log: list[str] = []
 
     # -- helpers ---------------------------------------------------------------
@@ -160,8 +161,12 @@ class Staging:
     def _batches(self, name: str) -> Iterator[list]:
         self._flush()
         self._materialize(name)
+        table = self._table(name)
+        # Read from inside a queued operation's function: a table that pass is writing
+        # reads as it was before (its source), never half-written.
+        table = self.inflight.get(table.name, table)
         return self.writer.read_batches(
-            self._table(name), max_records=self.batch_records, max_bytes=self.batch_bytes
+            table, max_records=self.batch_records, max_bytes=self.batch_bytes
         )
 
     def _sink(
@@ -223,11 +228,15 @@ class Staging:
             return
         what = " and ".join(p.sink.what for p in passes)
         self.progress.start_table(what, None)
-        for records in self.writer.read_batches(
-            source, max_records=self.batch_records, max_bytes=self.batch_bytes
-        ):
-            nbytes = sum(p.sink.put(p.apply(records, len(passes) > 1)) for p in passes)
-            self.progress.advance(len(records), nbytes)
+        self.inflight = {p.sink.dst.name: source for p in passes}
+        try:
+            for records in self.writer.read_batches(
+                source, max_records=self.batch_records, max_bytes=self.batch_bytes
+            ):
+                nbytes = sum(p.sink.put(p.apply(records, len(passes) > 1)) for p in passes)
+                self.progress.advance(len(records), nbytes)
+        finally:
+            self.inflight = {}
         self.progress.end_table()
         drops, self.drop_after_passes = self.drop_after_passes, []
         for name in drops:
