@@ -18,6 +18,7 @@ are bytes. Example::
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -120,6 +121,19 @@ def rewrite(table: str, fn: Callable[[Record], Record | None], *, batch: bool = 
     _ctx().rewrite(table, fn, batch=batch)
 
 
+def one_pass() -> contextlib.AbstractContextManager[None]:
+    """A block whose copies and rewrites of one table run in one pass over it.
+
+    ``with op.one_pass():`` then ``op.copy_table("events", "payloads", f)`` and
+    ``op.rewrite("events", g)`` read ``events`` once, feeding ``f`` and ``g`` batch by
+    batch, interleaved, when the block ends (or sooner, when something in it reads a
+    table or drops one). Outside the block each operation runs to its end before the
+    next line. So inside it, a function must not rely on another's having seen the whole
+    table, and Python code in the block sees none of their effects before its end.
+    """
+    return _ctx().one_pass()  # type: ignore[no-any-return]
+
+
 def rekey(table: str, fn: Callable[[Record], bytes | None]) -> None:
     """Give each record the key ``fn(record)`` (None drops it); records are re-sorted.
 
@@ -176,6 +190,7 @@ __all__ = [
     "drop_table",
     "execute",
     "has_table",
+    "one_pass",
     "put",
     "records",
     "rekey",

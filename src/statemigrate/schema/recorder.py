@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -38,6 +39,10 @@ class Recorder:
                 )
 
         return record
+
+    def one_pass(self) -> contextlib.AbstractContextManager[None]:
+        self.log.append("one_pass")
+        return contextlib.nullcontext()
 
     def records(self, table: str) -> Iterator[tuple]:
         self.log.append(f"records {table!r}")

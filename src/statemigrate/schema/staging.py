@@ -4,13 +4,14 @@ A revision never writes the store's own tables. Each operation that changes a ta
 builds its new content in a private table (see :mod:`.journal`) and points the
 table's logical name at it; single-record ``put``/``delete`` collect in an overlay
 that is merged in one streaming pass when the table is next read, or at the end.
-Copies and rewrites of one table queue up and run in one pass that reads it once.
+Inside ``op.one_pass()`` copies and rewrites of one table run in one pass over it.
 ``--dry-run`` binds :class:`.recorder.Recorder` instead. :meth:`Staging.commit` then writes the new stamp and the switch journal in one
 atomic metadata write and runs the switch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -93,6 +94,7 @@ class Staging:
         self.passes_source: TableInfo | None = None
         self.drop_after_passes: list[str] = []
         self.inflight: dict[str, TableInfo] = {}  # during a pass: table written -> its source
+        self.one_pass_depth = 0  # inside op.one_pass(): copies and rewrites wait for its end
         self.log: list[str] = []
 
     # -- helpers ---------------------------------------------------------------
@@ -208,8 +210,8 @@ class Staging:
         what: str,
         table: str,
     ) -> None:
-        """Queue a copy or rewrite of ``src`` into ``dst`` for one pass with the others
-        that read ``src`` (see :meth:`_flush`)."""
+        """Queue a copy or rewrite of ``src`` into ``dst``: it runs at once, or inside
+        ``op.one_pass()`` in one pass with the others that read ``src`` (:meth:`_flush`)."""
         if self.passes and self.passes_source is not None and self.passes_source.name != src.name:
             self._flush()
         self.passes_source = src
@@ -218,9 +220,9 @@ class Staging:
     def _flush(self) -> None:
         """Run the queued copies and rewrites: one read of their source feeds them all.
 
-        A revision that copies a table and rewrites it (0003 of the example) reads it
-        once. Anything that reads a table, drops one or ends the revision runs the
-        queue first, so every operation still sees what the ones before it left.
+        Inside ``op.one_pass()`` a revision that copies a table and rewrites it (0003 of
+        the example) reads it once. Anything that reads a table, drops one or ends the
+        block runs the queue first, so every operation sees what the ones before it left.
         """
         passes, self.passes = self.passes, []
         source, self.passes_source = self.passes_source, None
@@ -314,6 +316,8 @@ class Staging:
         dst = self._new_private(src.kind)
         self._defer(src, dst, fn, batch, f"copy_table {source!r}", destination)
         self.view[destination] = dst
+        if not self.one_pass_depth:
+            self._flush()
 
     def rewrite(self, table: str, fn: Callable[..., Any], batch: bool = False) -> None:
         self._materialize(table)
@@ -322,6 +326,20 @@ class Staging:
         dst = self._new_private(src.kind)
         self._defer(src, dst, fn, batch, f"rewrite of {table!r}", table)
         self._replace(table, dst)
+        if not self.one_pass_depth:
+            self._flush()
+
+    @contextlib.contextmanager
+    def one_pass(self) -> Iterator[None]:
+        """``op.one_pass()``: copies and rewrites in the block wait for its end (see op)."""
+        self.log.append("one_pass")
+        self.one_pass_depth += 1
+        try:
+            yield
+        finally:
+            self.one_pass_depth -= 1
+        if not self.one_pass_depth:  # not reached when the block raised
+            self._flush()
 
     def rekey(self, table: str, fn: Callable[..., Any]) -> None:
         src = self._table(table)
