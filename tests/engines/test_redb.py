@@ -326,36 +326,11 @@ def test_custom_key_types_are_refused_unless_asserted_bytewise(tmp_path, fmt):
 
 
 @pytest.fixture(scope="session")
-def redb_dump():
+def redb_dump(fixture_maker):
     """The fixture maker's `dump` mode: what the real redb reads, with the apps' types."""
-    root = Path(__file__).resolve().parents[2]
-    target = root / "rust" / "target" / "fixture-maker"
-    subprocess.run(
-        [
-            "cargo",
-            "build",
-            "--release",
-            "--quiet",
-            "--manifest-path",
-            str(root / "rust" / "fixture-maker" / "Cargo.toml"),
-            "--target-dir",
-            str(target),
-        ],
-        check=True,
-        timeout=900,
-    )
-    exe = target / "release" / "redb-fixture-maker"
 
     def dump(fmt: int, path: Path) -> dict[str, list[list[str]]]:
-        out = subprocess.run(
-            [str(exe), "dump", str(fmt), str(path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert out.returncode == 0, out.stderr[-2000:]
-        got = json.loads(out.stdout)
+        got = json.loads(fixture_maker("dump", fmt, path))
         # Custom key types were written in byte order (as asserted), not in their own.
         return {t: sorted(rows) if t.startswith("custom") else rows for t, rows in got.items()}
 
