@@ -5,8 +5,9 @@ builds its new content in a private table (see :mod:`.journal`) and points the
 table's logical name at it; single-record ``put``/``delete`` collect in an overlay
 that is merged in one streaming pass when the table is next read, or at the end.
 Inside ``op.one_pass()`` copies and rewrites of one table run in one pass over it.
-``--dry-run`` binds :class:`.recorder.Recorder` instead. :meth:`Staging.commit` then writes the new stamp and the switch journal in one
-atomic metadata write and runs the switch.
+:meth:`Staging.commit` then writes the new stamp and the switch journal in one atomic
+metadata write and runs the switch. ``--dry-run`` binds :class:`.recorder.Recorder`
+instead.
 """
 
 from __future__ import annotations
