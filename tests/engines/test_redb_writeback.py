@@ -125,33 +125,6 @@ def test_a_same_engine_copy_is_read_by_the_redb_that_wrote_it(tmp_path, name, re
     assert _metas(dst) == _metas(src)
 
 
-@pytest.mark.parametrize("name", ["redb1-format1", *sorted(WRITTEN_BY)])
-def test_a_same_engine_copy_asks_no_bytewise_key_where_the_batch_path_must(
-    tmp_path, name, redb_dump
-):
-    """redb's own copy keeps every custom-order table in the app's own order: no
-    --bytewise-key is asked for, and the redb that wrote the file reads the copy with
-    exactly the stored pairs, in that order. The batch path (every table named; and
-    for a format-1 file, which redb's copy does not take) still refuses before writing."""
-    src = tmp_path / "src.redb"
-    shutil.copyfile(FIXTURES / f"{name}.redb", src)
-    out = tmp_path / "out"
-    out.mkdir()
-    with pytest.raises(DestinationError) as refused:
-        convert(str(src), str(out / "batch.redb"), tables=sorted(_metas(src)))
-    assert "--bytewise-key 'fixture::RevId'" in refused.value.message, refused.value.message
-    assert _listing(out) == []
-    if name == "redb1-format1":  # redb's copy does not take format 1: the batch path's refusal
-        with pytest.raises(DestinationError, match="--bytewise-key 'fixture::RevId'"):
-            convert(str(src), str(out / "own.redb"))
-        assert _listing(out) == []
-        return
-    dst, progress = tmp_path / "dst.redb", Phases()
-    assert convert(str(src), str(dst), progress=progress).verified
-    assert progress.native()
-    assert redb_dump(WRITTEN_BY[name], dst) == _json(FIXTURES / f"{name}.redb")
-
-
 @pytest.mark.parametrize("name", sorted(WRITTEN_BY))
 def test_a_same_engine_copy_leaves_the_apps_persistent_savepoints_behind(
     tmp_path, name, fixture_maker, redb_dump

@@ -210,7 +210,8 @@ def _build(
     kept = settle_finished(plan, job, reader, chosen)
     native = native_copy_for(job, plan, reader, chosen, source_meta)
     if plan.start is Start.FRESH:
-        _check_before_writing(job, reader, chosen, source_meta, copy=native is not None)
+        # A store of the same engine holds only keys that engine can hold.
+        _check_before_writing(job, reader, chosen, source_meta, keys=native is None)
     if native is not None:
         digests = copy_natively(job, plan, reader, chosen, native)
     elif kept is not None:
@@ -230,20 +231,17 @@ def _check_before_writing(
     reader: Reader,
     chosen: list[TableInfo],
     source_meta: dict[str, bytes],
-    copy: bool = False,
+    keys: bool = True,
 ) -> None:
     """Refuse, before anything is created, a source or destination that cannot be copied.
 
-    Reserved table names in the source (exit 4); free space and, unless ``copy`` (the
-    engine's own copy of a store of its own: the tables, keys and types it holds come
-    along as they are, in the app's own order), tables and keys the destination cannot
-    hold (exit 5).
+    Reserved table names in the source (exit 4); tables, free space and (unless
+    ``keys`` is False) keys the destination cannot hold (exit 5).
     """
     check_source_tables(chosen, source_meta, str(job.src_path))
-    if not copy:
-        job.dst_engine.check_tables(chosen, job.dst_options)
+    job.dst_engine.check_tables(chosen, job.dst_options)
     check_space(job.dst_engine, job.src_path, job.final.parent, job.force)
-    if not copy:
+    if keys:
         job.progress.phase("checking keys")
         check_keys(job.dst_engine, reader, chosen)
 
