@@ -1,4 +1,5 @@
-"""Where a revision's operation writes a private table: records checked, then written.
+"""Where a revision's operation writes a private table: records checked, then written
+(:class:`Sink`), and a copy or rewrite queued for a shared pass (:class:`Pass`).
 
 Every batch an operation produces is checked before it is written: records of the
 table's shape (bytes, and a u64 version in a versioned table), keys strictly
@@ -10,6 +11,8 @@ hold. The check runs in Rust (``_native.batch_digest``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from .. import _native
 from ..engines.base import Engine, Writer
@@ -86,3 +89,24 @@ class Sink:
         self.last = batch[-1][0]
         crash_point(f"{self.revision} {self.what}")
         return int(nbytes)
+
+
+@dataclass
+class Pass:
+    """A queued copy or rewrite: its function and where it writes."""
+
+    fn: Callable[..., Any] | None
+    batch: bool
+    sink: Sink
+
+    def apply(self, records: list, shared: bool) -> list:
+        """The records this operation writes for one batch of its source.
+
+        ``shared``: other operations get the same batch (a batch function gets a
+        copy of the list, so one that changes its argument changes only its own).
+        """
+        if self.fn is None:
+            return records
+        if self.batch:
+            return [r for r in self.fn(list(records) if shared else records) if r is not None]
+        return [r for r in map(self.fn, records) if r is not None]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,29 +33,8 @@ from .journal import (
     plan_switch,
 )
 from .recorder import Recorder  # noqa: F401 - old imports (statemigrate.upgrade.staging)
-from .sink import Sink
+from .sink import Pass, Sink
 from .sort import sorted_batches
-
-
-@dataclass
-class _Pass:
-    """A queued copy or rewrite: its function and where it writes."""
-
-    fn: Callable[..., Any] | None
-    batch: bool
-    sink: Sink
-
-    def apply(self, records: list, shared: bool) -> list:
-        """The records this operation writes for one batch of its source.
-
-        ``shared``: other operations get the same batch (a batch function gets a
-        copy of the list, so one that changes its argument changes only its own).
-        """
-        if self.fn is None:
-            return records
-        if self.batch:
-            return [r for r in self.fn(list(records) if shared else records) if r is not None]
-        return [r for r in map(self.fn, records) if r is not None]
 
 
 class Staging:
@@ -91,7 +69,7 @@ class Staging:
         self.view: dict[str, TableInfo] = dict(self.original)
         self.overlay: dict[str, dict[bytes, tuple | None]] = {}
         # copies and rewrites queued for one pass over their common source (_flush)
-        self.passes: list[_Pass] = []
+        self.passes: list[Pass] = []
         self.passes_source: TableInfo | None = None
         self.drop_after_passes: list[str] = []
         self.inflight: dict[str, TableInfo] = {}  # during a pass: table written -> its source
@@ -216,7 +194,7 @@ class Staging:
         if self.passes and self.passes_source is not None and self.passes_source.name != src.name:
             self._flush()
         self.passes_source = src
-        self.passes.append(_Pass(fn, batch, self._sink(dst, what, table=table)))
+        self.passes.append(Pass(fn, batch, self._sink(dst, what, table=table)))
 
     def _flush(self) -> None:
         """Run the queued copies and rewrites: one read of their source feeds them all.
