@@ -48,6 +48,15 @@ def typed_format2(tmp: Path) -> Path:
     return path
 
 
+def stored_types(path: Path) -> list[tuple[str, TableKind, dict[str, object]]]:
+    """Each table's name, kind and stored redb types, without the file format."""
+    out = []
+    for t in tables_of(path):
+        redb = (t.meta or {}).get("redb") or {}
+        out.append((t.name, t.kind, {k: v for k, v in redb.items() if k != "format"}))
+    return out
+
+
 def native_and_batch(src: Path, tmp: Path, options: dict[str, object]) -> tuple[Phases, Path, Path]:
     """The convert of ``src`` with ``options``, and the batch path's (every table named)."""
     native, progress = tmp / "native.redb", Phases()
@@ -80,6 +89,25 @@ def test_format_2_to_3_is_redb_26s_own_upgrade_and_equals_the_batch_path(tmp_pat
     assert leftovers(native) == []
 
 
+def test_the_upgrade_of_custom_order_tables_needs_no_bytewise_key(
+    tmp_path: Path, fixture_maker
+) -> None:
+    """``Database::upgrade`` keeps the app's own key order, so the upgrade of a file with
+    user-defined key types asks for no ``--bytewise-key`` (the batch loop, which writes
+    keys in byte order, does): the real redb 4.x opens the upgraded file, which holds
+    the source's tables, types and records in the source's order."""
+    src = typed_format2(tmp_path)
+    assert "custom_fixed" in [t.name for t in tables_of(src)]
+    dst, progress = tmp_path / "up.redb", Phases()
+    report = convert(str(src), str(dst), destination_options={"redb_format": 3}, progress=progress)
+    assert report.verified
+    assert progress.native() and UPGRADED in progress.phases
+    assert read_header(dst)["format"] == 3
+    assert fixture_maker("savepoints", "4", dst) == "0"  # redb 4.x opens it
+    assert stored_types(dst) == stored_types(src)
+    assert read_store(REDB, dst) == read_store(REDB, src)
+
+
 def test_the_upgrade_leaves_the_apps_persistent_savepoint_behind(
     tmp_path: Path, fixture_maker
 ) -> None:
@@ -104,8 +132,7 @@ def test_same_format_copy_of_redb_26s_fixture_keeps_every_table(tmp_path: Path) 
     src = tmp_path / "src.redb"
     shutil.copyfile(FIXTURES / "redb2-format2.redb", src)
     dst, progress = tmp_path / "dst.redb", Phases()
-    bytewise = {"bytewise_key_types": ("fixture::RevId", "fixture::ShortLex")}
-    assert convert(str(src), str(dst), destination_options=bytewise, progress=progress).verified
+    assert convert(str(src), str(dst), progress=progress).verified
     assert progress.native() and "copying natively (redb file copy)" in progress.phases
     assert read_header(dst)["format"] == 2
     assert [(t.name, t.meta) for t in tables_of(dst)] == [(t.name, t.meta) for t in tables_of(src)]

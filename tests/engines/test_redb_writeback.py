@@ -109,20 +109,32 @@ def test_written_back_as_the_redb_that_wrote_it_reads_it(tmp_path, name, via, re
     assert _metas(back) == _metas(src)
 
 
-@pytest.mark.parametrize("name", sorted(WRITTEN_BY))
+@pytest.mark.parametrize("name", [*sorted(WRITTEN_BY), *(f"{n}-custom" for n in WRITTEN_BY)])
 def test_a_same_engine_copy_is_read_by_the_redb_that_wrote_it(tmp_path, name, redb_dump):
-    """redb -> redb takes redb's own file copy (tests/test_native_copy_redb.py): the redb
-    that wrote each fixture opens the copy with the app's types and finds every table."""
+    """redb -> redb takes redb's own file copy (tests/test_native_copy_redb.py), with no
+    --bytewise-key: the copy keeps the app's own key order. The redb that wrote each
+    fixture opens the copy with the app's types and finds every table in its own order,
+    also the custom-order tables whose order is not bytewise."""
     src = tmp_path / "src.redb"
     shutil.copyfile(FIXTURES / f"{name}.redb", src)
     dst, progress = tmp_path / "dst.redb", Phases()
-    bytewise = {"bytewise_key_types": CUSTOM_TYPES}
-    assert convert(str(src), str(dst), destination_options=bytewise, progress=progress).verified
+    assert convert(str(src), str(dst), progress=progress).verified
     assert progress.native()
-    assert _byte_order(redb_dump(WRITTEN_BY[name], dst)) == _byte_order(
-        _json(FIXTURES / f"{name}.redb")
-    )
+    version = WRITTEN_BY[name.removesuffix("-custom")]
+    want = _json(FIXTURES / f"{name}.redb")
+    assert redb_dump(version, dst, custom=name.endswith("-custom")) == want
     assert _metas(dst) == _metas(src)
+
+
+def test_the_batch_loop_still_asks_for_bytewise_key_in_a_redb_to_redb_convert(tmp_path):
+    """Where redb's own copy is declined (--redb-format with tuple tables, which the batch
+    loop spells anew), the custom-order tables are refused before writing, as from any
+    other engine: the batch loop writes keys in byte order."""
+    src = tmp_path / "src.redb"
+    shutil.copyfile(FIXTURES / "redb2-format2.redb", src)
+    msg = _refused(tmp_path, src, "--redb-format", "3")
+    for ty in CUSTOM_TYPES:
+        assert f"--bytewise-key '{ty}'" in msg, msg
 
 
 @pytest.mark.parametrize("name", sorted(WRITTEN_BY))
@@ -140,14 +152,13 @@ def test_a_same_engine_copy_leaves_the_apps_persistent_savepoints_behind(
     assert fixture_maker("savepoints", version, src) == "1"
     before = sha256(src)
     dst, progress = tmp_path / "dst.redb", Phases()
-    bytewise = {"bytewise_key_types": CUSTOM_TYPES}
-    assert convert(str(src), str(dst), destination_options=bytewise, progress=progress).verified
+    assert convert(str(src), str(dst), progress=progress).verified
     assert progress.native()
     assert sha256(src) == before
     assert fixture_maker("savepoints", version, src) == "1"
     assert read_header(dst)["format"] == read_header(src)["format"]
     assert fixture_maker("savepoints", version, dst) == "0"
-    assert _byte_order(redb_dump(version, dst)) == _byte_order(_json(FIXTURES / f"{name}.redb"))
+    assert redb_dump(version, dst) == _json(FIXTURES / f"{name}.redb")
 
 
 @pytest.mark.parametrize("fmt", [None, 2, 3])

@@ -373,7 +373,9 @@ class Engine(ABC):
         )
 
     @classmethod
-    def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
+    def check_tables(
+        cls, tables: list[TableInfo], options: Mapping[str, Any] | None, *, own_copy: bool = False
+    ) -> None:
         """Refuse, before anything is created, tables a new store of this engine cannot hold.
 
         The default checks the names (:meth:`check_table_names`); engines whose
@@ -382,6 +384,11 @@ class Engine(ABC):
         Args:
             tables: the tables a new store of this engine is about to get.
             options: the destination options the store would be created with.
+            own_copy: the engine's own copy (:meth:`native_copy`) writes them, as the
+                source's engine stored them: the names are checked all the same (a
+                store can hold names the contract refuses), but not what only the
+                batch loop's writing of the records needs (redb's user-defined key
+                orders).
 
         Raises:
             DestinationError: one error listing every offending table and why (exit 5).

@@ -211,7 +211,7 @@ def _build(
     native = native_copy_for(job, plan, reader, chosen, source_meta)
     if plan.start is Start.FRESH:
         # A store of the same engine holds only keys that engine can hold.
-        _check_before_writing(job, reader, chosen, source_meta, keys=native is None)
+        _check_before_writing(job, reader, chosen, source_meta, own_copy=native is not None)
     if native is not None:
         digests = copy_natively(job, plan, reader, chosen, native)
     elif kept is not None:
@@ -231,17 +231,18 @@ def _check_before_writing(
     reader: Reader,
     chosen: list[TableInfo],
     source_meta: dict[str, bytes],
-    keys: bool = True,
+    own_copy: bool = False,
 ) -> None:
     """Refuse, before anything is created, a source or destination that cannot be copied.
 
-    Reserved table names in the source (exit 4); tables, free space and (unless
-    ``keys`` is False) keys the destination cannot hold (exit 5).
+    Reserved table names in the source (exit 4); tables, free space and keys the
+    destination cannot hold (exit 5). The engine's own copy (``own_copy``) writes the
+    tables as its source stored them: their names are checked, their keys are not.
     """
     check_source_tables(chosen, source_meta, str(job.src_path))
-    job.dst_engine.check_tables(chosen, job.dst_options)
+    job.dst_engine.check_tables(chosen, job.dst_options, own_copy=own_copy)
     check_space(job.dst_engine, job.src_path, job.final.parent, job.force)
-    if keys:
+    if not own_copy:
         job.progress.phase("checking keys")
         check_keys(job.dst_engine, reader, chosen)
 

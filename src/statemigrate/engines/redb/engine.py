@@ -182,7 +182,7 @@ class RedbEngine(Engine):
         format going back (3 to 2), and with an explicit ``redb_format`` any table whose
         types the batch path may spell anew (:func:`respelt`: composites, versioned values,
         redb 3.x's and 4.x's own classifications). ``bytewise_key_types`` changes nothing
-        here: the copy keeps the app's own order, which the assertion says is bytewise.
+        here, and none is needed: the copy keeps the app's own order.
         """
         if not isinstance(reader, RedbReader):
             return None
@@ -204,18 +204,25 @@ class RedbEngine(Engine):
         return NativeCopy(method, run, digest_alongside=True)
 
     @classmethod
-    def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
+    def check_tables(
+        cls, tables: list[TableInfo], options: Mapping[str, Any] | None, *, own_copy: bool = False
+    ) -> None:
         """Refuse, before anything is created, every table a new redb file cannot hold.
 
         Names first (the engine's rules), then the types: the file format the tables
         would be written in (see :func:`choose_format`), user-defined key types not
         asserted bytewise, types the writer cannot produce; one error lists them all.
+        redb's own copy (``own_copy``, :meth:`native_copy`) checks the names alone: it
+        keeps every table as the app's redb stored it, in the app's own key order, and
+        is declined wherever the types would be spelt anew.
 
         Raises:
             DestinationError: exit 5, every offending table with its type and the
                 option that would allow it.
         """
-        super().check_tables(tables, options)
+        super().check_tables(tables, options, own_copy=own_copy)
+        if own_copy:
+            return
         opts = cls._writer_options(options)
         first = None
         try:
