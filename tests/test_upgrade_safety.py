@@ -340,6 +340,7 @@ def test_full_disk_while_a_rekey_spills_its_sort_is_exit_5_and_changes_nothing(
         assert full.returncode == 5, full.stderr
         report = one_json(full.stdout)
         assert "spilling a sort run" in report["error"], report
+        assert "os error" not in report["error"], report  # the errno once, as Python shows it
         assert "free some space" in report["hint"], report  # not "fix the revision file"
         assert sorted(p.name for p in fs.iterdir() if ".sm-sort-" in p.name) == []
         filler.unlink()

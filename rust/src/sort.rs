@@ -34,9 +34,16 @@ pub struct SortError {
 }
 
 fn io(e: std::io::Error) -> SortError {
+    let errno = e.raw_os_error();
+    let text = e.to_string();
+    // Python shows the number itself ("[Errno 28] ..."): not twice.
+    let text = match errno {
+        Some(n) => text.trim_end_matches(&format!(" (os error {n})")).to_string(),
+        None => text,
+    };
     SortError {
-        message: format!("spilling a sort run: {e}"),
-        errno: e.raw_os_error(),
+        message: format!("spilling a sort run: {text}"),
+        errno,
     }
 }
 
