@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 DEMO := build/demo
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install system-deps demo test test-long bench fixtures lint wheel
+.PHONY: install system-deps demo test test-long bench scorecard fixtures lint wheel
 
 $(PYTHON):  ## the project's virtual environment (Debian's python3-venv installed if missing)
 	@$(BOOTSTRAP_PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -47,6 +47,9 @@ test-long: install system-deps  ## the same with the long kill harness and rando
 bench: install  ## the benchmark runner (1M records; several minutes)
 	$(PYTHON) benchmarks/build_native.py  # the redb ceilings: the cargo feature bench
 	$(PYTHON) benchmarks/run.py
+
+scorecard: install  ## issue 13's targets, met or missed, from one run (1M records; about 20 minutes)
+	$(PYTHON) benchmarks/scorecard.py
 
 fixtures: install  ## remake the small fixture stores made by the Python drivers
 	$(PYTHON) fixtures/make_fixtures.py

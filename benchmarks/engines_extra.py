@@ -7,6 +7,7 @@ order and returns the count. ``EXTRA`` maps each engine to the two.
 
 Run alone to measure each baseline against ``statemigrate convert`` from SQLite, in
 the same run:  python benchmarks/engines_extra.py --n 100000 [--engines lmdb,libsql]
+[--runs 3] [--json FILE] (also ``jsonl``, through ``baselines.py``)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import base64
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -268,6 +270,21 @@ EXTRA: dict[str, tuple[Callable[[Path, Source], int], Callable[[Path], int]]] = 
 }
 
 
+def _baseline(name: str) -> tuple[Callable[[Path, Source], int], Callable[[Path], int]]:
+    """The load and scan of ``name``: this module's, or ``baselines.py``'s (jsonl)."""
+    if name in EXTRA:
+        return EXTRA[name]
+    import baselines as B
+
+    return {
+        "jsonl": (B.jsonl_write, B.jsonl_read_count),
+    }[name]
+
+
+def _remove(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     import baselines as B
@@ -279,9 +296,12 @@ def main() -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--engines", default=",".join(EXTRA))
+    ap.add_argument("--engines", default=",".join(EXTRA), help=f"of {', '.join([*EXTRA, 'jsonl'])}")
+    ap.add_argument("--runs", type=int, default=1, help="runs of each job (medians are shown)")
+    ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="sm-bench-extra-"))
+    results: dict[str, dict[str, float]] = {}
     try:
         src = write_workload(get_engine("sqlite"), tmp / "src.sqlite", args.n)
         # The workload's ``odd`` table holds keys LMDB refuses: measure the other two.
@@ -292,30 +312,46 @@ def main() -> None:
 
         total: int = sum(len(rows) for _t, _v, rows in source())
         payload = store_size(src)
-        print(f"records {total:,} (sqlite source {payload:,} bytes)")
+        print(f"records {total:,} (sqlite source {payload:,} bytes), medians of {args.runs}")
         for name in args.engines.split(","):
-            load, scan = EXTRA[name]
-            base = tmp / f"base.{name}"
-            t0 = time.perf_counter()
-            n = load(base, source())
-            t_load = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            assert scan(base) == total, name
-            t_scan = time.perf_counter() - t0
-            out = tmp / f"out.{name}"
-            t0 = time.perf_counter()
-            convert(str(src), f"{name}:{out}", tables=tables)
-            t_conv = time.perf_counter() - t0
+            load, scan = _baseline(name)
+            base, out = tmp / f"base.{name}", tmp / f"out.{name}"
+            times: dict[str, list[float]] = {"load": [], "scan": [], "convert": []}
+            size = 0
+            for _ in range(args.runs):
+                t0 = time.perf_counter()
+                n = load(base, source())
+                times["load"].append(time.perf_counter() - t0)
+                assert n == total, (name, n, total)
+                t0 = time.perf_counter()
+                assert scan(base) == total, name
+                times["scan"].append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                convert(str(src), f"{name}:{out}", tables=tables)
+                times["convert"].append(time.perf_counter() - t0)
+                size = store_size(out)
+                _remove(base)
+                _remove(out)
+            t_load, t_scan, t_conv = (statistics.median(times[k]) for k in times)
+            results[name] = {
+                "records": total,
+                "load_seconds": t_load,
+                "scan_seconds": t_scan,
+                "convert_seconds": t_conv,
+                "ratio": (t_load + t_scan) / t_conv,
+                "size_vs_sqlite": size / payload,
+            }
             print(
-                f"{name:8} bulk load {n / t_load:10,.0f} rec/s   scan {total / t_scan:10,.0f} rec/s   "
+                f"{name:8} bulk load {total / t_load:10,.0f} rec/s   scan {total / t_scan:10,.0f} rec/s   "
                 f"convert (verified) {total / t_conv:10,.0f} rec/s   ratio convert/(load+scan) "
-                f"{(t_load + t_scan) / t_conv:.2f}   size {store_size(out) / payload:.1f}x the sqlite file"
-            )
-            shutil.rmtree(base, ignore_errors=True) if base.is_dir() else base.unlink(
-                missing_ok=True
+                f"{(t_load + t_scan) / t_conv:.2f}   size {size / payload:.1f}x the sqlite file"
             )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"n": args.n, "runs": args.runs, **results}, indent=2)
+        )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,195 @@
+"""Issue 13's targets, each measured in one run and shown as met or missed.
+
+    python benchmarks/scorecard.py [--n 1000000] [--runs 3] [--extra-n 200000]
+                                   [--helix-n 20000] [--only same-engine,upgrade,drivers,verify]
+                                   [--out DIR] [--json FILE]
+
+Runs, one after the other on this machine (never beside the test suite):
+
+- ``bench_native_copy.py``: each same-engine convert against its bounds, verified at most
+  1.2 x (the engine's fastest copy + the slower digest scan), ``--no-verify`` at most
+  1.2 x (its command-line copy + ``statemigrate --version``);
+- ``bench_upgrade.py``: ``upgrade 0001 -> 0003`` at most 1.5 x (a batch-loop convert +
+  the revisions' functions alone) and at most 2 x the convert;
+- ``engines_extra.py``: each driver engine's verified convert from SQLite at least 0.8 of
+  its driver's bulk load + scan (HelixDB at ``--helix-n``: it loads at thousands of
+  records per second);
+- here: ``verify`` of a SQLite store against a RocksDB store of the same workload at
+  least 0.9 of the slower of the two drivers' own full scans (medians of ``--runs``).
+
+Each script's own output and JSON are kept in ``--out`` (a temporary directory unless
+given). The figures are ratios of jobs timed in the same run: they compare across
+machines where seconds do not. Peak memory is ``rss.py``'s (README "Memory").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+PARTS = ("same-engine", "upgrade", "drivers", "verify")
+
+
+def script(name: str, args: list[str], out: Path) -> str:
+    """Run ``benchmarks/<name>`` with ``args``; its output is kept in ``out/<name>.log``."""
+    print(f"running {name} {' '.join(args)}", file=sys.stderr, flush=True)
+    t = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, str(HERE / name), *args], capture_output=True, text=True, check=False
+    )
+    (out / f"{name}.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        sys.exit(f"{name} failed (exit {done.returncode}): see {out / f'{name}.log'}")
+    print(f"  {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+    return done.stdout
+
+
+def row(target: str, figure: float, bound: float, at_most: bool, what: str) -> dict[str, Any]:
+    met = figure <= bound if at_most else figure >= bound
+    sign = "<=" if at_most else ">="
+    return {
+        "target": target,
+        "what": what,
+        "figure": round(figure, 2),
+        "bound": f"{sign} {bound}",
+        "met": met,
+    }
+
+
+def same_engine(n: int, runs: int, out: Path) -> list[dict[str, Any]]:
+    path = out / "native_copy.json"
+    script("bench_native_copy.py", ["--n", str(n), "--runs", str(runs), "--json", str(path)], out)
+    got = json.loads(path.read_text())
+    rows = []
+    for engine in ("sqlite", "lmdb", "rocksdb", "redb", "redb-2to3"):
+        if engine in got:
+            r = got[engine]
+            what = f"{engine} -> {engine.split('-')[0]}" if engine != "redb-2to3" else "redb 2 -> 3"
+            rows.append(row("same-engine verified / bound", r["verified ratio"], 1, True, what))
+            rows.append(
+                row("same-engine --no-verify / bound", r["--no-verify ratio"], 1, True, what)
+            )
+    return rows
+
+
+def upgrade(n: int, runs: int, out: Path) -> list[dict[str, Any]]:
+    text = script("bench_upgrade.py", ["--events", str(n), "--runs", str(runs), "--json"], out)
+    got = json.loads(text)
+    (out / "upgrade.json").write_text(json.dumps(got, indent=2))
+    rows = []
+    for r in got:
+        what = f"{r['engine']}, {r['events']:,} events"
+        rows.append(
+            row(
+                "upgrade / (convert + functions)",
+                r["ratio_to_batch_plus_functions"],
+                1.5,
+                True,
+                what,
+            )
+        )
+        rows.append(row("upgrade / convert", r["ratio_to_batch"], 2, True, what))
+    return rows
+
+
+def drivers(n: int, helix_n: int, runs: int, out: Path) -> list[dict[str, Any]]:
+    rows = []
+    for engines, size in (("lmdb,libsql,turso,jsonl", n), ("helixdb", helix_n)):
+        path = out / f"drivers-{engines.split(',')[0]}.json"
+        script(
+            "engines_extra.py",
+            ["--n", str(size), "--engines", engines, "--runs", str(runs), "--json", str(path)],
+            out,
+        )
+        got = json.loads(path.read_text())
+        for engine in engines.split(","):
+            r = got[engine]
+            what = f"sqlite -> {engine}, {r['records']:,} records"
+            rows.append(row("convert / (driver load + scan)", r["ratio"], 0.8, False, what))
+    return rows
+
+
+def verify(n: int, runs: int, out: Path) -> list[dict[str, Any]]:
+    sys.path.insert(0, str(HERE))
+    import baselines as B
+
+    from statemigrate import verify as verify_stores
+    from statemigrate.registry import get_engine
+    from statemigrate.testing.workload import write_workload
+
+    print(f"running verify at {n:,} events", file=sys.stderr, flush=True)
+    work = Path(tempfile.mkdtemp(prefix="sm-scorecard-", dir=out))
+    try:
+        a, b = work / "a.sqlite", work / "b.rocksdb"
+        write_workload(get_engine("sqlite"), a, n)
+        write_workload(get_engine("rocksdb"), b, n)
+        times: dict[str, list[float]] = {"sqlite scan": [], "rocksdb scan": [], "verify": []}
+        for _ in range(runs):
+            for name, job in (
+                ("sqlite scan", lambda: B.sqlite_scan_count(a)),
+                ("rocksdb scan", lambda: B.rocksdb_scan_count(b)),
+                ("verify", lambda: verify_stores(str(a), str(b))),
+            ):
+                t = time.perf_counter()
+                result = job()
+                times[name].append(time.perf_counter() - t)
+                if name == "verify":
+                    assert result.equal, result.differences[:3]
+        m = {k: statistics.median(v) for k, v in times.items()}
+        (out / "verify.json").write_text(json.dumps({"n": n, "runs": runs, **m}, indent=2))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    slower = max(m["sqlite scan"], m["rocksdb scan"])
+    what = f"sqlite vs rocksdb, {n:,} events ({m['verify']:.2f} s; scans {m['sqlite scan']:.2f} s, {m['rocksdb scan']:.2f} s)"
+    return [row("verify: slower scan / verify", slower / m["verify"], 0.9, False, what)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--n", type=int, default=1_000_000, help="events (same-engine, upgrade, verify)"
+    )
+    ap.add_argument("--runs", type=int, default=3, help="runs of every job (medians)")
+    ap.add_argument("--extra-n", type=int, default=200_000, help="events for the driver engines")
+    ap.add_argument("--helix-n", type=int, default=20_000, help="events for HelixDB")
+    ap.add_argument("--only", default=",".join(PARTS), help=f"some of {', '.join(PARTS)}")
+    ap.add_argument("--out", default=None, help="keep each script's output and JSON here")
+    ap.add_argument("--json", default=None, help="also write the rows here")
+    args = ap.parse_args()
+    parts = [p for p in args.only.split(",") if p]
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        ap.error(f"unknown parts: {', '.join(sorted(unknown))} (of {', '.join(PARTS)})")
+    out = Path(args.out or tempfile.mkdtemp(prefix="sm-scorecard-"))
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    if "same-engine" in parts:
+        rows += same_engine(args.n, args.runs, out)
+    if "upgrade" in parts:
+        rows += upgrade(args.n, args.runs, out)
+    if "drivers" in parts:
+        rows += drivers(args.extra_n, args.helix_n, args.runs, out)
+    if "verify" in parts:
+        rows += verify(args.n, args.runs, out)
+    print("| target | job | ratio | bound | |")
+    print("|---|---|---:|---|---|")
+    for r in rows:
+        mark = "met" if r["met"] else "**missed**"
+        print(f"| {r['target']} | {r['what']} | {r['figure']:.2f} | {r['bound']} | {mark} |")
+    met = sum(r["met"] for r in rows)
+    print(f"\n{met} of {len(rows)} targets met; each script's output is in {out}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
