@@ -37,7 +37,7 @@ from .destination import (
     resolve_destination,
 )
 from .job import Job
-from .native import copy_natively, native_copy_for
+from .native import SourceDigests, copy_natively, native_copy_for
 from .readback import check_partial
 from .report import ConvertReport, fill_report
 from .resume import (
@@ -151,17 +151,19 @@ def _convert_locked(job: Job) -> ConvertReport:
     with (
         discard_on_failure(job, plan),
         open_source(job.src_engine, job.src_path, job.src_options) as reader,
+        contextlib.ExitStack() as later,  # closed first: a source walk ends before the reader
     ):
         chosen = select_tables(reader.tables(), job.tables)
-        digests = _build(job, plan, reader, chosen, source_fp)
+        source_digests = _build(job, plan, reader, chosen, source_fp, later)
         report.resumed = plan.start in (Start.CONTINUE, Start.COMPLETE)
         if plan.start is Start.CONTINUE:
             # Tables done before the interruption were digested by another run: the
             # source is read again, --no-verify or not, so that a source changed
             # meanwhile is caught, never mixed.
             job.progress.phase("reading the source again")
-            check_source_unchanged(job, chosen, digests)
-        report.verified = _verify_built(job, plan, chosen, digests)
+            check_source_unchanged(job, chosen, source_digests())
+        report.verified = _verify_built(job, plan, chosen, source_digests)
+        digests = source_digests()
         crash_point("verified")
         check_built_side_files(job.dst_engine, job.partial)
     _place(job)
@@ -201,8 +203,10 @@ def _build(
     reader: Reader,
     chosen: list[TableInfo],
     source_fp: dict[str, Any],
-) -> dict[str, Digest]:
-    """Bring ``DST.partial`` to the whole source, written and synced; the source's digests."""
+    later: contextlib.ExitStack,
+) -> SourceDigests:
+    """Bring ``DST.partial`` to the whole source, written and synced; the source's digests
+    (the engine's own copy may still be digesting the source: see :func:`copy_natively`)."""
     source_meta = reader.metadata()
     from ..schema.journal import refuse_interrupted  # lazy: --help stays light
 
@@ -213,14 +217,14 @@ def _build(
         # A store of the same engine holds only keys that engine can hold.
         _check_before_writing(job, reader, chosen, source_meta, own_copy=native is not None)
     if native is not None:
-        digests = copy_natively(job, plan, reader, chosen, native)
+        digests = copy_natively(job, plan, reader, chosen, native, later)
     elif kept is not None:
         job.progress.phase("converting")
-        digests = kept
+        digests = SourceDigests.known(kept)
     else:
         job.progress.phase("converting")
         writer = _open_writer(job, plan, chosen, source_meta, source_fp)
-        digests = _copy_and_finish(job, plan, reader, writer, chosen)
+        digests = SourceDigests.known(_copy_and_finish(job, plan, reader, writer, chosen))
         mark_done(job.done_mark)
     crash_point("finished")
     return digests
@@ -301,9 +305,12 @@ def _copy_and_finish(
 
 
 def _verify_built(
-    job: Job, plan: ResumePlan, chosen: list[TableInfo], digests: dict[str, Digest]
+    job: Job, plan: ResumePlan, chosen: list[TableInfo], digests: SourceDigests
 ) -> bool:
-    """Read the built store back unless told not to; whether it was verified."""
+    """Read the built store back unless told not to; whether it was verified.
+
+    The source's ``digests`` are asked for once the built store has been read.
+    """
     if plan.start is Start.COMPLETE:
         return True  # read back equal to the source by settle_finished
     if not job.verify:

@@ -17,6 +17,8 @@ mark is read back and kept, as after the batch loop.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from ..checkpoint import is_checkpoint_entry
@@ -93,44 +95,80 @@ def _source_digests(
 
 
 def copy_natively(
-    job: Job, plan: ResumePlan, reader: Reader, chosen: list[TableInfo], copy: NativeCopy
-) -> dict[str, Digest]:
+    job: Job,
+    plan: ResumePlan,
+    reader: Reader,
+    chosen: list[TableInfo],
+    copy: NativeCopy,
+    later: contextlib.ExitStack,
+) -> SourceDigests:
     """Digest the source, copy the same snapshot into ``DST.partial``, sync it, mark it done.
 
     ``should_stop`` is polled while the source is read (nothing is written yet) and
     once the copy is done and marked (a ``--resume`` then reads it back and keeps it).
     Where the engine allows (:attr:`NativeCopy.digest_alongside`), the source's pages
-    are walked on a second thread during the copy instead of before it.
+    are walked on a second thread from before the copy until the source's digests are
+    asked for, after the copy has been read back: the copy, then its read back, run
+    beside the walk. ``later`` (closed before ``reader``) waits for the walk, whatever
+    ends the convert.
 
     Returns:
-        Each table's digest, as read from the source.
+        Each table's digest, as read from the source, when called.
 
     Raises:
         InterruptedByUser: ``should_stop`` said so (exit 6).
     """
     if copy.digest_alongside:
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            job.progress.phase("reading the source")
-            walked = pool.submit(reader.native_digests, chosen)
-            if job.should_stop():
-                raise InterruptedByUser(_NOTHING_WRITTEN)
-            job.progress.phase(f"copying natively ({copy.method})")
-            plan.created = True
-            copy.run(job.partial)  # on a failure, the pool waits for the walk first
-            native = walked.result()
-        crash_point("copied")
-        digests = _source_digests(job, reader, chosen, native, written=True)
-    else:
-        digests = _source_digests(job, reader, chosen, None, written=False)
+        pool = ThreadPoolExecutor(max_workers=1)
+        later.callback(pool.shutdown, wait=True)  # the walk ends before the reader closes
+        job.progress.phase("reading the source")
+        walked = pool.submit(reader.native_digests, chosen)
         if job.should_stop():
             raise InterruptedByUser(_NOTHING_WRITTEN)
         job.progress.phase(f"copying natively ({copy.method})")
         plan.created = True
         copy.run(job.partial)
         crash_point("copied")
+
+        def walk() -> dict[str, Digest]:
+            native = walked.result()
+            job.progress.phase("reading the source")  # the walk's figures, as it ends
+            return _source_digests(job, reader, chosen, native, written=True)
+
+        digests = SourceDigests(walk)
+    else:
+        known = _source_digests(job, reader, chosen, None, written=False)
+        if job.should_stop():
+            raise InterruptedByUser(_NOTHING_WRITTEN)
+        job.progress.phase(f"copying natively ({copy.method})")
+        plan.created = True
+        copy.run(job.partial)
+        crash_point("copied")
+        digests = SourceDigests.known(known)
     job.progress.phase("syncing")
     fsync_tree(job.partial)
     mark_done(job.done_mark)
     if job.should_stop():
         raise InterruptedByUser("interrupted after the copy", hint=job.resume_hint)
     return digests
+
+
+class SourceDigests:
+    """The source's digests: known, or computed on first call (a walk that is still running).
+
+    Called, it returns them (waiting for the walk the first time, and raising its error).
+    """
+
+    def __init__(self, compute: Callable[[], dict[str, Digest]]) -> None:
+        self._compute: Callable[[], dict[str, Digest]] | None = compute
+        self._digests: dict[str, Digest] = {}
+
+    @classmethod
+    def known(cls, digests: dict[str, Digest]) -> SourceDigests:
+        return cls(lambda: digests)
+
+    def __call__(self) -> dict[str, Digest]:
+        if self._compute is not None:
+            self._digests = self._compute()
+            self._compute = None
+        return self._digests

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,7 @@ def check_built(
     dst_engine: type[Engine],
     partial: Path,
     chosen: list[TableInfo],
-    expected: dict[str, Digest],
+    expected: Mapping[str, Digest] | Callable[[], Mapping[str, Digest]],
     progress: Progress,
     should_stop: Callable[[], bool] | None,
     hint: str | None,
@@ -30,6 +30,9 @@ def check_built(
 ) -> None:
     """The built store holds exactly the chosen tables, with their kinds and digests,
     read with the writer's ``options`` that apply to reading (a layout file).
+
+    ``expected`` may be a callable, called once the built store has been read (a
+    source still being digested on another thread meanwhile).
 
     Raises:
         DestinationError: it does not, or it does not read back (exit 5).
@@ -40,6 +43,8 @@ def check_built(
         raise DestinationError(
             f"verification failed: {exc.message}", hint="the destination was not put in place"
         ) from exc
+    if callable(expected):
+        expected = expected()
     for t in chosen:
         if got[t.name] != expected[t.name]:
             raise DestinationError(
@@ -49,7 +54,11 @@ def check_built(
             )
 
 
-def check_partial(job: Job, chosen: list[TableInfo], expected: dict[str, Digest]) -> None:
+def check_partial(
+    job: Job,
+    chosen: list[TableInfo],
+    expected: Mapping[str, Digest] | Callable[[], Mapping[str, Digest]],
+) -> None:
     """:func:`check_built` on the job's ``.partial``, with its progress, stop poll and hint."""
     check_built(
         job.dst_engine,
