@@ -7,8 +7,9 @@ copy of the reader's snapshot (:meth:`~statemigrate.engines.base.Engine.native_c
 instead of running the batch loop. The source is digested from that snapshot first
 (the digests the batch loop would carry, by the same code), then the engine copies
 the same snapshot into ``DST.partial`` and the finished mark is set; an engine whose
-pages a native walk digests without the GIL (LMDB) digests them during the copy. Reading back,
-syncing and placing are the pipeline's, as for any convert.
+pages a native walk digests without the GIL (LMDB, redb) digests them during the copy
+and its read back, and the walk is waited for when the two sides are compared.
+Reading back, syncing and placing are the pipeline's, as for any convert.
 
 No checkpoint is written: a ``DST.partial`` without one and without the finished mark
 (a run killed during the copy) is started over by the next ``--resume``; one with the
