@@ -133,7 +133,7 @@ def copy_natively(
 
         def walk() -> dict[str, Digest]:
             native = walked.result()
-            job.progress.phase("reading the source")  # the walk's figures, as it ends
+            job.progress.phase("reading the source (beside the copy)")  # as the walk ends
             return _source_digests(job, reader, chosen, native, written=True)
 
         digests = SourceDigests(walk)
