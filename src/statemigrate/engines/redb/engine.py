@@ -31,7 +31,8 @@ class RedbOptions(EngineOptions):
     )
     bytewise_key_types: tuple[str, ...] = option(
         (),
-        "a custom key type asserted to sort bytewise, so it can be written back (repeatable)",
+        "a custom key type asserted to sort bytewise, so the batch loop can write it back "
+        "(repeatable; redb -> redb by redb's own copy keeps the app's order and needs none)",
         applies="dest",
         flag="--bytewise-key",
     )
