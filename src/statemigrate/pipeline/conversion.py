@@ -244,7 +244,10 @@ def _check_before_writing(
     tables as its source stored them: their names are checked, their keys are not.
     """
     check_source_tables(chosen, source_meta, str(job.src_path))
-    job.dst_engine.check_tables(chosen, job.dst_options, own_copy=own_copy)
+    if own_copy:
+        job.dst_engine.check_tables(chosen, job.dst_options, own_copy=True)
+    else:  # the 0.1 call, which an engine that predates ``own_copy`` also takes
+        job.dst_engine.check_tables(chosen, job.dst_options)
     check_space(job.dst_engine, job.src_path, job.final.parent, job.force)
     if not own_copy:
         job.progress.phase("checking keys")
