@@ -20,6 +20,7 @@ from statemigrate.errors import DestinationError, UsageError
 from statemigrate.model import TableInfo
 from statemigrate.pipeline import convert, resolve_destination
 from statemigrate.registry import detect_engine, engine_for_suffix, engine_names, get_engine
+from statemigrate.testing.phases import Phases
 from statemigrate.testing.stores import write_store
 
 CONTENT = {TableInfo("t"): [(b"a", b"1"), (b"b", b"2")], TableInfo("u"): [(b"c", b"3")]}
@@ -223,3 +224,46 @@ def test_a_key_too_long_in_a_later_batch_is_refused_before_anything_exists(
     err = _refused(tmp_path, src, dst_engine)
     # The first offender in key order is named.
     assert f"key {too_long[:64].hex()} of table 't': length {limit + 1} is outside" in err.message
+
+
+# --- engines written against the 0.1 contract -------------------------------------------
+
+_OLD_PLUGIN = """
+from statemigrate.engines.sqlite import SqliteEngine
+
+
+class OldSqlite(SqliteEngine):
+    name = "oldsqlite"
+    suffixes = (".oldsqlite",)
+    calls = []
+
+    @classmethod
+    def check_tables(cls, tables, options):
+        cls.calls.append(sorted(t.name for t in tables))
+        super().check_tables(tables, options)
+"""
+
+
+def test_an_engine_written_before_check_own_copy_checks_every_convert(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A third-party engine that subclasses a built-in one and overrides ``check_tables``
+    with the 0.1 signature: the own copy it inherits (``native_copy``) is checked by
+    ``Engine.check_own_copy``, whose default is ``check_tables``, so its check runs
+    there as in the batch loop, and nothing calls it with arguments it does not take."""
+    (tmp_path / "old_plugin.py").write_text(_OLD_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    points = {**registry._entry_points(), "oldsqlite": "old_plugin:OldSqlite"}
+    registry.get_engine.cache_clear()
+    monkeypatch.setattr(registry, "_entry_points", lambda: points)
+    try:
+        engine = get_engine("oldsqlite")
+        src = write_store(engine, tmp_path / "src.oldsqlite", {TableInfo("t"): [(b"k", b"v")]})
+        own, progress = tmp_path / "own.oldsqlite", Phases()
+        assert convert(str(src), str(own), progress=progress).verified
+        assert progress.native()  # SQLite's backup, inherited
+        batch = tmp_path / "batch.oldsqlite"
+        assert convert(str(src), str(batch), tables=["t"]).verified
+        assert engine.calls == [["t"], ["t"]]  # type: ignore[attr-defined]
+    finally:
+        registry.get_engine.cache_clear()

@@ -373,9 +373,7 @@ class Engine(ABC):
         )
 
     @classmethod
-    def check_tables(
-        cls, tables: list[TableInfo], options: Mapping[str, Any] | None, *, own_copy: bool = False
-    ) -> None:
+    def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
         """Refuse, before anything is created, tables a new store of this engine cannot hold.
 
         The default checks the names (:meth:`check_table_names`); engines whose
@@ -384,16 +382,25 @@ class Engine(ABC):
         Args:
             tables: the tables a new store of this engine is about to get.
             options: the destination options the store would be created with.
-            own_copy: the engine's own copy (:meth:`native_copy`) writes them, as the
-                source's engine stored them: the names are checked all the same (a
-                store can hold names the contract refuses), but not what only the
-                batch loop's writing of the records needs (redb's user-defined key
-                orders).
 
         Raises:
             DestinationError: one error listing every offending table and why (exit 5).
         """
         cls.check_table_names(tables)
+
+    @classmethod
+    def check_own_copy(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
+        """:meth:`check_tables` for a convert that this engine's own copy
+        (:meth:`native_copy`) writes: the tables as the source's store holds them.
+
+        The default is :meth:`check_tables`. An engine may check less where only its
+        batch loop needs more (redb: user-defined key orders, which its own copy keeps),
+        never the names: a store can hold names the contract refuses.
+
+        Raises:
+            DestinationError: as :meth:`check_tables` (exit 5).
+        """
+        cls.check_tables(tables, options)
 
 
 def check_options(

@@ -245,8 +245,8 @@ def _check_before_writing(
     """
     check_source_tables(chosen, source_meta, str(job.src_path))
     if own_copy:
-        job.dst_engine.check_tables(chosen, job.dst_options, own_copy=True)
-    else:  # the 0.1 call, which an engine that predates ``own_copy`` also takes
+        job.dst_engine.check_own_copy(chosen, job.dst_options)
+    else:
         job.dst_engine.check_tables(chosen, job.dst_options)
     check_space(job.dst_engine, job.src_path, job.final.parent, job.force)
     if not own_copy:

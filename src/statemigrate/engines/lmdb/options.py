@@ -89,13 +89,11 @@ class LmdbEntryPoints(Engine):
         return guess_layout(cls, path)
 
     @classmethod
-    def check_tables(
-        cls, tables: list[TableInfo], options: Mapping[str, Any] | None, *, own_copy: bool = False
-    ) -> None:
+    def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
         """The names (as every engine), and what the destination's layout cannot hold."""
         from .._kv_layout import check_tables, kv_layout
 
         layout = kv_layout(cls, check_options(cls, options, "dest"))
         if layout is not None:
             check_tables(layout, tables)
-        super().check_tables(tables, options, own_copy=own_copy)
+        super().check_tables(tables, options)

@@ -205,25 +205,18 @@ class RedbEngine(Engine):
         return NativeCopy(method, run, digest_alongside=True)
 
     @classmethod
-    def check_tables(
-        cls, tables: list[TableInfo], options: Mapping[str, Any] | None, *, own_copy: bool = False
-    ) -> None:
+    def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
         """Refuse, before anything is created, every table a new redb file cannot hold.
 
         Names first (the engine's rules), then the types: the file format the tables
         would be written in (see :func:`choose_format`), user-defined key types not
         asserted bytewise, types the writer cannot produce; one error lists them all.
-        redb's own copy (``own_copy``, :meth:`native_copy`) checks the names alone: it
-        keeps every table as the app's redb stored it, in the app's own key order, and
-        is declined wherever the types would be spelt anew.
 
         Raises:
             DestinationError: exit 5, every offending table with its type and the
                 option that would allow it.
         """
-        super().check_tables(tables, options, own_copy=own_copy)
-        if own_copy:
-            return
+        super().check_tables(tables, options)
         opts = cls._writer_options(options)
         first = None
         try:
@@ -233,3 +226,10 @@ class RedbEngine(Engine):
             # format, so that the user learns everything at once.
             first, fmt, redb2 = exc, DEFAULT_FORMAT, False
         _Target(cls.require_driver(), fmt, redb2, opts).check(tables, "redb destination", first)
+
+    @classmethod
+    def check_own_copy(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
+        """The names alone: redb's own copy keeps every table as the app's redb stored it,
+        in the app's own key order (no ``--bytewise-key`` needed), and is declined
+        wherever the types would be spelt anew (:meth:`native_copy`)."""
+        cls.check_table_names(tables)

@@ -396,16 +396,14 @@ class RocksdbEngine(Engine):
         return guess_layout(cls, path)
 
     @classmethod
-    def check_tables(
-        cls, tables: list[TableInfo], options: Mapping[str, Any] | None, *, own_copy: bool = False
-    ) -> None:
+    def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
         """The names (as every engine), and what the destination's layout cannot hold."""
         layout = cls._layout(check_options(cls, options, "dest"))
         if layout is not None:
             from .._kv_layout import check_tables
 
             check_tables(layout, tables)
-        super().check_tables(tables, options, own_copy=own_copy)
+        super().check_tables(tables, options)
 
     @classmethod
     def format_version(cls, options: Mapping[str, Any] | None) -> int:
