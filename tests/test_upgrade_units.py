@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import random
 import stat
 
@@ -39,6 +40,35 @@ def test_external_sort_spills_and_merges(tmp_path) -> None:
     assert len(seen_dirs) == 1, "runs spill to a directory beside the store"
     assert seen_dirs[0][1] == 0o700, "its owner's only"
     assert not list(tmp_path.glob("*" + SORT_DIR_INFIX + "*")), "and it was removed"
+
+
+def test_a_sort_that_never_spills_makes_no_directory(tmp_path) -> None:
+    store = tmp_path / "s.sqlite"
+    seen = []
+
+    def batches():
+        for i in range(10):
+            seen.extend(tmp_path.glob("*" + SORT_DIR_INFIX + "*"))
+            yield [(b"%03d" % (9 - i), b"v")]
+
+    out = [r[0] for b in sorted_batches(batches(), store, run_bytes=1 << 20) for r in b]
+    assert out == [b"%03d" % i for i in range(10)]
+    assert seen == [] and list(tmp_path.iterdir()) == []
+
+
+def test_the_spill_directory_refuses_a_path_that_exists(tmp_path) -> None:
+    """The directory the first spill makes is refused when its name exists by then (a
+    link or a directory put there meanwhile): the runs never go where another put them."""
+    there = tmp_path / "elsewhere"
+    there.mkdir()
+    taken = tmp_path / "taken"
+    taken.symlink_to(there)
+    sort = _native.ExternalSort(False, str(taken), 10, make_directory=True)
+    with pytest.raises(OSError) as info:
+        sort.push([(b"%d" % i, b"v" * 20) for i in range(5)])
+        sort.finish()
+    assert info.value.errno == errno.EEXIST
+    assert list(there.iterdir()) == []
 
 
 @pytest.mark.parametrize("run_bytes", [1, 300, 1 << 20])

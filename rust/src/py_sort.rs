@@ -38,16 +38,30 @@ impl ExternalSort {
     /// `versioned`: records are `(key, value, version)`, else `(key, value)`;
     /// `directory`: where runs spill (anonymous files; the system's temporary
     /// directory when None); `run_bytes`: the payload held in memory at most (64 MiB,
-    /// or `$STATEMIGRATE_SORT_RUN_BYTES`, when None).
+    /// or `$STATEMIGRATE_SORT_RUN_BYTES`, when None); `make_directory`: `directory`
+    /// does not exist yet, and the first spill creates it (mode 0700), refusing a path
+    /// that exists by then (EEXIST), so a sort that never spills leaves nothing.
     #[new]
-    #[pyo3(signature = (versioned, directory=None, run_bytes=None))]
-    fn new(versioned: bool, directory: Option<PathBuf>, run_bytes: Option<usize>) -> Self {
-        let run_bytes = run_bytes.unwrap_or_else(default_run_bytes);
-        ExternalSort {
-            sorter: Sorter::new(run_bytes.max(1), directory),
+    #[pyo3(signature = (versioned, directory=None, run_bytes=None, make_directory=false))]
+    fn new(
+        versioned: bool,
+        directory: Option<PathBuf>,
+        run_bytes: Option<usize>,
+        make_directory: bool,
+    ) -> PyResult<Self> {
+        let run_bytes = run_bytes.unwrap_or_else(default_run_bytes).max(1);
+        let sorter = match (directory, make_directory) {
+            (Some(dir), true) => Sorter::new_in_new_dir(run_bytes, dir),
+            (None, true) => {
+                return Err(PyValueError::new_err("make_directory needs a directory"))
+            }
+            (dir, false) => Sorter::new(run_bytes, dir),
+        };
+        Ok(ExternalSort {
+            sorter,
             versioned,
             merging: false,
-        }
+        })
     }
 
     /// Add a batch of records (a list of tuples), in any order.

@@ -78,6 +78,8 @@ pub struct Sorter {
     merging: bool,
     run_bytes: usize,
     dir: Option<PathBuf>,
+    /// `dir` is made (owner only) by the first spill; a sort that never spills makes none.
+    make_dir: bool,
 }
 
 impl Sorter {
@@ -93,6 +95,16 @@ impl Sorter {
             merging: false,
             run_bytes,
             dir,
+            make_dir: false,
+        }
+    }
+
+    /// As [`Sorter::new`], but `dir` does not exist yet: the first spill creates it,
+    /// readable by its owner only, and refuses a path that exists by then.
+    pub fn new_in_new_dir(run_bytes: usize, dir: PathBuf) -> Self {
+        Sorter {
+            make_dir: true,
+            ..Sorter::new(run_bytes, Some(dir))
         }
     }
 
@@ -123,6 +135,15 @@ impl Sorter {
     /// Sort the collected pairs and write them as one run.
     pub fn spill(&mut self) -> Result<(), SortError> {
         self.buf.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        if self.make_dir {
+            if let Some(dir) = &self.dir {
+                let mut builder = std::fs::DirBuilder::new();
+                #[cfg(unix)]
+                std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+                builder.create(dir).map_err(io)?; // an existing path is refused
+            }
+            self.make_dir = false;
+        }
         let f = match &self.dir {
             Some(dir) => tempfile::tempfile_in(dir),
             None => tempfile::tempfile(),

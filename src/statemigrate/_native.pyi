@@ -17,7 +17,11 @@ def take_batch(
 class ExternalSort:
     """op.rekey's external sort: batches in any order, out in key order, bounded memory."""
     def __init__(
-        self, versioned: bool, directory: str | None = None, run_bytes: int | None = None
+        self,
+        versioned: bool,
+        directory: str | None = None,
+        run_bytes: int | None = None,
+        make_directory: bool = False,
     ) -> None: ...
     @property
     def spilled_runs(self) -> int: ...

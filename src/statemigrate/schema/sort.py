@@ -2,15 +2,15 @@
 
 Memory stays bounded by ``run_bytes`` whatever the table's size: sorted runs spill
 to anonymous files in a private directory beside the store (same file system, same
-free space, readable by its owner only), removed when the sort ends; a leftover of a
-killed run is removed by the next. The merge yields records in ascending key order;
+free space, readable by its owner only), made by the first spill and removed when the
+sort ends; a leftover of a killed run is removed by the next. The merge yields records in ascending key order;
 two records with one key come out side by side, where the caller refuses them.
 """
 
 from __future__ import annotations
 
+import secrets
 import shutil
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -48,10 +48,12 @@ def sorted_batches(
         ValueError: a record is not of that shape (bytes, and a u64 version).
         OSError: a run could not be written (a full disk …), with its errno.
     """
-    tmp = Path(tempfile.mkdtemp(prefix=beside.name + SORT_DIR_INFIX, dir=beside.parent))
+    # Made by the first spill (mode 0700, refused if the name exists by then): a sort
+    # that never spills leaves nothing beside the store.
+    tmp = beside.parent / f"{beside.name}{SORT_DIR_INFIX}{secrets.token_hex(8)}"
     sort = None
     try:
-        sort = _native.ExternalSort(versioned, str(tmp), run_bytes)
+        sort = _native.ExternalSort(versioned, str(tmp), run_bytes, make_directory=True)
         for batch in batches:
             sort.push(batch)
         sort.finish()
