@@ -272,13 +272,11 @@ EXTRA: dict[str, tuple[Callable[[Path, Source], int], Callable[[Path], int]]] = 
 
 def _baseline(name: str) -> tuple[Callable[[Path, Source], int], Callable[[Path], int]]:
     """The load and scan of ``name``: this module's, or ``baselines.py``'s (jsonl)."""
-    if name in EXTRA:
+    if name != "jsonl":
         return EXTRA[name]
     import baselines as B
 
-    return {
-        "jsonl": (B.jsonl_write, B.jsonl_read_count),
-    }[name]
+    return B.jsonl_write, B.jsonl_read_count
 
 
 def _remove(path: Path) -> None:

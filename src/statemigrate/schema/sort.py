@@ -3,8 +3,9 @@
 Memory stays bounded by ``run_bytes`` whatever the table's size: sorted runs spill
 to anonymous files in a private directory beside the store (same file system, same
 free space, readable by its owner only), made by the first spill and removed when the
-sort ends; a leftover of a killed run is removed by the next. The merge yields records in ascending key order;
-two records with one key come out side by side, where the caller refuses them.
+sort ends; a leftover of a killed run is removed by the next. The merge yields records
+in ascending key order; two records with one key come out side by side, where the
+caller refuses them.
 """
 
 from __future__ import annotations
