@@ -10,6 +10,7 @@ mod digest;
 mod fjall_engine;
 mod lmdb_check;
 mod lmdb_digest;
+mod lmdb_pages;
 mod py_sort;
 mod rocksdb_check;
 mod redb_engine;

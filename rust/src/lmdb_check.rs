@@ -12,8 +12,8 @@
 //! Layouts follow LMDB 0.9's `midl.h`/`mdb.c` (page header, `MDB_node`, `MDB_db`,
 //! `MDB_meta`); sizes are little-endian on every platform the tool supports.
 use pyo3::prelude::*;
+use crate::lmdb_pages::{read_exact_at, PageReader};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 
 pub(crate) const PAGE_HEADER: usize = 16;
 pub(crate) const NODE_HEADER: usize = 8;
@@ -68,7 +68,7 @@ fn db_at(b: &[u8], at: usize) -> Check<Db> {
 }
 
 struct Walk {
-    file: File,
+    file: PageReader,
     psize: usize,
     /// Pages in the file (pages past them are a SIGBUS in LMDB's map).
     pages: u64,
@@ -95,10 +95,9 @@ impl Walk {
             ));
         }
         self.mark(pgno)?;
-        let mut buf = vec![0u8; self.psize];
-        self.file
-            .seek(SeekFrom::Start(pgno * self.psize as u64))
-            .and_then(|_| self.file.read_exact(&mut buf))
+        let buf = self
+            .file
+            .page(pgno)
             .map_err(|e| format!("page {pgno} cannot be read ({e})"))?;
         if u64_at(&buf, 0)? != pgno {
             return Err(format!("page {pgno} says it is page {}", u64_at(&buf, 0)?));
@@ -129,7 +128,9 @@ impl Walk {
                 }
             };
             if flags & P_BRANCH != 0 {
-                for child in self.branch(&page).map_err(at)? {
+                // Pushed last first, so the first is walked first: in the order the
+                // pages lie in the file, mostly (see `lmdb_pages.rs`).
+                for child in self.branch(&page).map_err(at)?.into_iter().rev() {
                     stack.push((child, level + 1));
                 }
             } else if flags & P_LEAF2 != 0 {
@@ -252,39 +253,15 @@ fn leaf2(page: &[u8], ksize: usize, limit: usize) -> Check<()> {
     Ok(())
 }
 
-/// Files up to this size are read through once before the walk (below).
-const READ_AHEAD_MAX: u64 = 4 << 30;
-
-/// The walk reads pages in tree order, one read each: on a file not in the page cache
-/// that is a disk read per page (5.7 s for a 120 MB, 1M-record store here, where reading
-/// it straight through took 0.11 s and the walk after it 0.11 s). So a file of up to
-/// `READ_AHEAD_MAX` is read through first, in 1 MiB reads whose bytes are dropped (the
-/// kernel keeps them in its page cache); `posix_fadvise(WILLNEED)` was measured to do
-/// nothing here. A larger file is walked as it is. Failures are ignored: only a speed-up.
-fn read_ahead(file: &mut File, size: u64) {
-    if size > READ_AHEAD_MAX {
-        return;
-    }
-    let mut buf = vec![0u8; 1 << 20];
-    while let Ok(n) = file.read(&mut buf) {
-        if n == 0 {
-            break;
-        }
-    }
-}
-
 fn check(path: &str) -> Check<()> {
-    let mut file = File::open(path).map_err(|e| format!("cannot be read ({e})"))?;
+    let file = File::open(path).map_err(|e| format!("cannot be read ({e})"))?;
     let size = file
         .metadata()
         .map_err(|e| format!("cannot be read ({e})"))?
         .len();
-    read_ahead(&mut file, size);
-    file.seek(SeekFrom::Start(0))
-        .map_err(|e| format!("cannot be read ({e})"))?;
     // Both meta pages: the newest valid one is what LMDB reads from.
     let mut head = vec![0u8; 160];
-    file.read_exact(&mut head)
+    read_exact_at(&file, &mut head, 0)
         .map_err(|_| "is too short for LMDB's meta pages".to_string())?;
     let psize = u32_at(&head, 40)? as usize;
     if u32_at(&head, 16)? != META_MAGIC || !(512..=1 << 16).contains(&psize) {
@@ -292,10 +269,7 @@ fn check(path: &str) -> Check<()> {
     }
     let mut metas = vec![head];
     let mut second = vec![0u8; 160];
-    if file
-        .seek(SeekFrom::Start(psize as u64))
-        .and_then(|_| file.read_exact(&mut second))
-        .is_ok()
+    if read_exact_at(&file, &mut second, psize as u64).is_ok()
         && u32_at(&second, 16)? == META_MAGIC
     {
         metas.push(second);
@@ -313,7 +287,7 @@ fn check(path: &str) -> Check<()> {
         ));
     }
     let mut walk = Walk {
-        file,
+        file: PageReader::new(file, psize),
         psize,
         pages,
         next_page: last + 1,

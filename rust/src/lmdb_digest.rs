@@ -17,8 +17,8 @@ use crate::lmdb_check::{
     NODE_HEADER, PAGE_HEADER, P_BRANCH, P_LEAF, P_LEAF2,
 };
 use pyo3::prelude::*;
+use crate::lmdb_pages::{read_exact_at, PageReader};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 
 /// Offsets inside a meta page: the main database's record, the snapshot's txn id.
 const META_MAIN_DB: usize = 88;
@@ -33,26 +33,28 @@ const MAX_DEPTH: usize = 64;
 type Visit<'a> = dyn FnMut(&[u8], &[u8], u16) -> Check<()> + 'a;
 
 struct Pages {
-    file: File,
+    file: PageReader,
     psize: usize,
     pages: u64,
 }
 
-impl Pages {
-    fn read(&mut self, at: u64, len: usize) -> Check<Vec<u8>> {
-        let mut buf = vec![0u8; len];
-        self.file
-            .seek(SeekFrom::Start(at))
-            .and_then(|_| self.file.read_exact(&mut buf))
-            .map_err(|e| format!("bytes {at}..{} cannot be read ({e})", at + len as u64))?;
-        Ok(buf)
-    }
+/// `len` bytes of `file` at `at`.
+fn read(file: &File, at: u64, len: usize) -> Check<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    read_exact_at(file, &mut buf, at)
+        .map_err(|e| format!("bytes {at}..{} cannot be read ({e})", at + len as u64))?;
+    Ok(buf)
+}
 
+impl Pages {
     fn page(&mut self, pgno: u64) -> Check<Vec<u8>> {
         if pgno < 2 || pgno >= self.pages {
             return Err(format!("a link to page {pgno}, outside the file"));
         }
-        let page = self.read(pgno * self.psize as u64, self.psize)?;
+        let page = self
+            .file
+            .page(pgno)
+            .map_err(|e| format!("page {pgno} cannot be read ({e})"))?;
         if u64_at(&page, 0)? != pgno {
             return Err(format!("page {pgno} says it is page {}", u64_at(&page, 0)?));
         }
@@ -92,7 +94,7 @@ impl Pages {
                         if first < 2 || end.is_none_or(|e| e > self.pages) {
                             return Err(format!("a value on overflow page {first} runs past the file"));
                         }
-                        let value = self.read(first * self.psize as u64 + PAGE_HEADER as u64, size)?;
+                        let value = read(&self.file.file, first * self.psize as u64 + PAGE_HEADER as u64, size)?;
                         visit(key, &value, nflags)?;
                     } else {
                         let value = page.get(data..data + size).ok_or("a value runs past its page")?;
@@ -113,19 +115,17 @@ type TableDigest = (u64, u128, u64);
 fn digests(path: &str, txnid: u64, tables: &[(Vec<u8>, bool)]) -> Check<Vec<TableDigest>> {
     let file = File::open(path).map_err(|e| format!("cannot be read ({e})"))?;
     let size = file.metadata().map_err(|e| format!("cannot be read ({e})"))?.len();
-    let mut pages = Pages { file, psize: 4096, pages: 2 };
-    let head = pages.read(0, 160)?;
+    let head = read(&file, 0, 160)?;
     let psize = u32_at(&head, 40)? as usize;
     if u32_at(&head, 16)? != META_MAGIC || !(512..=1 << 16).contains(&psize) {
         return Err("has no valid meta page".into());
     }
-    pages.psize = psize;
-    pages.pages = size / psize as u64;
+    let mut pages = Pages { file: PageReader::new(file, psize), psize, pages: size / psize as u64 };
     // The meta page of the reader's snapshot (LMDB alternates two): gone after two
     // more commits, when the caller reads through the driver instead.
     let mut meta = None;
     for at in [0, psize as u64] {
-        let m = pages.read(at, 160)?;
+        let m = read(&pages.file.file, at, 160)?;
         if u32_at(&m, 16)? == META_MAGIC && u64_at(&m, META_TXNID)? == txnid {
             meta = Some(m);
         }

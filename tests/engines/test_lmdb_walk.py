@@ -9,6 +9,7 @@ declined (``ValueError``), never misread, and the reader then reads through the 
 from __future__ import annotations
 
 import random
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +78,63 @@ def test_walk_gives_the_digest_of_what_py_lmdb_wrote(shape: str, tmp_path: Path)
     txnid = app_store(tmp_path / "s", {b"t": records, b"other": [(b"x", b"y")]})
     got = _native.lmdb_digests(str(tmp_path / "s" / "data.mdb"), txnid, [(b"t", False)])
     assert got == [expected(records, versioned=False)]
+
+
+# Pages are read in windows while the walk goes on in file order, alone otherwise, and
+# a file walked out of order is read through once after 256 pages read alone
+# (rust/src/lmdb_pages.rs). These stores take each path over thousands of pages.
+LARGE: dict[str, Records] = {
+    # key order in one commit: the walk runs through the file (2,972 of 3,015 steps to
+    # the next page), window after window
+    "in_order": [(b"%08d" % i, bytes([i % 251]) * (50 + i % 400)) for i in range(40_000)],
+    # random order, one commit a record as an app writes: the walk jumps about (1,032 of
+    # 1,072 steps go further than 16 pages), so the file is read through
+    "random": shuffled([(b"%08d" % i, b"r" * (20 + i % 300)) for i in range(15_000)], seed=9),
+}
+
+
+def app_store_by_commits(path: Path, records: Records) -> int:
+    """A store py-lmdb wrote one commit per record; its last transaction id."""
+    env = lmdb.open(str(path), subdir=True, max_dbs=4, map_size=1 << 30)
+    db = env.open_db(b"t")
+    for key, value in records:
+        with env.begin(write=True, db=db) as txn:
+            txn.put(key, value)
+    txnid = int(env.info()["last_txnid"])
+    env.close()
+    return txnid
+
+
+@pytest.mark.parametrize("order", sorted(LARGE))
+def test_the_check_and_the_walk_read_large_stores_in_either_order(
+    order: str, tmp_path: Path
+) -> None:
+    records = LARGE[order]
+    if order == "random":
+        txnid = app_store_by_commits(tmp_path / "s", records)
+    else:
+        txnid = app_store(tmp_path / "s", {b"t": records})
+    data = str(tmp_path / "s" / "data.mdb")
+    assert _native.lmdb_check(data) is None
+    assert _native.lmdb_digests(data, txnid, [(b"t", False)]) == [expected(records, False)]
+
+
+def test_a_page_read_in_a_window_is_checked_like_any_other(tmp_path: Path) -> None:
+    """A leaf page far into a store walked in file order, its page number damaged: the
+    check names it and the walk declines, though the page came in a window of others."""
+    records = LARGE["in_order"]
+    txnid = app_store(tmp_path / "s", {b"t": records})
+    path = tmp_path / "s" / "data.mdb"
+    raw = bytearray(path.read_bytes())
+    psize = struct.unpack_from("<I", raw, 40)[0]
+    leaves = [p for p in range(2, len(raw) // psize) if raw[p * psize + 10] == 2]
+    assert len(leaves) > 500, len(leaves)
+    page = leaves[len(leaves) * 3 // 4]
+    struct.pack_into("<Q", raw, page * psize, page + 1)
+    path.write_bytes(bytes(raw))
+    assert _native.lmdb_check(str(path)) == f"page {page} says it is page {page + 1}"
+    with pytest.raises(ValueError, match=f"page {page} says it is page {page + 1}"):
+        _native.lmdb_digests(str(path), txnid, [(b"t", False)])
 
 
 def test_versioned_tables_split_the_big_endian_version(tmp_path: Path) -> None:
