@@ -14,8 +14,10 @@ Runs, one after the other on this machine (never beside the test suite):
 - ``engines_extra.py``: each driver engine's verified convert from SQLite at least 0.8 of
   its driver's bulk load + scan (HelixDB at ``--helix-n``: it loads at thousands of
   records per second);
-- here: ``verify`` of a SQLite store against a RocksDB store of the same workload at
-  least 0.9 of the slower of the two drivers' own full scans (medians of ``--runs``).
+- here: ``verify`` of a SQLite store against a RocksDB store of the same workload, and
+  of an LMDB store against a redb one, at least 0.9 of the slower of the two drivers'
+  own full scans (py-lmdb's cursor; for redb, which has no other Python driver, the
+  project's binding read in batches), medians of ``--runs``.
 
 Each script's own output and JSON are kept in ``--out`` (a temporary directory unless
 given). The figures are ratios of jobs timed in the same run: they compare across
@@ -32,6 +34,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -118,39 +122,67 @@ def drivers(n: int, helix_n: int, runs: int, out: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def redb_scan_count(path: Path) -> int:
+    """Every record of a redb file, read in batches by the project's binding (redb has
+    no other Python driver): the tool's own scan, without digests."""
+    from statemigrate.engines.redb import RedbEngine
+
+    n = 0
+    with RedbEngine.open_reader(path) as reader:
+        for table in reader.tables():
+            for batch in reader.read_batches(table):
+                n += len(batch)
+    return n
+
+
 def verify(n: int, runs: int, out: Path) -> list[dict[str, Any]]:
     sys.path.insert(0, str(HERE))
     import baselines as B
+    import engines_extra as E
 
+    from statemigrate import convert as convert_store
     from statemigrate import verify as verify_stores
     from statemigrate.registry import get_engine
     from statemigrate.testing.workload import write_workload
 
-    print(f"running verify at {n:,} events", file=sys.stderr, flush=True)
-    work = Path(tempfile.mkdtemp(prefix="sm-scorecard-", dir=out))
-    try:
-        a, b = work / "a.sqlite", work / "b.rocksdb"
-        write_workload(get_engine("sqlite"), a, n)
-        write_workload(get_engine("rocksdb"), b, n)
-        times: dict[str, list[float]] = {"sqlite scan": [], "rocksdb scan": [], "verify": []}
-        for _ in range(runs):
-            for name, job in (
-                ("sqlite scan", lambda: B.sqlite_scan_count(a)),
-                ("rocksdb scan", lambda: B.rocksdb_scan_count(b)),
-                ("verify", lambda: verify_stores(str(a), str(b))),
-            ):
-                t = time.perf_counter()
-                result = job()
-                times[name].append(time.perf_counter() - t)
-                if name == "verify":
-                    assert result.equal, result.differences[:3]
-        m = {k: statistics.median(v) for k, v in times.items()}
-        (out / "verify.json").write_text(json.dumps({"n": n, "runs": runs, **m}, indent=2))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    slower = max(m["sqlite scan"], m["rocksdb scan"])
-    what = f"sqlite vs rocksdb, {n:,} events ({m['verify']:.2f} s; scans {m['sqlite scan']:.2f} s, {m['rocksdb scan']:.2f} s)"
-    return [row("verify: slower scan / verify", slower / m["verify"], 0.9, False, what)]
+    pairs: list[tuple[str, str, Callable[[Path], int], Callable[[Path], int]]] = [
+        ("sqlite", "rocksdb", B.sqlite_scan_count, B.rocksdb_scan_count),
+        ("lmdb", "redb", E.lmdb_scan_count, redb_scan_count),
+    ]
+    rows = []
+    for ea, eb, scan_a, scan_b in pairs:
+        print(f"running verify {ea} vs {eb} at {n:,} events", file=sys.stderr, flush=True)
+        work = Path(tempfile.mkdtemp(prefix="sm-scorecard-", dir=out))
+        try:
+            a, b = work / f"a.{ea}", work / f"b.{eb}"
+            write_workload(get_engine(ea), a, n)
+            # B holds A's records: the workload's odd keys are fitted to each engine's limits
+            convert_store(str(a), f"{eb}:{b}")
+            jobs: list[tuple[str, Callable[[], Any]]] = [
+                (f"{ea} scan", partial(scan_a, a)),
+                (f"{eb} scan", partial(scan_b, b)),
+                ("verify", partial(verify_stores, str(a), str(b))),
+            ]
+            times: dict[str, list[float]] = {name: [] for name, _ in jobs}
+            for _ in range(runs):
+                for name, job in jobs:
+                    t = time.perf_counter()
+                    result = job()
+                    times[name].append(time.perf_counter() - t)
+                    if name == "verify":
+                        assert result.equal, result.differences[:3]
+            m = {k: statistics.median(v) for k, v in times.items()}
+            (out / f"verify-{ea}-{eb}.json").write_text(
+                json.dumps({"n": n, "runs": runs, **m}, indent=2)
+            )
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        sa, sb = m[f"{ea} scan"], m[f"{eb} scan"]
+        what = f"{ea} vs {eb}, {n:,} events ({m['verify']:.2f} s; scans {sa:.2f} s, {sb:.2f} s)"
+        rows.append(
+            row("verify: slower scan / verify", max(sa, sb) / m["verify"], 0.9, False, what)
+        )
+    return rows
 
 
 def main() -> None:
