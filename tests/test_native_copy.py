@@ -16,6 +16,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import apsw
@@ -28,6 +29,7 @@ from statemigrate.model import TableInfo, TableKind
 from statemigrate.registry import get_engine
 from statemigrate.testing.phases import Phases
 from statemigrate.testing.safety import (
+    cli_command,
     describe,
     leftovers,
     run_and_kill,
@@ -386,9 +388,9 @@ def test_a_copy_unequal_to_the_source_is_refused_and_not_placed(
     assert not dst.exists() and leftovers(dst) == []
 
 
-def test_a_damaged_sqlite_source_is_refused_before_the_copy(tmp_path: Path) -> None:
-    """SQLite's backup would copy a damaged page as it is: the source is digested
-    first, so the damage is exit 4 before anything is written."""
+def test_a_damaged_sqlite_source_is_refused_and_its_copy_removed(tmp_path: Path) -> None:
+    """SQLite's backup copies a damaged page as it is: the source, digested while it
+    copies, finds the damage, and the copy is removed (exit 4, nothing left)."""
     from statemigrate.errors import SourceError
 
     src = tmp_path / "src.sqlite"
@@ -407,6 +409,66 @@ def test_a_damaged_sqlite_source_is_refused_before_the_copy(tmp_path: Path) -> N
     with pytest.raises(SourceError) as err:
         convert(str(src), str(dst), progress=progress)
     assert err.value.exit_code == 4, err.value
-    assert "reading the source" in progress.phases, progress.phases  # the native path
-    assert not any(p.startswith("copying natively") for p in progress.phases)
+    assert "reading the source (beside the copy)" in progress.phases, progress.phases
     assert not dst.exists() and leftovers(dst) == []
+
+
+def _journal_mode(path: Path, mode: str) -> None:
+    conn = apsw.Connection(str(path))
+    conn.execute(f"PRAGMA journal_mode={mode}")
+    conn.close()
+
+
+@pytest.mark.parametrize("mode", ["delete", "wal"])
+def test_sqlite_source_is_digested_during_its_copy_outside_wal_mode(
+    mode: str, tmp_path: Path
+) -> None:
+    """Outside WAL mode the reader's SHARED lock holds off every commit, so a second
+    connection reads the same snapshot while the first copies it; in WAL mode the
+    source is read first, then copied, as before."""
+    src = store("sqlite", tmp_path)
+    _journal_mode(src, mode)
+    dst = tmp_path / "dst.sqlite"
+    report = convert(str(src), str(dst), progress=(p := Phases()))
+    beside = "reading the source (beside the copy)" in p.phases
+    assert beside == (mode == "delete"), p.phases
+    copying = p.phases.index("copying natively (SQLite backup)")
+    assert p.phases.index("reading the source") < copying, p.phases
+    assert report.verified and report.store_digest == content_digest(CONTENT)
+    assert read_store(get_engine("sqlite"), dst) == read_store(get_engine("sqlite"), src)
+
+
+def test_an_app_cannot_commit_while_its_store_is_copied_and_digested(tmp_path: Path) -> None:
+    """An app writing to the source (rollback mode) while the convert, in another
+    process, is held inside its copy: its commit is refused (SQLITE_BUSY), and the
+    copy holds the records as they were when the convert began."""
+    from statemigrate.fsutil import HOLD_ENV
+
+    src = store("sqlite", tmp_path)
+    _journal_mode(src, "delete")
+    before = read_store(get_engine("sqlite"), src)
+    dst, hold = tmp_path / "dst.sqlite", tmp_path / "held"
+    env = dict(os.environ, **{HOLD_ENV: f"native copy:{hold}"})
+    proc = subprocess.Popen(
+        [*cli_command(), "convert", "--quiet", "--json", str(src), str(dst)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60  # a hang guard only
+        while not hold.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert hold.exists(), proc.communicate()
+        app = apsw.Connection(str(src))
+        app.set_busy_timeout(200)
+        with pytest.raises(apsw.BusyError):
+            app.execute("INSERT INTO settings (key, value) VALUES (x'ff', x'00')")
+        app.close()
+    finally:
+        hold.unlink(missing_ok=True)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["store_digest"] == content_digest(CONTENT)
+    assert read_store(get_engine("sqlite"), dst) == before

@@ -121,11 +121,15 @@ class NativeCopy:
         digest_alongside: the reader's :meth:`~Reader.native_digests` may run on a
             second thread while ``run`` copies (neither holds the GIL, nor shares a
             driver handle with the other): the source is digested during the copy.
+        twin: opens a second reader of the same snapshot on a driver handle of its own,
+            or gives None when the engine cannot promise that for this store: ``run``
+            then copies on a second thread while the source is digested through it.
     """
 
     method: str
     run: Callable[[Path], None]
     digest_alongside: bool = False
+    twin: Callable[[], Reader | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -79,12 +79,14 @@ def _source_digests(
     chosen: list[TableInfo],
     native: list[tuple[int, int, int]] | None,
     written: bool,
+    phase: str = "reading the source",
 ) -> dict[str, Digest]:
     """The source's digests: the page walk's when it answered, else the batch loop's
-    (``written``: after the copy, whose ``DST.partial`` the next ``--resume`` starts over)."""
+    (``written``: after the copy began, whose ``DST.partial`` the next ``--resume``
+    starts over)."""
     if native is not None:
         return digests_answered(chosen, native, job.progress, job.sizes)
-    job.progress.phase("reading the source")
+    job.progress.phase(phase)
     try:
         return digest_store(
             reader, chosen, str(job.src_path), job.progress, job.should_stop, sizes=job.sizes
@@ -107,7 +109,9 @@ def copy_natively(
 
     ``should_stop`` is polled while the source is read (nothing is written yet) and
     once the copy is done and marked (a ``--resume`` then reads it back and keeps it).
-    Where the engine allows (:attr:`NativeCopy.digest_alongside`), the source's pages
+    Where the engine gives a second reader of the same snapshot (:attr:`NativeCopy.twin`:
+    SQLite outside WAL mode), the copy runs on a second thread while the source is
+    digested through it. Where the engine allows (:attr:`NativeCopy.digest_alongside`), the source's pages
     are walked on a second thread from before the copy until the source's digests are
     asked for, after the copy has been read back: the copy, then its read back, run
     beside the walk. ``later`` (closed before ``reader``) waits for the walk, whatever
@@ -137,6 +141,21 @@ def copy_natively(
             return _source_digests(job, reader, chosen, native, written=True)
 
         digests = SourceDigests(walk)
+    elif (twin := copy.twin() if copy.twin is not None else None) is not None:
+        with twin:
+            pool = ThreadPoolExecutor(max_workers=1)
+            later.callback(pool.shutdown, wait=True)  # the copy ends before the reader closes
+            job.progress.phase("reading the source")
+            if job.should_stop():
+                raise InterruptedByUser(_NOTHING_WRITTEN)
+            job.progress.phase(f"copying natively ({copy.method})")
+            plan.created = True
+            copying = pool.submit(copy.run, job.partial)
+            beside = "reading the source (beside the copy)"
+            known = _source_digests(job, twin, chosen, None, written=True, phase=beside)
+        copying.result()
+        crash_point("copied")
+        digests = SourceDigests.known(known)
     else:
         known = _source_digests(job, reader, chosen, None, written=False)
         if job.should_stop():

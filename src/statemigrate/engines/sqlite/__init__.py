@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...errors import StateMigrateError
 from ...fsutil import crash_point
 from ...model import Batch, TableInfo
 from .._sql import (
@@ -85,6 +86,7 @@ class SqliteReader(Reader):
     def __init__(self, engine: type[SqliteEngine], path: Path, options: Mapping[str, Any]):
         apsw = engine.require_driver()
         self.path = path
+        self.opened_with = (engine, options)
         uri = "file:" + uri_path(path) + "?mode=ro"
         with self.errors("opening", failed="{path}: not a readable SQLite database ({text})"):
             self.conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
@@ -140,6 +142,31 @@ class SqliteReader(Reader):
                 continue
             return False
         return True
+
+    def twin(self) -> SqliteReader | None:
+        """A second read of this reader's snapshot, on a connection of its own; or None.
+
+        In a rollback-journal mode this reader's open read transaction holds SQLite's
+        SHARED lock, which no commit gets past (a writer needs the EXCLUSIVE lock): a
+        second connection that starts reading meanwhile reads the same database. In WAL
+        mode a commit can land between the two starts, so there is none; nor when the
+        second read cannot start at once or finds other tables or metadata.
+        """
+        mode = self.conn.execute("PRAGMA journal_mode").fetchall()[0][0]
+        if str(mode).lower() == "wal":
+            return None
+        engine, options = self.opened_with
+        try:
+            twin = SqliteReader(engine, self.path, options)
+        except StateMigrateError:  # busy, or unreadable now: the reader digests it
+            return None
+        if (twin.snapshot_tables, twin.snapshot_metadata) != (
+            self.snapshot_tables,
+            self.snapshot_metadata,
+        ):
+            twin.close()
+            return None
+        return twin
 
     def copy_into(self, path: Path) -> None:
         """SQLite's online backup of this read's snapshot into a new file at ``path``.
@@ -383,4 +410,4 @@ class SqliteEngine(SqlFileEngine):
         """
         if options or not isinstance(reader, SqliteReader) or not reader.holds_only_layout():
             return None
-        return NativeCopy("SQLite backup", reader.copy_into)
+        return NativeCopy("SQLite backup", reader.copy_into, twin=reader.twin)
