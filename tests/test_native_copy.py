@@ -472,3 +472,41 @@ def test_an_app_cannot_commit_while_its_store_is_copied_and_digested(tmp_path: P
     assert proc.returncode == 0, err
     assert json.loads(out)["store_digest"] == content_digest(CONTENT)
     assert read_store(get_engine("sqlite"), dst) == before
+
+
+def test_a_stop_during_the_digest_beside_the_copy_ends_the_copy_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy (held after its first 16 MiB step) is told to stop once the digest
+    beside it was stopped: it ends there, unfinished and unmarked, for `--resume` to
+    start over, instead of copying the rest first."""
+    import threading
+
+    from statemigrate.fsutil import HOLD_ENV
+
+    src = tmp_path / "src.sqlite"
+    big = {TableInfo("events"): [(i.to_bytes(4, "big"), b"e" * 400) for i in range(100_000)]}
+    write_store(get_engine("sqlite"), src, big)
+    assert src.stat().st_size > 3 * 16 * 2**20  # several backup steps
+    dst, hold = tmp_path / "dst.sqlite", tmp_path / "held"
+    monkeypatch.setenv(HOLD_ENV, f"native copy:{hold}")
+    released: list[threading.Timer] = []
+
+    def should_stop() -> bool:
+        if not hold.exists():
+            return False
+        if not released:  # let the copy go on once the stop has reached it (1 s: ample)
+            released.append(threading.Timer(1.0, hold.unlink, kwargs={"missing_ok": True}))
+            released[0].start()
+        return True
+
+    with pytest.raises(InterruptedByUser, match="interrupted"):
+        convert(str(src), str(dst), progress=(p := Phases()), should_stop=should_stop)
+    released[0].join()
+    assert "reading the source (beside the copy)" in p.phases, p.phases
+    partial = Path(f"{dst}.partial")
+    assert partial.exists() and not Path(f"{dst}.partial.done").exists()
+    assert partial.stat().st_size < src.stat().st_size  # the copy ended early
+    report = convert(str(src), str(dst), resume=True)
+    eng = get_engine("sqlite")
+    assert report.verified and read_store(eng, dst) == read_store(eng, src)

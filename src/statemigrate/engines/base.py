@@ -123,11 +123,13 @@ class NativeCopy:
             driver handle with the other): the source is digested during the copy.
         twin: opens a second reader of the same snapshot on a driver handle of its own,
             or gives None when the engine cannot promise that for this store: ``run``
-            then copies on a second thread while the source is digested through it.
+            then copies on a second thread while the source is digested through it,
+            called as ``run(path, stop)``, where ``stop()`` turns true when that digest
+            failed or was stopped (``run`` may end early then, raising).
     """
 
     method: str
-    run: Callable[[Path], None]
+    run: Callable[..., None]
     digest_alongside: bool = False
     twin: Callable[[], Reader | None] | None = None
 

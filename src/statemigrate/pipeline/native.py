@@ -19,6 +19,7 @@ mark is read back and kept, as after the batch loop.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -150,9 +151,14 @@ def copy_natively(
                 raise InterruptedByUser(_NOTHING_WRITTEN)
             job.progress.phase(f"copying natively ({copy.method})")
             plan.created = True
-            copying = pool.submit(copy.run, job.partial)
+            stopping = threading.Event()  # the digest failed or was stopped: so may the copy
+            copying = pool.submit(copy.run, job.partial, stopping.is_set)
             beside = "reading the source (beside the copy)"
-            known = _source_digests(job, twin, chosen, None, written=True, phase=beside)
+            try:
+                known = _source_digests(job, twin, chosen, None, written=True, phase=beside)
+            except BaseException:
+                stopping.set()
+                raise
         copying.result()
         crash_point("copied")
         digests = SourceDigests.known(known)

@@ -8,12 +8,12 @@ revision mirrored into Alembic's ``alembic_version`` table.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import StateMigrateError
+from ...errors import InterruptedByUser, StateMigrateError
 from ...fsutil import crash_point
 from ...model import Batch, TableInfo
 from .._sql import (
@@ -168,13 +168,15 @@ class SqliteReader(Reader):
             return None
         return twin
 
-    def copy_into(self, path: Path) -> None:
+    def copy_into(self, path: Path, stop: Callable[[], bool] | None = None) -> None:
         """SQLite's online backup of this read's snapshot into a new file at ``path``.
 
         The pages come from this connection inside its read transaction, so the copy
         is the snapshot the batches are read from. The copy is left in rollback-journal
         mode, as a built store is; a kill mid-copy leaves a file whose hot journal
-        rolls it back to empty.
+        rolls it back to empty. ``stop``, when given, is asked after each step of
+        ``BACKUP_STEP_PAGES`` pages: true ends the copy there (InterruptedByUser), the
+        file left unfinished.
         """
         import apsw  # the driver this reader was opened with (imported lazily)
 
@@ -183,14 +185,19 @@ class SqliteReader(Reader):
         with self.facts.mapped(path, "copying", writing=True, source=False, failed=failed):
             flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
             dest = apsw.Connection(str(path), flags=flags)
+            stopped = False
             try:
                 with dest.backup("main", self.conn, "main") as backup:
-                    while not backup.done:
+                    while not backup.done and not stopped:
                         backup.step(BACKUP_STEP_PAGES)
                         crash_point("native copy")
-                dest.execute("PRAGMA journal_mode=DELETE")
+                        stopped = stop is not None and stop()
+                if not stopped:
+                    dest.execute("PRAGMA journal_mode=DELETE")
             finally:
                 dest.close()
+        if stopped:
+            raise InterruptedByUser(f"{path}: the copy was stopped")
 
     def close(self) -> None:
         conn = getattr(self, "conn", None)
