@@ -6,9 +6,11 @@ source options, the source's metadata carried as it is) asks the engine for its 
 copy of the reader's snapshot (:meth:`~statemigrate.engines.base.Engine.native_copy`)
 instead of running the batch loop. The source is digested from that snapshot first
 (the digests the batch loop would carry, by the same code), then the engine copies
-the same snapshot into ``DST.partial`` and the finished mark is set; an engine whose
-pages a native walk digests without the GIL (LMDB, redb) digests them during the copy
-and its read back, and the walk is waited for when the two sides are compared.
+the same snapshot into ``DST.partial`` and the finished mark is set. An engine that
+opens a second reader of the same snapshot (SQLite outside WAL mode) is digested
+through it while it copies on another thread; an engine whose pages a native walk
+digests without the GIL (LMDB, redb) digests them during the copy and its read back,
+and the walk is waited for when the two sides are compared.
 Reading back, syncing and placing are the pipeline's, as for any convert.
 
 No checkpoint is written: a ``DST.partial`` without one and without the finished mark
@@ -112,8 +114,9 @@ def copy_natively(
     once the copy is done and marked (a ``--resume`` then reads it back and keeps it).
     Where the engine gives a second reader of the same snapshot (:attr:`NativeCopy.twin`:
     SQLite outside WAL mode), the copy runs on a second thread while the source is
-    digested through it. Where the engine allows (:attr:`NativeCopy.digest_alongside`), the source's pages
-    are walked on a second thread from before the copy until the source's digests are
+    digested through it, and is told to stop if that digest fails or is stopped. Where
+    the engine allows (:attr:`NativeCopy.digest_alongside`), the source's pages are
+    walked on a second thread from before the copy until the source's digests are
     asked for, after the copy has been read back: the copy, then its read back, run
     beside the walk. ``later`` (closed before ``reader``) waits for the walk, whatever
     ends the convert.
