@@ -30,17 +30,9 @@ const ALONE_BEFORE_WARMING: u64 = 256;
 const WARM_MAX: u64 = 4 << 30;
 
 /// `buf.len()` bytes at `offset`, or an error (`UnexpectedEof` past the end).
-pub(crate) fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
-    while !buf.is_empty() {
-        match read_at(file, buf, offset) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => {
-                buf = &mut buf[n..];
-                offset += n as u64;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
+pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    if read_full_at(file, buf, offset)? < buf.len() {
+        return Err(io::ErrorKind::UnexpectedEof.into());
     }
     Ok(())
 }

@@ -222,9 +222,9 @@ def _merge(
 def _walked(
     ra: Reader, ta: list[TableInfo], rb: Reader, tb: list[TableInfo]
 ) -> dict[str, tuple[Digest, Digest, int]]:
-    """Both sides' digests of their common tables (and A's payload bytes), where both engines walk their files
-    natively (:meth:`~statemigrate.engines.access.StoreAccess.native_digests`: LMDB,
-    redb), the two walks side by side without the GIL; else nothing.
+    """Both sides' digests of their common tables (and A's payload bytes), where both
+    engines walk their files natively (:meth:`Reader.native_digests`: LMDB, redb), the
+    two walks side by side without the GIL; else nothing.
 
     A table whose two digests are equal holds the same records on both sides (the
     digest a convert is verified by), so only the others are merged record by record
