@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 mod batch;
 mod digest;
+mod fileio;
 mod fjall_engine;
 mod lmdb_check;
 mod lmdb_digest;

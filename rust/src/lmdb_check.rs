@@ -12,7 +12,8 @@
 //! Layouts follow LMDB 0.9's `midl.h`/`mdb.c` (page header, `MDB_node`, `MDB_db`,
 //! `MDB_meta`); sizes are little-endian on every platform the tool supports.
 use pyo3::prelude::*;
-use crate::lmdb_pages::{read_exact_at, PageReader};
+use crate::fileio::read_exact_at;
+use crate::lmdb_pages::PageReader;
 use std::fs::File;
 
 pub(crate) const PAGE_HEADER: usize = 16;

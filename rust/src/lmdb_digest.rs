@@ -17,7 +17,8 @@ use crate::lmdb_check::{
     NODE_HEADER, PAGE_HEADER, P_BRANCH, P_LEAF, P_LEAF2,
 };
 use pyo3::prelude::*;
-use crate::lmdb_pages::{read_exact_at, PageReader};
+use crate::fileio::read_exact_at;
+use crate::lmdb_pages::PageReader;
 use std::fs::File;
 
 /// Offsets inside a meta page: the main database's record, the snapshot's txn id.

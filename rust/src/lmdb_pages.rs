@@ -22,45 +22,14 @@
 use std::fs::File;
 use std::io;
 
+use crate::fileio::{read_exact_at, read_full_at};
+
 /// The most bytes read at once when the walk goes on sequentially, and the fewest pages.
 const WINDOW: usize = 256 << 10;
 const FIRST_WINDOW_PAGES: usize = 4;
 /// Pages read alone before the file may be read through (see above), and up to what size.
 const ALONE_BEFORE_WARMING: u64 = 256;
 const WARM_MAX: u64 = 4 << 30;
-
-/// `buf.len()` bytes at `offset`, or an error (`UnexpectedEof` past the end).
-pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
-    if read_full_at(file, buf, offset)? < buf.len() {
-        return Err(io::ErrorKind::UnexpectedEof.into());
-    }
-    Ok(())
-}
-
-/// Up to `buf.len()` bytes at `offset` (fewer at the end of the file).
-fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match read_at(file, &mut buf[got..], offset + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
-}
-
-#[cfg(unix)]
-fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    std::os::unix::fs::FileExt::read_at(file, buf, offset)
-}
-
-#[cfg(windows)]
-fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    // Moves the file's cursor, which nothing here uses.
-    std::os::windows::fs::FileExt::seek_read(file, buf, offset)
-}
 
 /// Pages of one file of `psize`-byte pages, read as described above.
 pub(crate) struct PageReader {

@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
-use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::sync::Mutex;
+
+use crate::fileio::{read_exact_at, try_lock_shared};
 
 const CHUNK: u64 = 4096;
 
@@ -27,15 +27,12 @@ struct State {
 }
 
 impl Overlay {
-    /// Open `path` read-only and take a shared `flock` on it, which fails at once
-    /// while a redb process holds it for writing (every redb version takes an
-    /// exclusive `flock`), so a store in use is reported busy rather than read torn.
+    /// Open `path` read-only and take a shared lock on it, which fails at once
+    /// while a redb process holds it for writing (every redb version locks its file
+    /// exclusively), so a store in use is reported busy rather than read torn.
     pub fn open(path: &Path) -> io::Result<Self> {
         let file = File::open(path)?;
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        try_lock_shared(&file)?;
         let base_len = file.metadata()?.len();
         Ok(Overlay {
             file,
@@ -52,7 +49,7 @@ impl Overlay {
         let start = idx * CHUNK;
         if start < st.base_len {
             let n = ((st.base_len - start).min(CHUNK)) as usize;
-            self.file.read_exact_at(&mut buf[..n], start)?;
+            read_exact_at(&self.file, &mut buf[..n], start)?;
         }
         Ok(buf)
     }
@@ -79,7 +76,7 @@ impl Overlay {
                 out[pos..pos + n].copy_from_slice(&c[within..within + n]);
             } else if abs < st.base_len {
                 let m = n.min((st.base_len - abs) as usize);
-                self.file.read_exact_at(&mut out[pos..pos + m], abs)?;
+                read_exact_at(&self.file, &mut out[pos..pos + m], abs)?;
                 out[pos + m..pos + n].fill(0);
             } else {
                 out[pos..pos + n].fill(0);

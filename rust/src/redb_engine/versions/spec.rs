@@ -84,7 +84,7 @@ pub fn err<E: Into<redb::Error>>(e: E) -> NErr {
         redb::Error::UpgradeRequired(v) => NErr::Unsupported(v),
         redb::Error::Corrupted(s) => NErr::Corrupt(s),
         redb::Error::Io(io) => {
-            if io.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            if io.kind() == std::io::ErrorKind::WouldBlock {
                 NErr::Busy("the database is open in another process".into())
             } else if io.kind() == std::io::ErrorKind::UnexpectedEof {
                 NErr::Corrupt("the file is truncated".into())
