@@ -8,6 +8,9 @@ pub type OwnedRec = (Vec<u8>, Vec<u8>, u64);
 pub type PairSink<'a> = dyn FnMut(&[u8], &[u8]) -> Result<(), NErr> + 'a;
 
 /// Stored (key, value) pairs.
+/// Receives each record of a plain or versioned table in place: key, value, version.
+pub type RecordSink<'a> = dyn FnMut(&[u8], &[u8], u64) -> Result<(), NErr> + 'a;
+
 pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 
 #[derive(Debug, Clone)]

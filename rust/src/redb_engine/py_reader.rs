@@ -134,25 +134,41 @@ impl RedbReader {
             let mut out = Vec::with_capacity(descs.len());
             let mut buf = Vec::with_capacity(4096);
             for d in &descs {
-                let versioned = plan(format, d).kind == Kind::Versioned;
+                let p = plan(format, d);
+                let versioned = p.kind == Kind::Versioned;
                 let (mut count, mut sum, mut nbytes) = (0u64, 0u128, 0u64);
-                let mut after: Option<Vec<u8>> = None;
-                loop {
-                    let recs = each!(r, x => read_table(
-                        x.txn(), sorted, format, d, after.as_deref(), 10_000, 8 << 20
-                    ))?;
-                    let Some(last) = recs.last() else { break };
-                    for (i, (k, v, ver)) in recs.iter().enumerate() {
-                        let prev = if i == 0 { after.as_deref() } else { Some(recs[i - 1].0.as_slice()) };
-                        if prev.is_some_and(|p| p >= k.as_slice()) {
-                            return Err(NErr::Corrupt(format!("table {:?}: keys out of order", d.name)));
-                        }
-                        let version = versioned.then_some(*ver);
-                        sum = sum.wrapping_add(record_hash_into(&mut buf, k, v, version));
-                        nbytes += (k.len() + v.len()) as u64;
+                let mut add = |prev: Option<&[u8]>, k: &[u8], v: &[u8], ver: u64| {
+                    if prev.is_some_and(|p| p >= k) {
+                        return Err(NErr::Corrupt(format!("table {:?}: keys out of order", d.name)));
                     }
-                    count += recs.len() as u64;
-                    after = Some(last.0.clone());
+                    sum = sum.wrapping_add(record_hash_into(&mut buf, k, v, versioned.then_some(ver)));
+                    nbytes += (k.len() + v.len()) as u64;
+                    count += 1;
+                    Ok(())
+                };
+                if matches!(p.kind, Kind::Plain | Kind::Versioned) && !p.raw_versioned {
+                    // Records lent in place, one pass: no copy per record.
+                    let (mut prev, mut started) = (Vec::new(), false);
+                    each!(r, x => x.txn().each_plain(&d.name, versioned, &mut |k, v, ver| {
+                        add(started.then_some(prev.as_slice()), k, v, ver)?;
+                        started = true;
+                        prev.clear();
+                        prev.extend_from_slice(k);
+                        Ok(())
+                    }))?;
+                } else {
+                    let mut after: Option<Vec<u8>> = None;
+                    loop {
+                        let recs = each!(r, x => read_table(
+                            x.txn(), sorted, format, d, after.as_deref(), 10_000, 8 << 20
+                        ))?;
+                        let Some(last) = recs.last() else { break };
+                        for (i, (k, v, ver)) in recs.iter().enumerate() {
+                            let prev = if i == 0 { after.as_deref() } else { Some(recs[i - 1].0.as_slice()) };
+                            add(prev, k, v, *ver)?;
+                        }
+                        after = Some(last.0.clone());
+                    }
                 }
                 out.push((count, sum, nbytes));
             }

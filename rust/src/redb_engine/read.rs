@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Bound as RBound;
 use std::sync::Arc;
 
-use super::desc::{OwnedRec, PairSink, Pairs, TableDesc};
+use super::desc::{OwnedRec, PairSink, Pairs, RecordSink, TableDesc};
 use super::errors::NErr;
 use super::plan::{plan, Kind};
 use crate::sort::{default_run_bytes, Sorter};
@@ -26,6 +26,9 @@ pub trait Snapshot {
         max_records: usize,
         max_bytes: usize,
     ) -> Result<Vec<OwnedRec>, NErr>;
+    /// Every record of a plain or versioned table in key order, lent to `f` in place
+    /// (no copy per record: the digest walk).
+    fn each_plain(&self, name: &str, versioned: bool, f: &mut RecordSink<'_>) -> Result<(), NErr>;
     /// Stored pairs of a typed table from `start`, in redb's order.
     fn read_raw(
         &self,

@@ -17,7 +17,7 @@
 //! - redb 2.6 alone writes a format-3 file on request (`Writer::create_format3`).
 use std::fmt::Display;
 
-use super::desc::{OwnedRec, PairSink, Pairs, TableDesc, TypeDesc};
+use super::desc::{OwnedRec, PairSink, Pairs, RecordSink, TableDesc, TypeDesc};
 use super::errors::NErr;
 use super::overlay::Overlay;
 use super::read::Snapshot;

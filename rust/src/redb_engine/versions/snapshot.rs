@@ -153,6 +153,26 @@ impl Snapshot for RT<'_> {
         Ok(out)
     }
 
+    fn each_plain(&self, name: &str, versioned: bool, f: &mut RecordSink<'_>) -> Result<(), NErr> {
+        if versioned {
+            let def: TableDefinition<&[u8], (u64, &[u8])> = TableDefinition::new(name);
+            let table = self.open_table(def).map_err(err)?;
+            for item in table.iter().map_err(err)? {
+                let (k, v) = item.map_err(err)?;
+                let (ver, val) = v.value();
+                f(k.value(), val, ver)?;
+            }
+        } else {
+            let def: TableDefinition<&[u8], &[u8]> = TableDefinition::new(name);
+            let table = self.open_table(def).map_err(err)?;
+            for item in table.iter().map_err(err)? {
+                let (k, v) = item.map_err(err)?;
+                f(k.value(), v.value(), 0)?;
+            }
+        }
+        Ok(())
+    }
+
     fn read_raw(
         &self,
         desc: &TableDesc,
