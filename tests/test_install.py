@@ -107,18 +107,9 @@ def test_every_module_imports_without_the_posix_only_modules() -> None:
     assert int(walked.split()[1]) > 10, proc.stdout  # the walk saw the package
 
 
-def test_without_fcntl_a_convert_ends_as_it_does_with_fcntl(engine, tmp_path, request) -> None:
+def test_without_fcntl_a_convert_ends_as_it_does_with_fcntl(engine, tmp_path) -> None:
     """Same exit code and error lines, at most one warning line more; a refusal leaves
     nothing, a success verifies."""
-    if engine.name == "helixdb":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                raises=AssertionError,
-                reason="the helixdb writer takes its own store lock with fcntl.lockf "
-                "(engines/helixdb/writer.py): exit 70 without fcntl",
-            )
-        )
     src = tmp_path / "src.sqlite"
     src.write_bytes(EXAMPLE.read_bytes())
     before = sha256(src)
@@ -583,3 +574,54 @@ def test_the_release_workflow_builds_smoke_tests_and_publishes_every_platform() 
     assert set(publish["needs"]) == {"smoke", "sdist"}
     assert publish["permissions"] == {"id-token": "write"}
     assert any("pypi-publish" in s.get("uses", "") for s in publish["steps"])
+
+
+# A HelixDB writer held until stdin closes, then closed (its lock file removed).
+HOLD_HELIX_WRITER = (
+    "from pathlib import Path\n"
+    "from statemigrate.engines.helixdb import HelixdbEngine\n"
+    "w = HelixdbEngine.open_writer(Path(sys.argv[1]))\n"
+    "print('ready', flush=True); sys.stdin.read(); w.close()\n"
+)
+SECOND_HELIX_WRITER = (
+    "from pathlib import Path\n"
+    "from statemigrate.engines.helixdb import HelixdbEngine\n"
+    "from statemigrate.errors import StoreBusyError\n"
+    "try:\n"
+    "    HelixdbEngine.open_writer(Path(sys.argv[1])).close()\n"
+    "except StoreBusyError as exc:\n"
+    "    print('busy', exc.exit_code, exc)\n"
+    "else:\n"
+    "    print('opened')\n"
+)
+
+
+def test_with_msvcrt_locks_a_second_helixdb_writer_is_refused(tmp_path) -> None:
+    """The HelixDB writer's own store lock under Windows' msvcrt.locking (emulated, fcntl
+    hidden): a second writer is refused with exit 3 while the first holds the store,
+    and opens once it has closed (the lock file removed). The holder's pid is named
+    from the lock file, which no probe sees without fcntl."""
+    from statemigrate.engines.helixdb import HelixdbEngine
+    from statemigrate.model import TableInfo
+    from statemigrate.testing.stores import write_store
+
+    store = write_store(HelixdbEngine, tmp_path / "s.helixdb", {TableInfo("t"): [(b"a", b"1")]})
+    prelude = MSVCRT_OVER_LOCKF + HIDE_POSIX
+    child = subprocess.Popen(
+        [sys.executable, "-c", prelude + HOLD_HELIX_WRITER, str(store)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready, _, _ = select.select([child.stdout], [], [], HANG_GUARD)
+        assert ready and child.stdout.readline().strip() == "ready"
+        second = python(prelude + SECOND_HELIX_WRITER, str(store))
+        want = f"busy 3 {store}: store is in use by another process (pid {child.pid})"
+        assert second.stdout.strip() == want, second.stdout + second.stderr
+    finally:
+        child.stdin.close()
+        assert child.wait(timeout=HANG_GUARD) == 0
+    assert not (store / "statemigrate.lock").exists()
+    after = python(prelude + SECOND_HELIX_WRITER, str(store))
+    assert after.stdout.split() == ["opened"], after.stdout + after.stderr

@@ -9,6 +9,7 @@ sharing it (Windows: a ``PermissionError`` on open or read), as held by an unkno
 
 from __future__ import annotations
 
+import importlib
 import os
 import stat
 import struct
@@ -71,6 +72,34 @@ def _fcntl() -> ModuleType | None:
     except ImportError:
         return None
     return fcntl
+
+
+# The byte msvcrt.locking locks (Windows): past any pid written at the start (Windows
+# locks are mandatory: a lock on the pid would hide it), and locking past the end of a
+# file is allowed.
+MSVCRT_LOCK_BYTE = 1 << 30
+
+
+def lock_exclusively(fd: int) -> None:
+    """Lock the open file ``fd`` exclusively until it is closed, or raise ``OSError`` at
+    once while another process holds it.
+
+    A POSIX record lock (``fcntl.lockf``, which :func:`fcntl_holder` sees with its
+    holder's pid) where ``fcntl`` exists; on Windows ``msvcrt.locking`` of
+    :data:`MSVCRT_LOCK_BYTE`, released when ``fd`` is closed; where neither exists,
+    no lock (the probes say so once).
+    """
+    fcntl = _fcntl()
+    if fcntl is not None:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    try:
+        msvcrt = importlib.import_module("msvcrt")
+    except ImportError:
+        return
+    os.lseek(fd, MSVCRT_LOCK_BYTE, os.SEEK_SET)
+    msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+    os.lseek(fd, 0, os.SEEK_SET)
 
 
 NO_POSIX_LOCKS = (

@@ -27,12 +27,11 @@ from types import ModuleType
 
 from ..errors import DestinationError, StoreBusyError
 from ..fsutil import kind_of
+from ..locks import MSVCRT_LOCK_BYTE
 
 # Never through a symbolic link (the lock is truncated: a link planted there would
 # truncate its target), never blocking on a FIFO planted there, bytes on Windows.
 _FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-# The byte msvcrt locks: past any pid, and locking past the end of a file is allowed.
-_MSVCRT_BYTE = 1 << 30
 
 
 def lock_path(final: Path) -> Path:
@@ -101,7 +100,7 @@ def _flocked(fcntl: ModuleType, lock: Path, final: Path) -> Iterator[None]:
 def _msvcrt_locked(msvcrt: ModuleType, lock: Path, final: Path) -> Iterator[None]:
     while True:
         fd = _open(lock, final, os.O_RDWR | os.O_CREAT)
-        os.lseek(fd, _MSVCRT_BYTE, os.SEEK_SET)
+        os.lseek(fd, MSVCRT_LOCK_BYTE, os.SEEK_SET)
         try:
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
         except OSError as exc:
@@ -124,7 +123,7 @@ def _msvcrt_locked(msvcrt: ModuleType, lock: Path, final: Path) -> Iterator[None
 
 def _msvcrt_release(msvcrt: ModuleType, fd: int) -> None:
     try:
-        os.lseek(fd, _MSVCRT_BYTE, os.SEEK_SET)
+        os.lseek(fd, MSVCRT_LOCK_BYTE, os.SEEK_SET)
         with contextlib.suppress(OSError):
             msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
     finally:

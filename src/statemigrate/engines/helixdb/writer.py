@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import DestinationError, StoreBusyError
-from ...locks import busy_message, refuse_if_held
+from ...locks import busy_message, lock_exclusively, refuse_if_held
 from ...model import METADATA_TABLE, Batch, TableInfo
 from ..base import Writer
 from .client import (
@@ -93,22 +94,29 @@ class HelixdbWriter(Writer):
     def _lock(self) -> None:
         lock = self.path / LOCK_NAME
         refuse_if_held(self.path, self.facts.locks)
-        import fcntl
-
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
         try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            lock_exclusively(fd)
         except OSError as exc:
+            holder = self.facts.holder(self.path)
+            if holder is None or holder < 0:  # no probe sees the lock (Windows)
+                holder = _pid_written(fd) or holder
             os.close(fd)
-            raise StoreBusyError(busy_message(self.path, self.facts.holder(self.path))) from exc
+            raise StoreBusyError(busy_message(self.path, holder)) from exc
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self.lock_fd = fd
 
     def _unlock(self) -> None:
         if self.lock_fd is not None:
-            (self.path / LOCK_NAME).unlink(missing_ok=True)
-            os.close(self.lock_fd)
+            if os.name == "nt":
+                # Windows removes no file that is open: the lock goes first.
+                os.close(self.lock_fd)
+                with contextlib.suppress(OSError):
+                    (self.path / LOCK_NAME).unlink(missing_ok=True)
+            else:
+                (self.path / LOCK_NAME).unlink(missing_ok=True)
+                os.close(self.lock_fd)
             self.lock_fd = None
 
     def _run(self, batch: Any, doing: str, **params: Any) -> None:
@@ -264,3 +272,13 @@ class HelixdbWriter(Writer):
                 hx.close()
         finally:
             self._unlock()
+
+
+def _pid_written(fd: int) -> int | None:
+    """The pid the lock's holder wrote at the start of the lock file, if readable."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        text = os.read(fd, 32).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
