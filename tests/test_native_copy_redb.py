@@ -180,7 +180,7 @@ def test_a_commit_during_the_copy_is_refused_as_busy(
 
     src = tmp_path / "src.redb"
     write_store(REDB, src, {TableInfo("settings"): [(b"a", b"1")]})
-    real_copy = shutil.copyfile
+    real_copy = reader_module.copy_file_written_back
 
     def copy_then_commit(a: Path, b: Path) -> None:
         real_copy(a, b)
@@ -188,7 +188,7 @@ def test_a_commit_during_the_copy_is_refused_as_busy(
             f.seek(64 + 8)
             f.write(b"\x55")
 
-    monkeypatch.setattr(reader_module.shutil, "copyfile", copy_then_commit)
+    monkeypatch.setattr(reader_module, "copy_file_written_back", copy_then_commit)
     dst = tmp_path / "dst.redb"
     with pytest.raises(StoreBusyError, match="committed to the file while it was copied") as err:
         convert(str(src), str(dst), progress=Phases())

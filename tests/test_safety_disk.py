@@ -98,3 +98,35 @@ def test_disk_full_midway_then_resume_after_freeing_space(dst: str, source) -> N
         assert resumed.returncode == 0, describe(resumed)
         assert digest_of(dst, final) == src_digest
         assert leftovers(final) == []
+
+
+# Engines whose same-engine convert is the engine's own copy (pipeline/native.py).
+NATIVE_COPIES = ["sqlite", "lmdb", "rocksdb", "redb"]
+
+
+@pytest.mark.parametrize("engine", NATIVE_COPIES)
+def test_disk_full_during_an_engines_own_copy_then_resume(engine: str, tmp_path) -> None:
+    """The same path for a same-engine copy: exit 5 in one line, nothing at the final
+    path, the source untouched; once there is room, ``--resume`` starts it over."""
+    src = store_file(engine, tmp_path, "source")
+    src_digest = build_store(engine, src, RECORDS, seed=12)
+    with small_filesystem("2m") as fs:
+        final = store_file(engine, fs, "out")
+        args = ["convert", "--quiet", spec(engine, src), spec(engine, final)]
+        run = run_cli(args + ["--force"], timeout=120)
+        assert run.returncode == 5, describe(run)
+        line = one_line_error(run)
+        assert "space" in line.lower() or "full" in line.lower(), line
+        assert not store_exists(engine, final), describe(run)
+        assert digest_of(engine, src) == src_digest
+        grown = subprocess.run(
+            ["mount", "-o", "remount,size=512m", str(fs)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert grown.returncode == 0, grown.stderr
+        resumed = run_cli(args + ["--resume"], timeout=300)
+        assert resumed.returncode == 0, describe(resumed)
+        assert digest_of(engine, final) == src_digest
+        assert leftovers(final) == []

@@ -6,15 +6,20 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import functools
 import os
 import shutil
 import signal
 import stat
 import time
 from pathlib import Path
+from typing import Any
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
+_SYNC_FILE_RANGE_WRITE = 2
+# A copy's step: its write-back is started after each (copy_file_written_back).
+_COPY_STEP = 16 << 20
 
 # Fault injection for the kill -9 harness (statemigrate.testing.safety): the process
 # SIGKILLs itself when it reaches the named step, so that steps too short to hit with
@@ -76,15 +81,57 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+@functools.cache
+def _libc_function(name: str) -> Any:
+    """The C library's function ``name`` (errno kept for ``ctypes.get_errno``), or None."""
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return None
+    return getattr(ctypes.CDLL(libc_name, use_errno=True), name, None)
+
+
+def copy_file_written_back(src: Path, dst: Path) -> None:
+    """Copy ``src``'s bytes to the new file ``dst`` (created as ``open(dst, "wb")`` does),
+    starting the copy's write-back to the disk as it goes, so that the fsync after it
+    waits for little: on Linux, ``copy_file_range`` in 16 MiB steps, each handed to
+    ``sync_file_range(SYNC_FILE_RANGE_WRITE)``, which starts writing without waiting.
+    Elsewhere, or where the file system cannot (``copy_file_range`` refused), the rest
+    is copied as ``shutil.copyfile`` does and the fsync waits for all of it.
+
+    Raises:
+        OSError: as ``shutil.copyfile`` does (a full disk, an unreadable source …).
+    """
+    start = _libc_function("sync_file_range")
+    if start is None or not hasattr(os, "copy_file_range"):
+        shutil.copyfile(src, dst)
+        return
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        i, o = fin.fileno(), fout.fileno()
+        done = 0
+        while True:
+            try:
+                n = os.copy_file_range(i, o, _COPY_STEP)
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                    raise
+                # The two descriptors' offsets are where the steps left them.
+                while chunk := os.read(i, 1 << 20):
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(o, view) :]
+                return
+            if n == 0:
+                return
+            # Only starts the write-back: its errors are the fsync's to report.
+            start(o, ctypes.c_int64(done), ctypes.c_int64(n), _SYNC_FILE_RANGE_WRITE)
+            done += n
+
+
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False if unsupported."""
     if os.environ.get(NO_EXCHANGE_ENV):  # tests of the rename-aside fallback
         return False
-    libc_name = ctypes.util.find_library("c")
-    if libc_name is None:
-        return False
-    libc = ctypes.CDLL(libc_name, use_errno=True)
-    fn = getattr(libc, "renameat2", None)
+    fn = _libc_function("renameat2")
     if fn is None:
         return False
     res = fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ...errors import DestinationError, SourceError, StoreBusyError
-from ...fsutil import crash_point
+from ...fsutil import copy_file_written_back, crash_point
 from ...model import Batch, TableInfo
 from ..base import Reader
 from .header import HEADER_LEN, REDB_FACTS
@@ -103,7 +102,7 @@ class RedbReader(Reader):
         """
         before = _head(self.path)
         try:
-            shutil.copyfile(self.path, path)
+            copy_file_written_back(self.path, path)
         except OSError as exc:
             raise DestinationError(f"{path}: copy failed ({exc.strerror or exc})") from exc
         if _head(self.path) != before or _head(path) != before:

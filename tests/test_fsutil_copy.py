@@ -1,0 +1,76 @@
+"""fsutil.copy_file_written_back: the bytes exactly, in steps or through its fallback."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from statemigrate import fsutil
+
+SIZES = [0, 1, 4095, 3 * 4096 + 17, 64 * 1024 + 1]
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_copy_holds_the_sources_bytes_across_many_steps(
+    size: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fsutil, "_COPY_STEP", 4096)  # many steps, a short last one
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    data = os.urandom(size)
+    src.write_bytes(data)
+    fsutil.copy_file_written_back(src, dst)
+    assert dst.read_bytes() == data
+    assert src.read_bytes() == data
+
+
+def test_a_file_system_that_refuses_copy_file_range_midway_gets_the_rest_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After two steps copy_file_range is refused (EXDEV): the rest is read and written
+    from where the steps left off, nothing repeated or skipped."""
+    if not hasattr(os, "copy_file_range"):
+        pytest.xfail("no copy_file_range here: the copy is shutil.copyfile's")
+    monkeypatch.setattr(fsutil, "_COPY_STEP", 4096)
+    real = os.copy_file_range
+    calls = []
+
+    def refused_after_two(i: int, o: int, n: int) -> int:
+        calls.append(n)
+        if len(calls) > 2:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        return real(i, o, n)
+
+    monkeypatch.setattr(os, "copy_file_range", refused_after_two)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    data = os.urandom(5 * 4096 + 123)
+    src.write_bytes(data)
+    fsutil.copy_file_written_back(src, dst)
+    assert len(calls) == 3
+    assert dst.read_bytes() == data
+
+
+def test_another_error_is_raised_and_the_mode_is_a_new_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.write_bytes(b"x" * 100)
+    os.chmod(src, 0o600)
+    old = os.umask(0o077)
+    try:
+        fsutil.copy_file_written_back(src, dst)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(dst.stat().st_mode) == 0o600  # 0o666 under the umask, as "wb"
+    if hasattr(os, "copy_file_range"):
+
+        def full(i: int, o: int, n: int) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(os, "copy_file_range", full)
+        with pytest.raises(OSError) as err:
+            fsutil.copy_file_written_back(src, tmp_path / "other")
+        assert err.value.errno == errno.ENOSPC
