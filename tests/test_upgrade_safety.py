@@ -535,3 +535,35 @@ def test_history_of_a_missing_schema_prints_one_json_object(tmp_path) -> None:
     r = cli("history", "--schema", tmp_path / "nope", "--json")
     assert r.exit_code == 2
     assert one_json(r.stdout)["status"] == "usage_error"
+
+
+@pytest.mark.parametrize("engine", IN_PLACE)
+def test_the_backup_is_durable_before_the_first_revision_runs(
+    engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every file of ``--backup`` and its directory are fsynced before the first revision
+    starts: after a power loss during the upgrade the backup is whole (it was written
+    through the page cache and never synced, so it could be lost while the upgrade's
+    commits were not)."""
+    from statemigrate.testing.phases import Phases
+
+    eng = get_engine(engine)
+    spec = seeded(eng, tmp_path, events=20)
+    backup = tmp_path / "backups" / f"before{eng.suffixes[0] if eng.suffixes else ''}"
+    backup.parent.mkdir()
+    synced: list[tuple[int, str]] = []
+    progress = Phases()
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append((len(progress.phases), os.path.realpath(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    upgrade(spec, EXAMPLE, to="0002", backup=backup, progress=progress, digests=False)
+    first_revision = next(i for i, p in enumerate(progress.phases) if p.startswith("revision "))
+    before = {path for at, path in synced if at <= first_revision}
+    files = [Path(root) / f for root, _, names in os.walk(backup) for f in names]
+    wanted = {os.path.realpath(p) for p in (files if backup.is_dir() else [backup])}
+    wanted |= {os.path.realpath(backup.parent)}
+    assert wanted <= before, sorted(wanted - before)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..errors import DestinationError, StateMigrateError
+from ..fsutil import copy_file_written_back
 from ..locks import refuse_if_held
 from ..model import BATCH_RECORDS, Batch, TableInfo
 from ._sql import (
@@ -326,7 +327,8 @@ class DbapiSqlWriter(Writer):
         with self.errors("backing up"):
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         try:
-            shutil.copy2(self.path, path)
+            copy_file_written_back(self.path, path)
+            shutil.copystat(self.path, path)
             wal = Path(str(self.path) + "-wal")
             if wal.exists() and wal.stat().st_size > 0:  # a checkpoint a reader kept from finishing
                 shutil.copy2(wal, Path(str(path) + "-wal"))

@@ -488,8 +488,11 @@ class Writer(StoreAccess):
         """
         import shutil
 
+        from ..fsutil import copy_file_written_back
+
         src = Path(self.path)
         if src.is_dir():
             shutil.copytree(src, path)
         else:
-            shutil.copy2(src, path)
+            copy_file_written_back(src, path)
+            shutil.copystat(src, path)

@@ -6,12 +6,15 @@ import os
 import time
 from pathlib import Path
 
-from ..engines.base import Writer
+from ..engines.base import Engine, Writer
 from ..errors import DestinationError
+from ..fsutil import fsync_tree
 
 
-def write_backup(writer: Writer, dest: Path) -> Path:
-    """Back the store up at ``dest``, or beside it when ``dest`` is taken.
+def write_backup(engine: type[Engine], writer: Writer, dest: Path) -> Path:
+    """Back the store up at ``dest``, or beside it when ``dest`` is taken, and make the
+    backup durable (its files and directory synced) before any revision runs: after a
+    power loss during the upgrade the backup holds the state from before it, whole.
 
     A retry after a failed revision names the same ``--backup`` path: the first try's
     backup there holds the state from before the install, so it is kept and this one
@@ -22,6 +25,11 @@ def write_backup(writer: Writer, dest: Path) -> Path:
     if not dest.parent.is_dir():
         raise DestinationError(f"{dest.parent}: no such directory for the backup")
     writer.backup(dest)
+    try:
+        for path in engine.store_paths(dest):
+            fsync_tree(path)
+    except OSError as exc:
+        raise DestinationError(f"{dest}: cannot write the backup ({exc.strerror or exc})") from exc
     return dest
 
 

@@ -183,7 +183,7 @@ def _migrate(
             return report
         if backup is not None:
             progress.phase(f"writing the backup {backup}")
-            report.backup = str(write_backup(writer, Path(backup)))
+            report.backup = str(write_backup(eng, writer, Path(backup)))
         checksums = json.loads(writer.metadata().get(META_CHECKSUMS) or b"{}")
         counter = [0]
         for i, step in enumerate(steps, 1):

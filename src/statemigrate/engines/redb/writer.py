@@ -114,8 +114,11 @@ class RedbWriter(Writer):
         """A copy of the file after a durable commit (redb repairs the copy when opened)."""
         import shutil
 
+        from ...fsutil import copy_file_written_back
+
         self.sync()
-        shutil.copy2(self.path, path)
+        copy_file_written_back(self.path, path)
+        shutil.copystat(self.path, path)
 
     def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
         """Commit metadata updates alone (the first creates the file, see the class)."""
