@@ -208,10 +208,10 @@ MSVCRT_OVER_LOCKF = (
 )
 
 
-def hold_lock(final: Path, prelude: str) -> subprocess.Popen:
-    """A child holding ``final``'s lock (under ``prelude``'s platform) once it says ready."""
+def ready_child(code: str, arg: Path) -> subprocess.Popen:
+    """A child running ``code`` with ``arg``, returned once it has printed ``ready``."""
     child = subprocess.Popen(
-        [sys.executable, "-c", prelude + HOLD_LOCK, str(final)],
+        [sys.executable, "-c", code, str(arg)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -219,6 +219,11 @@ def hold_lock(final: Path, prelude: str) -> subprocess.Popen:
     ready, _, _ = select.select([child.stdout], [], [], HANG_GUARD)
     assert ready and child.stdout.readline().strip() == "ready"
     return child
+
+
+def hold_lock(final: Path, prelude: str) -> subprocess.Popen:
+    """A child holding ``final``'s lock (under ``prelude``'s platform) once it says ready."""
+    return ready_child(prelude + HOLD_LOCK, final)
 
 
 @pytest.mark.parametrize(
@@ -394,15 +399,8 @@ def test_the_probe_reads_the_kernels_answer_on_this_platform(tmp_path) -> None:
             f"f = open(sys.argv[1], 'r+b'); fcntl.lockf(f, fcntl.{kind})\n"
             "print('ready', flush=True); sys.stdin.read()\n"
         )
-        child = subprocess.Popen(
-            [sys.executable, "-c", hold, str(target)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        child = ready_child(hold, target)
         try:
-            ready, _, _ = select.select([child.stdout], [], [], HANG_GUARD)
-            assert ready and child.stdout.readline().strip() == "ready"
             assert fcntl_holder(target, readers=True) == child.pid
             assert fcntl_holder(target) == (child.pid if seen_by_writers_probe else None)
         finally:
@@ -607,15 +605,8 @@ def test_with_msvcrt_locks_a_second_helixdb_writer_is_refused(tmp_path) -> None:
 
     store = write_store(HelixdbEngine, tmp_path / "s.helixdb", {TableInfo("t"): [(b"a", b"1")]})
     prelude = MSVCRT_OVER_LOCKF + HIDE_POSIX
-    child = subprocess.Popen(
-        [sys.executable, "-c", prelude + HOLD_HELIX_WRITER, str(store)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    child = ready_child(prelude + HOLD_HELIX_WRITER, store)
     try:
-        ready, _, _ = select.select([child.stdout], [], [], HANG_GUARD)
-        assert ready and child.stdout.readline().strip() == "ready"
         second = python(prelude + SECOND_HELIX_WRITER, str(store))
         want = f"busy 3 {store}: store is in use by another process (pid {child.pid})"
         assert second.stdout.strip() == want, second.stdout + second.stderr

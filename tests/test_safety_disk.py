@@ -45,6 +45,14 @@ def engines_marked() -> list:
     ]
 
 
+def grow(fs) -> None:
+    """Free space: grow the file system to 512 MiB."""
+    grown = subprocess.run(
+        ["mount", "-o", "remount,size=512m", str(fs)], capture_output=True, text=True, check=False
+    )
+    assert grown.returncode == 0, grown.stderr
+
+
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
     path = store_file("sqlite", tmp_path_factory.mktemp("disk-source"), "source")
@@ -86,14 +94,7 @@ def test_disk_full_midway_then_resume_after_freeing_space(dst: str, source) -> N
         assert not store_exists(dst, final), (
             "a convert that ran out of space left something at the final path"
         )
-        # Free space (grow the file system), then resume.
-        grown = subprocess.run(
-            ["mount", "-o", "remount,size=512m", str(fs)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert grown.returncode == 0, grown.stderr
+        grow(fs)  # then resume
         resumed = run_cli(args + ["--resume"], timeout=300)
         assert resumed.returncode == 0, describe(resumed)
         assert digest_of(dst, final) == src_digest
@@ -119,13 +120,7 @@ def test_disk_full_during_an_engines_own_copy_then_resume(engine: str, tmp_path)
         assert "space" in line.lower() or "full" in line.lower(), line
         assert not store_exists(engine, final), describe(run)
         assert digest_of(engine, src) == src_digest
-        grown = subprocess.run(
-            ["mount", "-o", "remount,size=512m", str(fs)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert grown.returncode == 0, grown.stderr
+        grow(fs)
         resumed = run_cli(args + ["--resume"], timeout=300)
         assert resumed.returncode == 0, describe(resumed)
         assert digest_of(engine, final) == src_digest
