@@ -27,13 +27,14 @@ from ..engines.base import (
     Reader,
     Writer,
 )
-from ..errors import StateMigrateError, UsageError
+from ..errors import StateMigrateError
 from ..model import TableInfo
 from ..progress import Progress
 from ..registry import StorePath
 from . import op as op_module
 from .backup import write_backup
 from .errors import RevisionFailedError, RevisionUnknownError
+from .heads import already_at_head
 from .journal import (
     META_CHECKSUMS,
     crash_point,
@@ -58,6 +59,7 @@ from .store import (
     is_missing,
     new_store_engine,
     open_writer,
+    peek,
     stamped_revisions,
 )
 
@@ -103,17 +105,6 @@ def _recover(
         return recover(writer, eng.capabilities.rename_table, batch_records, batch_bytes)
 
 
-def _peek(
-    eng: type[Engine], path: Path, options: Mapping[str, Any] | None = None
-) -> tuple[dict[str, bytes], list[TableInfo], Reader]:
-    """Open a read-only view: deciding what to do must change nothing (dry run, at head, too new)."""
-    try:
-        reader = eng.open_reader(path, {**(options or {}), "skip_foreign_tables": True})
-    except UsageError:
-        reader = eng.open_reader(path, options)
-    return reader.metadata(), reader.list_tables(), reader
-
-
 def _digest_reader(reader: Reader) -> str:
     return digest_tables(reader.tables(), reader.read_batches)
 
@@ -138,6 +129,11 @@ def _migrate(
     progress = progress or Progress()
     created = False
     store = os.fspath(store)
+    if up and not dry_run and target in ("head", "heads") and not is_missing(store, engine):
+        at_head = already_at_head(store, engine, schema_dir, options)  # Alembic not loaded
+        if at_head is not None:
+            at_head.seconds = time.monotonic() - started
+            return at_head
     if create and is_missing(store, engine):
         schema = Schema(schema_dir)  # a broken schema is refused before anything exists
         if dry_run:
@@ -148,7 +144,7 @@ def _migrate(
     eng, path = in_place_engine(store, engine, CREATE_HINT if up else MISSING_HINT)
     schema = Schema(schema_dir)
     report = UpgradeReport(str(path), eng.name, str(schema.dir), dry_run=dry_run, created=created)
-    meta, tables, reader = _peek(eng, path, options)
+    meta, tables, reader = peek(eng, path, options)
     with reader:
         raw = meta.get(META_REVISION)
         current = sorted(json.loads(raw)) if raw else []
@@ -469,7 +465,7 @@ def finish_interrupted(
         StoreBusyError: another process holds the store (exit 3).
     """
     eng, path = in_place_engine(store, engine)
-    meta, _tables, reader = _peek(eng, path, options)
+    meta, _tables, reader = peek(eng, path, options)
     reader.close()
     if not needs_recovery(meta):
         if not leftovers(path):

@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import _native
 from ..digest import Digest, store_digest
-from ..engines.base import META_REVISION, Engine, Writer
+from ..engines.base import META_REVISION, Engine, Reader, Writer
 from ..errors import DestinationError, StateMigrateError, StoreBusyError, UsageError
 from ..model import Batch, TableInfo
 from ..perms import no_wider_than
@@ -233,3 +233,14 @@ def digest_tables(
 def digest_writer(writer: Writer, progress: Progress | None = None) -> str:
     """The store digest, read through the writer (it sees what the writer sees)."""
     return digest_tables(writer.list_tables(), writer.read_batches, progress)
+
+
+def peek(
+    eng: type[Engine], path: Path, options: Mapping[str, Any] | None = None
+) -> tuple[dict[str, bytes], list[TableInfo], Reader]:
+    """Open a read-only view: deciding what to do must change nothing (dry run, at head, too new)."""
+    try:
+        reader = eng.open_reader(path, {**(options or {}), "skip_foreign_tables": True})
+    except UsageError:
+        reader = eng.open_reader(path, options)
+    return reader.metadata(), reader.list_tables(), reader
