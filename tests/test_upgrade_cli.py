@@ -196,3 +196,30 @@ def test_at_the_target_the_stamp_answers_without_digests(store) -> None:
     report = json.loads(r.stdout)
     assert r.exit_code == 0 and report["status"] == "up_to_date" and report["revisions"] == []
     assert report["digest_before"] is None and report["digest_after"] is None
+
+
+def test_an_apps_store_without_a_revision_is_told_how_to_adopt_it(tmp_path) -> None:
+    """A store holding the schema's tables but no stamp (made before the app used
+    statemigrate): revision 0001 finds its table there (exit 5, the store unchanged) and
+    the hint names ``stamp``; after ``stamp`` the upgrade runs from there."""
+    from statemigrate.engines.base import META_REVISION
+    from statemigrate.testing.upgrade_conformance import EXAMPLE, digest, seeded
+
+    eng = get_engine("sqlite")
+    spec = seeded(eng, tmp_path, events=20)  # at 0001
+    path = Path(spec.split(":", 1)[1])
+    with eng.open_writer(path) as w:  # the stamp taken away: an app's own store
+        w.put_metadata({META_REVISION: None})
+        w.finish()
+    before = digest(spec)
+    run = CliRunner().invoke(main, ["upgrade", spec, "--schema", str(EXAMPLE)])
+    assert run.exit_code == 5, run.output
+    lines = run.output.strip().splitlines()
+    assert lines[-2] == "statemigrate: error: revision 0001: table 'events' already exists"
+    assert lines[-1].startswith(f"hint: {path} holds tables but no schema revision"), lines
+    assert f"statemigrate stamp {path} --schema {EXAMPLE} REVISION" in lines[-1]
+    assert digest(spec) == before
+    stamped = CliRunner().invoke(main, ["stamp", spec, "--schema", str(EXAMPLE), "0001"])
+    assert stamped.exit_code == 0, stamped.output
+    done = CliRunner().invoke(main, ["upgrade", spec, "--schema", str(EXAMPLE), "--json"])
+    assert done.exit_code == 0, done.output

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from ..errors import (
     EXIT_DESTINATION,
     EXIT_DIFFERENT,
@@ -33,6 +36,19 @@ class RevisionFailedError(StateMigrateError):
     """
 
     exit_code = EXIT_DESTINATION
+
+
+def with_adoption_hint(
+    exc: RevisionFailedError, stamp: list[str], tables: list[Any], store: Path, schema: Path
+) -> None:
+    """Give ``exc`` the hint to ``stamp`` when a store holding tables but no revision (an app's
+    store from before it used statemigrate) had a table the first revision creates."""
+    if not stamp and tables and "already exists" in exc.message:
+        exc.hint = (
+            f"{store} holds tables but no schema revision: if it already has the schema, "
+            f"adopt it with `statemigrate stamp {store} --schema {schema} REVISION` (sets "
+            "the revision, runs nothing), then upgrade"
+        )
 
 
 class StoreMissingError(SourceError):

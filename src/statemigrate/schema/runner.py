@@ -33,7 +33,7 @@ from ..progress import Progress
 from ..registry import StorePath
 from . import op as op_module
 from .backup import write_backup
-from .errors import RevisionFailedError, RevisionUnknownError
+from .errors import RevisionFailedError, RevisionUnknownError, with_adoption_hint
 from .heads import already_at_head
 from .journal import (
     META_CHECKSUMS,
@@ -187,18 +187,22 @@ def _migrate(
             progress.phase(
                 f"revision {step.revision} ({i} of {len(steps)}, {step.direction}): {step.doc}"
             )
-            log = _run_step(
-                eng,
-                writer,
-                path,
-                schema,
-                step,
-                checksums,
-                counter,
-                batch_records,
-                batch_bytes,
-                progress,
-            )
+            try:
+                log = _run_step(
+                    eng,
+                    writer,
+                    path,
+                    schema,
+                    step,
+                    checksums,
+                    counter,
+                    batch_records,
+                    batch_bytes,
+                    progress,
+                )
+            except RevisionFailedError as exc:
+                with_adoption_hint(exc, current, tables, path, schema.dir)
+                raise
             report.revisions.append(_step_json(step, time.monotonic() - t0, log))
             crash_point(f"{step.revision} done")
         progress.phase("syncing")
