@@ -74,3 +74,27 @@ def test_another_error_is_raised_and_the_mode_is_a_new_files(
         with pytest.raises(OSError) as err:
             fsutil.copy_file_written_back(src, tmp_path / "other")
         assert err.value.errno == errno.ENOSPC
+
+
+def test_a_file_system_whose_copy_file_range_gives_nothing_gets_a_whole_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Some file systems answer copy_file_range with 0 before the end (as at the end):
+    the copy goes on by reads and writes, never a short file."""
+    if not hasattr(os, "copy_file_range"):
+        pytest.xfail("no copy_file_range here: the copy is shutil.copyfile's")
+    monkeypatch.setattr(fsutil, "_COPY_STEP", 4096)
+    real = os.copy_file_range
+    calls = []
+
+    def nothing_after_one(i: int, o: int, n: int) -> int:
+        calls.append(n)
+        return real(i, o, n) if len(calls) == 1 else 0
+
+    monkeypatch.setattr(os, "copy_file_range", nothing_after_one)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    data = os.urandom(3 * 4096 + 5)
+    src.write_bytes(data)
+    fsutil.copy_file_written_back(src, dst)
+    assert len(calls) == 2
+    assert dst.read_bytes() == data

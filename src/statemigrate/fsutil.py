@@ -114,13 +114,15 @@ def copy_file_written_back(src: Path, dst: Path) -> None:
             except OSError as exc:
                 if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
                     raise
-                # The two descriptors' offsets are where the steps left them.
+                n = 0
+            if n == 0:
+                # The end, or a file system whose copy_file_range gives nothing (some
+                # answer 0 before the end): the rest, if any, by reads and writes from
+                # where the steps left both offsets.
                 while chunk := os.read(i, 1 << 20):
                     view = memoryview(chunk)
                     while view:
                         view = view[os.write(o, view) :]
-                return
-            if n == 0:
                 return
             # Only starts the write-back: its errors are the fsync's to report.
             start(o, ctypes.c_int64(done), ctypes.c_int64(n), _SYNC_FILE_RANGE_WRITE)
