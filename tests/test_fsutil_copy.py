@@ -27,30 +27,46 @@ def test_the_copy_holds_the_sources_bytes_across_many_steps(
     assert src.read_bytes() == data
 
 
-def test_a_file_system_that_refuses_copy_file_range_midway_gets_the_rest_copied(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """After two steps copy_file_range is refused (EXDEV): the rest is read and written
-    from where the steps left off, nothing repeated or skipped."""
+def copied_with(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    steps: int,
+    then: BaseException | int,
+    size: int,
+) -> int:
+    """Copy ``size`` random bytes in 4 KiB steps while ``copy_file_range`` works for
+    ``steps`` calls and then raises ``then`` (an exception) or returns it; check the
+    copy is whole and return how many times it was called."""
     if not hasattr(os, "copy_file_range"):
         pytest.xfail("no copy_file_range here: the copy is shutil.copyfile's")
     monkeypatch.setattr(fsutil, "_COPY_STEP", 4096)
     real = os.copy_file_range
     calls = []
 
-    def refused_after_two(i: int, o: int, n: int) -> int:
+    def misbehaving(i: int, o: int, n: int) -> int:
         calls.append(n)
-        if len(calls) > 2:
-            raise OSError(errno.EXDEV, "Invalid cross-device link")
-        return real(i, o, n)
+        if len(calls) <= steps:
+            return real(i, o, n)
+        if isinstance(then, BaseException):
+            raise then
+        return then
 
-    monkeypatch.setattr(os, "copy_file_range", refused_after_two)
+    monkeypatch.setattr(os, "copy_file_range", misbehaving)
     src, dst = tmp_path / "src", tmp_path / "dst"
-    data = os.urandom(5 * 4096 + 123)
+    data = os.urandom(size)
     src.write_bytes(data)
     fsutil.copy_file_written_back(src, dst)
-    assert len(calls) == 3
     assert dst.read_bytes() == data
+    return len(calls)
+
+
+def test_a_file_system_that_refuses_copy_file_range_midway_gets_the_rest_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After two steps copy_file_range is refused (EXDEV): the rest is read and written
+    from where the steps left off, nothing repeated or skipped."""
+    refused = OSError(errno.EXDEV, "Invalid cross-device link")
+    assert copied_with(tmp_path, monkeypatch, 2, refused, 5 * 4096 + 123) == 3
 
 
 def test_another_error_is_raised_and_the_mode_is_a_new_files(
@@ -81,20 +97,4 @@ def test_a_file_system_whose_copy_file_range_gives_nothing_gets_a_whole_copy(
 ) -> None:
     """Some file systems answer copy_file_range with 0 before the end (as at the end):
     the copy goes on by reads and writes, never a short file."""
-    if not hasattr(os, "copy_file_range"):
-        pytest.xfail("no copy_file_range here: the copy is shutil.copyfile's")
-    monkeypatch.setattr(fsutil, "_COPY_STEP", 4096)
-    real = os.copy_file_range
-    calls = []
-
-    def nothing_after_one(i: int, o: int, n: int) -> int:
-        calls.append(n)
-        return real(i, o, n) if len(calls) == 1 else 0
-
-    monkeypatch.setattr(os, "copy_file_range", nothing_after_one)
-    src, dst = tmp_path / "src", tmp_path / "dst"
-    data = os.urandom(3 * 4096 + 5)
-    src.write_bytes(data)
-    fsutil.copy_file_written_back(src, dst)
-    assert len(calls) == 2
-    assert dst.read_bytes() == data
+    assert copied_with(tmp_path, monkeypatch, 1, 0, 3 * 4096 + 5) == 2
