@@ -102,6 +102,16 @@ def lock_exclusively(fd: int) -> None:
     os.lseek(fd, 0, os.SEEK_SET)
 
 
+def pid_text(fd: int) -> str | None:
+    """What a lock's holder wrote at the start of its lock file (its pid), or None."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        text = os.read(fd, 32)
+    except OSError:
+        return None
+    return text.decode(errors="replace").strip() or None
+
+
 NO_POSIX_LOCKS = (
     "this platform has no POSIX file locks (no fcntl module): statemigrate sees an app "
     "holding a store only where the app denies sharing its files, so stop the apps that "

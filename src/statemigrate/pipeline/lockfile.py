@@ -27,7 +27,7 @@ from types import ModuleType
 
 from ..errors import DestinationError, StoreBusyError
 from ..fsutil import kind_of
-from ..locks import MSVCRT_LOCK_BYTE
+from ..locks import MSVCRT_LOCK_BYTE, pid_text
 
 # Never through a symbolic link (the lock is truncated: a link planted there would
 # truncate its target), never blocking on a FIFO planted there, bytes on Windows.
@@ -231,12 +231,7 @@ def _still_at(fd: int, lock: Path) -> bool:
 
 
 def _read_pid(fd: int) -> str:
-    try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        pid = os.read(fd, 32)
-    except OSError:
-        return "unknown"
-    return pid.decode(errors="replace").strip() or "unknown"
+    return pid_text(fd) or "unknown"
 
 
 def _write_pid(fd: int) -> None:

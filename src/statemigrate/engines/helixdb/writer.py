@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import DestinationError, StoreBusyError
-from ...locks import busy_message, lock_exclusively, refuse_if_held
+from ...locks import busy_message, lock_exclusively, pid_text, refuse_if_held
 from ...model import METADATA_TABLE, Batch, TableInfo
 from ..base import Writer
 from .client import (
@@ -100,7 +100,8 @@ class HelixdbWriter(Writer):
         except OSError as exc:
             holder = self.facts.holder(self.path)
             if holder is None or holder < 0:  # no probe sees the lock (Windows)
-                holder = _pid_written(fd) or holder
+                text = pid_text(fd) or ""
+                holder = int(text) if text.isdigit() else holder
             os.close(fd)
             raise StoreBusyError(busy_message(self.path, holder)) from exc
         os.ftruncate(fd, 0)
@@ -272,13 +273,3 @@ class HelixdbWriter(Writer):
                 hx.close()
         finally:
             self._unlock()
-
-
-def _pid_written(fd: int) -> int | None:
-    """The pid the lock's holder wrote at the start of the lock file, if readable."""
-    try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        text = os.read(fd, 32).decode("ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return int(text) if text.isdigit() else None
