@@ -28,7 +28,9 @@ from ._sql import (
     LOCK_PROBES,
     SqlFileEngine,
     SqlLayout,
+    layout_columns,
     layout_tables,
+    outside_model,
     quote,
     read_metadata,
     refuse_foreign,
@@ -164,6 +166,13 @@ class DbapiSqlReader(Reader):
         sql_name = self._sql.get(table.name, table.name)
         return page_batches(self.conn, sql_name, table, after, max_records, max_bytes)
 
+    def outside_model(
+        self, table: TableInfo, after: bytes | None, exc: BaseException
+    ) -> str | None:
+        """The first record of another type than the layout's (:func:`._sql.outside_model`)."""
+        sql_name = self._sql.get(table.name, table.name)
+        return outside_model(self.conn, sql_name, layout_columns(table), after)
+
     def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
         """``count(*)``, exact, in the read's snapshot (for progress totals)."""
         sql_name = self._sql.get(table.name, table.name)
@@ -263,6 +272,13 @@ class DbapiSqlWriter(Writer):
     ) -> Iterator[Batch]:
         sql_name = self.engine.sql_name(table.name)
         return page_batches(self.conn, sql_name, table, after, max_records, max_bytes)
+
+    def outside_model(
+        self, table: TableInfo, after: bytes | None, exc: BaseException
+    ) -> str | None:
+        """The first record of another type than the layout's (:func:`._sql.outside_model`)."""
+        sql_name = self.engine.sql_name(table.name)
+        return outside_model(self.conn, sql_name, layout_columns(table), after)
 
     def drop_table(self, name: str) -> None:
         sql_name = self.engine.sql_name(name)

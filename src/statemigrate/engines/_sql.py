@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..errors import SourceError
 from ..locks import LockProbe, lock_holder
 from ..model import METADATA_TABLE, Batch, TableInfo, TableKind
+from .access import shown_key
 from .base import META_REVISION, Capabilities, Engine, Reader, Writer, check_options
 from .options import EngineOptions, skip_foreign_tables_option
 
@@ -109,6 +110,69 @@ class SqlLayout:
         f"CREATE TABLE IF NOT EXISTS {ALEMBIC_TABLE} "
         "(version_num VARCHAR(32) NOT NULL, CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num))"
     )
+
+
+def outside_model(
+    conn: Any,
+    table: str,
+    columns: tuple[str, str, str | None],
+    after: bytes | None,
+    where: tuple[str, tuple[Any, ...]] = ("", ()),
+) -> str | None:
+    """The first record after ``after`` whose key or value is not a BLOB or whose version
+    is not an INTEGER (SQLite keeps any type in any column), for a message; or None.
+
+    Args:
+        conn: the connection (apsw or DB-API).
+        table: the SQL table.
+        columns: the key, value and version columns (version None: a plain table).
+        after: the key after which the batch that failed began (None: the first).
+        where: a condition on the table's rows and its parameters (a one-table layout's
+            name column).
+
+    Returns:
+        "the version of key b'k' is a REAL (1.5), not an INTEGER", or None when every
+        record is of the layout's types.
+    """
+    key, value, version = (quote(c) if c else None for c in columns)
+    checks = [(key, "blob"), (value, "blob")] + ([(version, "integer")] if version else [])
+    cols = ", ".join(f"typeof({c}), substr(quote({c}), 1, 40)" for c, _t in checks)
+    bad = " OR ".join(f"typeof({c}) <> '{t}'" for c, t in checks)
+    conds, args = ([where[0]], where[1]) if where[0] else ([], ())
+    if after is not None:
+        conds.append(f"{key} > ?")
+        args += (after,)
+    conds.append(f"({bad})")
+    row = conn.execute(
+        f"SELECT {key}, {cols} FROM {quote(table)} WHERE {' AND '.join(conds)} "
+        f"ORDER BY {key} LIMIT 1",
+        args,
+    ).fetchall()
+    if not row:
+        return None
+    first, *found = row[0]
+    for name, (_c, wanted), kind, shown in zip(
+        ("key", "value", "version"), checks, found[0::2], found[1::2], strict=False
+    ):
+        if kind == wanted:
+            continue
+        kind = kind.upper()
+        article = "an" if kind[0] in "AEIOU" else "a"
+        what = "NULL" if kind == "NULL" else f"{article} {kind} ({shown})"
+        should = f"not {'an INTEGER' if wanted == 'integer' else 'a BLOB'}"
+        if name == "key":
+            return (
+                f"a key is NULL, {should}"
+                if kind == "NULL"
+                else f"the key {shown} is {article} {kind}, {should}"
+            )
+        return f"the {name} of key {shown_key(first)} is {what}, {should}"
+    return None
+
+
+def layout_columns(table: TableInfo) -> tuple[str, str, str | None]:
+    """The key, value and version (None: a plain table) columns of the default layout."""
+    return ("key", "value", "version" if table.versioned else None)
 
 
 def versioned_rows(table: TableInfo, batch: Batch) -> Any:

@@ -126,7 +126,7 @@ def _mapped_batches(
     try:
         while True:
             with owner.errors(doing, **how):
-                batch = next(scan, None)
+                batch = _next_batch(owner, scan, table, after if last is None else last)
             if batch is None:
                 break
             if batch:
@@ -139,6 +139,38 @@ def _mapped_batches(
         close = getattr(scan, "close", None)
         if close is not None:
             close()
+
+
+# What ``_native.take_batch`` raises for a row the state model cannot hold (a key or
+# value that is not bytes, a version that is not a 64-bit integer).
+_OUTSIDE_MODEL = (TypeError, ValueError, OverflowError)
+
+
+def _next_batch(
+    owner: StoreAccess, scan: Iterator[Batch], table: TableInfo, after: bytes | None
+) -> Batch | None:
+    """The scan's next batch (None at its end); a record outside the model is exit 4, named.
+
+    A batch fails on such a record in the native extension or in the driver; the engine
+    says which record it was (:meth:`StoreAccess.outside_model`), or that the error is
+    the driver's own, which is then mapped as any other.
+    """
+    try:
+        return next(scan, None)
+    except _OUTSIDE_MODEL as exc:
+        found = owner.outside_model(table, after, exc)
+        if found is None:
+            raise
+        raise SourceError(
+            f"{owner.path}: table {table.name!r} holds a record outside the model: {found}"
+        ) from exc
+
+
+def shown_key(key: object) -> str:
+    """A key for a message: bytes as their repr cut at 64 bytes, anything else as its repr."""
+    if isinstance(key, bytes):
+        return repr(key[:64]) + ("…" if len(key) > 64 else "")
+    return repr(key)
 
 
 def _check_progress(
@@ -254,6 +286,26 @@ class StoreAccess(ABC):
             max_records: records per batch at most.
             max_bytes: payload bytes per batch at most.
         """
+
+    def outside_model(
+        self, table: TableInfo, after: bytes | None, exc: BaseException
+    ) -> str | None:
+        """Which record of ``table`` after ``after`` the state model cannot hold, for the
+        message of a batch that failed with ``exc`` (a TypeError, ValueError or OverflowError).
+
+        SQL engines find it with one query (SQLite keeps any type in any column). The
+        default names the key after which the batch failed when ``exc`` is not the
+        driver's (it is the native extension's check), and otherwise leaves the driver's
+        error to be mapped.
+
+        Returns:
+            The record and what is wrong with it ("the version of key b'k' is a REAL"),
+            or None: the error is the driver's.
+        """
+        if self.facts.errors.claims(exc):
+            return None
+        where = "in its first records" if after is None else f"after key {shown_key(after)}"
+        return f"{where} ({exc})"
 
     def confirm_end(self, table: TableInfo, after: bytes | None, last: bytes | None) -> None:
         """Confirm that a scan whose last record was ``last`` reached the table's real end.

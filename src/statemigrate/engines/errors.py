@@ -150,6 +150,11 @@ class DriverErrors:
     whole_text: bool = False
     noise: tuple[str, ...] = ()
 
+    def claims(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the driver's error (one of ``driver``, or a pyo3 panic)."""
+        names = _class_names(exc)
+        return "PanicException" in names or bool(names.intersection(self.driver))
+
     def error(
         self,
         exc: BaseException,
@@ -178,9 +183,9 @@ class DriverErrors:
             hint: the hint of an unmatched error.
             **fields: more fields for the templates (``where`` defaults to the path).
         """
-        names = _class_names(exc)
-        if "PanicException" not in names and not names.intersection(self.driver):
+        if not self.claims(exc):
             return None
+        names = _class_names(exc)
         text = first_line(exc, self.whole_text)
         for fragment in self.noise:
             text = text.replace(fragment, "")

@@ -22,7 +22,9 @@ from .._sql import (
     SqlFileEngine,
     SqlFileOptions,
     SqlLayout,
+    layout_columns,
     layout_tables,
+    outside_model,
     quote,
     read_metadata,
     refuse_foreign,
@@ -102,6 +104,12 @@ class SqliteReader(Reader):
         self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
     ) -> Iterator[Batch]:
         return select_batches(self.conn, table, after, max_records, max_bytes)
+
+    def outside_model(
+        self, table: TableInfo, after: bytes | None, exc: BaseException
+    ) -> str | None:
+        """The first record of another type than the layout's (:func:`._sql.outside_model`)."""
+        return outside_model(self.conn, table.name, layout_columns(table), after)
 
     def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
         """``count(*)``, exact, in the read's snapshot (the primary key's b-tree)."""
@@ -290,6 +298,12 @@ class SqliteWriter(Writer):
         self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
     ) -> Iterator[Batch]:
         return select_batches(self.conn, table, after, max_records, max_bytes)
+
+    def outside_model(
+        self, table: TableInfo, after: bytes | None, exc: BaseException
+    ) -> str | None:
+        """The first record of another type than the layout's (:func:`._sql.outside_model`)."""
+        return outside_model(self.conn, table.name, layout_columns(table), after)
 
     def drop_table(self, name: str) -> None:
         self._tx(lambda: self.conn.execute(f"DROP TABLE IF EXISTS {quote(name)}"))

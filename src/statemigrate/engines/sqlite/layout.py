@@ -26,6 +26,7 @@ from ...layout import Layout, SqlOneTable
 from ...model import META_KIND_PREFIX, METADATA_TABLE, Batch, TableInfo, TableKind
 from .._sql import (
     ALEMBIC_TABLE,
+    outside_model,
     quote,
     read_metadata,
     refuse_foreign,
@@ -55,6 +56,15 @@ def _scan(
     args = (table.name,) if after is None else (table.name, after)
     cur = conn.execute(_select_sql(spec, table.versioned, after is not None), args)
     return take_batches(cur, n, nbytes, "signed_version" if table.versioned else "as_is")
+
+
+def _outside_model(
+    conn: Any, spec: SqlOneTable, table: TableInfo, after: bytes | None
+) -> str | None:
+    """The first of the table's rows of another type than the layout's (:func:`.._sql.outside_model`)."""
+    version = spec.version if table.versioned else None
+    where = (f"{quote(spec.name_column)} = ?", (table.name,))
+    return outside_model(conn, spec.table, (spec.key, spec.value, version), after, where)
 
 
 def check_layout_table(conn: Any, names: list[str], spec: SqlOneTable, where: Path) -> bool:
@@ -161,6 +171,12 @@ class LayoutSqliteReader(Reader):
     ) -> Iterator[Batch]:
         return _scan(self.conn, self.layout.sql, table, after, max_records, max_bytes)
 
+    def outside_model(
+        self, table: TableInfo, after: bytes | None, exc: BaseException
+    ) -> str | None:
+        """The first of the table's rows of another type than the layout's."""
+        return _outside_model(self.conn, self.layout.sql, table, after)
+
     def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
         """``count(*)`` of the table's rows, exact, in the read's snapshot."""
         spec = self.layout.sql
@@ -245,6 +261,12 @@ class LayoutSqliteWriter(SqliteWriter):
         self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
     ) -> Iterator[Batch]:
         return _scan(self.conn, self.layout.sql, table, after, max_records, max_bytes)
+
+    def outside_model(
+        self, table: TableInfo, after: bytes | None, exc: BaseException
+    ) -> str | None:
+        """The first of the table's rows of another type than the layout's."""
+        return _outside_model(self.conn, self.layout.sql, table, after)
 
     def drop_table(self, name: str) -> None:
         spec = self.layout.sql

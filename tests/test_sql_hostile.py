@@ -1,0 +1,140 @@
+"""SQLite files written by other programs, read by every SQL engine (sqlite, libsql, turso).
+
+The files are made with apsw (SQLite itself), never by statemigrate's writers: SQLite's
+dynamic typing lets an app put a REAL, a TEXT or a NULL where the layout has BLOB keys
+and values and INTEGER versions. Every verb refuses such a record with exit 4 and one
+line naming the table and the record's key; what the layout holds (negative versions
+included) is read exactly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+import pytest
+
+from statemigrate.registry import engine_names, get_engine
+from statemigrate.testing.safety import run_cli
+from statemigrate.testing.stores import read_store, write_store
+
+# The engines that read a SQLite file, by their declared capabilities.
+SQL_ENGINES = [n for n in engine_names() if get_engine(n).capabilities.sql]
+# Engines with an app's own one-table layout (the `layout` option).
+LAYOUT_ENGINES = [
+    n for n in SQL_ENGINES if any(s.name == "layout" for s in get_engine(n).options.specs())
+]
+VERBS = ["convert", "checksum", "verify"]
+GOOD = [(b"k-a", b"1", 1), (b"k-c", b"3", -3)]
+
+# (column, SQL literal put there, how the bad record's key shows in the line)
+VERSION_CASES = {
+    "version-real": ("version", "1.5", "k-bad"),
+    "version-text": ("version", "'twelve'", "k-bad"),  # not a number: no affinity cast
+    "version-blob": ("version", "x'01'", "k-bad"),
+    "version-null": ("version", "NULL", "k-bad"),
+    "version-beyond-i64": ("version", "18446744073709551615", "k-bad"),  # SQLite: a REAL
+}
+RECORD_CASES = {
+    "key-text": ("key", "'k-bad'", "k-bad"),
+    "key-integer": ("key", "777", "777"),
+    "key-real": ("key", "7.5", "7.5"),
+    "key-null": ("key", "NULL", "NULL"),
+    "value-text": ("value", "'v'", "k-bad"),
+    "value-integer": ("value", "5", "k-bad"),
+    "value-real": ("value", "2.5", "k-bad"),
+    "value-null": ("value", "NULL", "k-bad"),
+}
+
+
+def _default_layout(path: Path, column: str, literal: str, table: str = "s") -> None:
+    """A versioned table in the default layout (a rowid table without NOT NULL, which the
+    layout's readers accept), one record of which holds ``literal`` in ``column``."""
+    con = apsw.Connection(str(path))
+    con.execute(f'CREATE TABLE "{table}" (key BLOB PRIMARY KEY, value BLOB, version INTEGER)')
+    con.executemany(f'INSERT INTO "{table}" VALUES (?, ?, ?)', GOOD)
+    bad = {"key": "x'6b2d626164'", "value": "x'32'", "version": "2", column: literal}
+    con.execute(f'INSERT INTO "{table}" VALUES ({bad["key"]}, {bad["value"]}, {bad["version"]})')
+    con.close()
+
+
+def _one_table_layout(tmp_path: Path, literal: str) -> tuple[Path, Path]:
+    """A one-table layout file and a store whose versioned table ``s`` has one bad version."""
+    layout = tmp_path / "one.toml"
+    layout.write_text(
+        'engine = "sqlite"\nversioned = ["s"]\n\n[sqlite]\nmode = "one-table"\n'
+        'table = "kv"\nname_column = "tbl"\nkey = "k"\nvalue = "v"\nversion = "ver"\n'
+    )
+    path = tmp_path / "one.sqlite"
+    con = apsw.Connection(str(path))
+    con.execute("CREATE TABLE kv (tbl TEXT, k BLOB, v BLOB, ver INTEGER, PRIMARY KEY (tbl, k))")
+    con.executemany("INSERT INTO kv VALUES ('s', ?, ?, ?)", GOOD)
+    con.execute(f"INSERT INTO kv VALUES ('s', x'6b2d626164', x'32', {literal})")
+    con.close()
+    return path, layout
+
+
+def _args(verb: str, engine: str, path: Path, tmp_path: Path, layout: Path | None) -> list[str]:
+    src = f"{engine}:{path}"
+    if verb == "convert":
+        flags = ["--source-layout", str(layout)] if layout else []
+        return ["convert", src, str(tmp_path / "out.jsonl"), *flags]
+    if verb == "checksum":
+        return ["checksum", src, *(["--layout", str(layout)] if layout else [])]
+    other = write_store(get_engine("jsonl"), tmp_path / "other.jsonl", {})
+    return ["verify", src, str(other), *(["--layout-a", str(layout)] if layout else [])]
+
+
+def _assert_refused(run, table: str, shown: str, tmp_path: Path) -> None:
+    assert run.returncode == 4, (run.returncode, run.stderr)
+    errors = [line for line in run.lines() if line.startswith("statemigrate: error:")]
+    assert len(errors) == 1, run.stderr
+    assert f"table {table!r}" in errors[0] and shown in errors[0], errors[0]
+    assert "internal error" not in run.stderr
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("verb", VERBS)
+@pytest.mark.parametrize("engine", SQL_ENGINES)
+@pytest.mark.parametrize("case", ["version-real", "version-text"])
+def test_a_version_that_is_not_an_integer_is_exit_4_naming_table_and_key(
+    tmp_path, engine, verb, case
+):
+    column, literal, shown = VERSION_CASES[case]
+    path = tmp_path / "bad.sqlite"
+    _default_layout(path, column, literal)
+    run = run_cli(_args(verb, engine, path, tmp_path, None))
+    _assert_refused(run, "s", shown, tmp_path)
+
+
+@pytest.mark.parametrize("engine", SQL_ENGINES)
+@pytest.mark.parametrize("case", sorted({**VERSION_CASES, **RECORD_CASES}))
+def test_every_value_outside_the_model_is_exit_4_naming_table_and_key(tmp_path, engine, case):
+    column, literal, shown = {**VERSION_CASES, **RECORD_CASES}[case]
+    path = tmp_path / "bad.sqlite"
+    _default_layout(path, column, literal, table="odd table")
+    run = run_cli(["checksum", f"{engine}:{path}"])
+    _assert_refused(run, "odd table", shown, tmp_path)
+
+
+@pytest.mark.parametrize("verb", VERBS)
+@pytest.mark.parametrize("engine", LAYOUT_ENGINES)
+@pytest.mark.parametrize("literal", ["1.5", "'twelve'", "x'01'"])
+def test_a_one_table_layout_version_that_is_not_an_integer_is_exit_4(
+    tmp_path, engine, verb, literal
+):
+    path, layout = _one_table_layout(tmp_path, literal)
+    run = run_cli(_args(verb, engine, path, tmp_path, layout))
+    _assert_refused(run, "s", "k-bad", tmp_path)
+
+
+@pytest.mark.parametrize("engine", SQL_ENGINES)
+def test_negative_and_extreme_integer_versions_are_read_modulo_2_64(tmp_path, engine):
+    path = tmp_path / "ok.sqlite"
+    _default_layout(path, "version", str(-(2**63)))
+    got = read_store(get_engine(engine), path)["tables"]["s"]
+    # The expectation is SQLite's own answer, each signed INTEGER taken modulo 2^64.
+    con = apsw.Connection(str(path))
+    rows = con.execute("SELECT key, value, version FROM s ORDER BY key").fetchall()
+    con.close()
+    assert got == ("versioned", [(k, v, ver % 2**64) for k, v, ver in rows])
