@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -178,6 +179,78 @@ def test_a_named_namespace_and_other_encodings_round_trip(tmp_path: Path) -> Non
         ver = (2**64 - 1).to_bytes(8, "big")  # all ones: any order
         assert theme == (ver + b"dark" if enc.startswith("prefix") else b"dark" + ver)
         assert api.checksum(out, options={"layout": str(layout)}).digest == digest
+
+
+# The documented encodings (README "Layouts": kv.version), computed here with struct and
+# int.to_bytes, never by the code under test: the version as 8 bytes, big- or
+# little-endian, before or after the value.
+DOCUMENTED_VERSION = {
+    "prefix-u64be": lambda value, ver: struct.pack(">Q", ver) + value,
+    "prefix-u64le": lambda value, ver: struct.pack("<Q", ver) + value,
+    "suffix-u64be": lambda value, ver: value + ver.to_bytes(8, "big"),
+    "suffix-u64le": lambda value, ver: value + ver.to_bytes(8, "little"),
+}
+# Versions whose bytes differ in each order (7 read in the other order is 7 * 2^56),
+# and the ends of the range.
+ORDERED_VERSIONS = [7, 2**8, 2**56, 2**63, 2**64 - 1, 0, 1, 0x0102030405060708]
+
+
+def test_every_version_encoding_is_documented_here() -> None:
+    from statemigrate.layout import VERSION_ENCODINGS
+
+    assert set(DOCUMENTED_VERSION) == set(VERSION_ENCODINGS) - {"none"}
+
+
+@pytest.mark.parametrize("enc", sorted(DOCUMENTED_VERSION))
+def test_version_encodings_byte_order_and_layout(enc: str) -> None:
+    """Each encoding's stored bytes are the documented ones, and read back in order."""
+    from statemigrate.engines._kv_layout import decode_records, encode_batch
+    from statemigrate.layout import KvPrefix
+    from statemigrate.model import TableInfo, TableKind
+
+    spec = KvPrefix("prefix", "state", "app:", "/", enc)
+    table = TableInfo("settings", TableKind.VERSIONED)
+    records = [(b"k%d" % i, b"value %d" % i, v) for i, v in enumerate(ORDERED_VERSIONS)]
+    stored = [(b"app:settings/" + k, DOCUMENTED_VERSION[enc](v, ver)) for k, v, ver in records]
+    assert encode_batch(spec, table, records) == stored
+    assert list(decode_records(spec, table, iter(stored), "here")) == records
+    # An empty value: the 8 bytes are the whole value.
+    assert encode_batch(spec, table, [(b"e", b"", 7)]) == [
+        (b"app:settings/e", DOCUMENTED_VERSION[enc](b"", 7))
+    ]
+
+
+@pytest.mark.parametrize("enc", sorted(DOCUMENTED_VERSION))
+def test_an_apps_versions_in_each_encoding_read_and_write_exactly(enc: str, tmp_path: Path) -> None:
+    """A RocksDB app (plain rocksdict) stores versions in the encoding: statemigrate reads
+    each version as the app wrote it, and a convert back gives the app's bytes."""
+    layout = tmp_path / f"{enc}.toml"
+    layout.write_text(
+        'engine = "rocksdb"\nversioned = ["settings"]\n[kv]\nmode = "prefix"\n'
+        f'namespace = "default"\nprefix = "{{name}}/"\nversion = "{enc}"\n'
+    )
+    records = [(b"k%d" % i, b"v%d" % i, ver) for i, ver in enumerate(ORDERED_VERSIONS)]
+    app = tmp_path / "app.rocksdb"
+    db = _open(app)
+    for k, v, ver in records:
+        db[b"settings/" + k] = DOCUMENTED_VERSION[enc](v, ver)
+    db.close()
+    got = api.checksum(app, options={"layout": str(layout)})
+    assert [(t["table"], t["count"]) for t in got.tables] == [("settings", len(records))]
+    from statemigrate.testing.stores import read_store
+
+    data = read_store(get_engine("rocksdb"), app, {"layout": str(layout)})
+    assert data["tables"]["settings"] == ("versioned", records)
+    out = tmp_path / "out.rocksdb"
+    r = run("convert", "-q", "--source-layout", layout, "--dest-layout", layout,
+            f"rocksdb:{app}", f"rocksdb:{out}")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    db = _open(out, access_type=rocksdict.AccessType.read_only())
+    try:
+        pairs = [(k, v) for k, v in db.items() if k.startswith(b"settings/")]
+    finally:
+        db.close()
+    assert pairs == [(b"settings/" + k, DOCUMENTED_VERSION[enc](v, ver)) for k, v, ver in records]
 
 
 @pytest.mark.parametrize("at_head", [False, True], ids=["example", "versioned-at-head"])

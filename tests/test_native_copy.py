@@ -388,6 +388,49 @@ def test_a_copy_unequal_to_the_source_is_refused_and_not_placed(
     assert not dst.exists() and leftovers(dst) == []
 
 
+# How each engine's own copy runs beside the source's digest (pipeline/native.py):
+# SQLite outside WAL digests a twin reader while it copies, LMDB and redb walk the
+# source's pages during the copy. The plain NativeCopy above takes neither branch.
+BRANCH = {"sqlite": "twin", "lmdb": "digest_alongside", "redb": "digest_alongside"}
+
+
+@pytest.mark.parametrize("engine", sorted(BRANCH))
+def test_a_short_copy_beside_the_sources_digest_is_refused_and_not_placed(
+    engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine's real copy (its twin or its walk kept) replaced by one holding 199 of
+    the 200 settings: the source is digested from the source, so it is exit 5, never
+    placed "verified" (a source digest taken from the copy would make it equal)."""
+    import dataclasses
+
+    from statemigrate.errors import DestinationError
+
+    src = store(engine, tmp_path)
+    eng = get_engine(engine)
+    real = eng.native_copy
+    short = {t: (recs[1:] if t.name == "settings" else recs) for t, recs in CONTENT.items()}
+    taken: list[object] = []
+
+    def shortened(cls, reader, options=None):  # type: ignore[no-untyped-def]
+        copy = real(reader, options)
+        taken.append(copy)
+        return dataclasses.replace(copy, run=lambda p, *_stop: write_store(cls, p, short, METADATA))
+
+    monkeypatch.setattr(eng, "native_copy", classmethod(shortened))
+    dst = tmp_path / f"dst.{engine}"
+    progress = Phases()
+    with pytest.raises(DestinationError, match="verification failed for table 'settings'") as err:
+        convert(str(src), str(dst), progress=progress)
+    assert "199 records read back, 200 written" in err.value.message
+    assert progress.native() and "reading the source (beside the copy)" in progress.phases
+    (copy,) = taken
+    if BRANCH[engine] == "twin":
+        assert copy.twin is not None and not copy.digest_alongside
+    else:
+        assert copy.digest_alongside
+    assert not dst.exists() and leftovers(dst) == []
+
+
 def test_a_damaged_sqlite_source_is_refused_and_its_copy_removed(tmp_path: Path) -> None:
     """SQLite's backup copies a damaged page as it is: the source, digested while it
     copies, finds the damage, and the copy is removed (exit 4, nothing left)."""
