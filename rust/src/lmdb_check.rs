@@ -9,11 +9,16 @@
 //! the file, no page reached twice. It reads with plain file reads, never a map, so a
 //! damaged file is a description here, never a signal.
 //!
+//! The newest meta's last page may lie past the file's end: LMDB counts a page it
+//! allocated in a commit and then freed unwritten (a conversion into 3,000 named
+//! databases leaves one), and reads such a file whole. So only a page the trees reach
+//! past the end makes a file truncated; the last page alone never does.
+//!
 //! Layouts follow LMDB 0.9's `midl.h`/`mdb.c` (page header, `MDB_node`, `MDB_db`,
 //! `MDB_meta`); sizes are little-endian on every platform the tool supports.
-use pyo3::prelude::*;
 use crate::fileio::read_exact_at;
 use crate::lmdb_pages::PageReader;
+use pyo3::prelude::*;
 use std::fs::File;
 
 pub(crate) const PAGE_HEADER: usize = 16;
@@ -76,6 +81,9 @@ struct Walk {
     /// Pages below the newest meta's last page + 1 (LMDB refuses the others itself).
     next_page: u64,
     seen: Vec<u64>,
+    /// A page the trees reach that LMDB counts but the file no longer holds: the file
+    /// was cut short (told as truncated, not as a damaged link).
+    cut_at: Option<u64>,
 }
 
 impl Walk {
@@ -89,6 +97,9 @@ impl Walk {
     }
 
     fn page(&mut self, pgno: u64) -> Check<Vec<u8>> {
+        if pgno >= self.pages && pgno < self.next_page {
+            self.cut_at = Some(pgno);
+        }
         if pgno < 2 || pgno >= self.next_page || pgno >= self.pages {
             return Err(format!(
                 "a link to page {pgno}, outside the file's {} pages",
@@ -179,6 +190,10 @@ impl Walk {
                 let end = first
                     .checked_mul(self.psize as u64)
                     .and_then(|b| b.checked_add((PAGE_HEADER + size) as u64));
+                let run_end = end.map(|e| e.div_ceil(self.psize as u64));
+                if first >= 2 && run_end.is_some_and(|e| e <= self.next_page && e > self.pages) {
+                    self.cut_at = Some(first.max(self.pages));
+                }
                 if first < 2
                     || first >= self.next_page
                     || end.is_none_or(|e| e > self.pages * self.psize as u64)
@@ -270,8 +285,7 @@ fn check(path: &str) -> Check<()> {
     }
     let mut metas = vec![head];
     let mut second = vec![0u8; 160];
-    if read_exact_at(&file, &mut second, psize as u64).is_ok()
-        && u32_at(&second, 16)? == META_MAGIC
+    if read_exact_at(&file, &mut second, psize as u64).is_ok() && u32_at(&second, 16)? == META_MAGIC
     {
         metas.push(second);
     }
@@ -281,22 +295,24 @@ fn check(path: &str) -> Check<()> {
         .unwrap();
     let last = u64_at(&meta, 136)?;
     let pages = size / psize as u64;
-    if last >= pages {
-        return Err(format!(
-            "is truncated ({size} bytes; its last page ends at {})",
-            (last + 1) * psize as u64
-        ));
-    }
     let mut walk = Walk {
         file: PageReader::new(file, psize),
         psize,
         pages,
-        next_page: last + 1,
+        next_page: last.saturating_add(1),
         seen: vec![0u64; (pages as usize).div_ceil(64)],
+        cut_at: None,
     };
-    walk.tree(&db_at(&meta, 40)?, 0)
-        .map_err(|e| format!("free-page database: {e}"))?;
-    walk.tree(&db_at(&meta, 88)?, 0)
+    let walked = walk
+        .tree(&db_at(&meta, 40)?, 0)
+        .map_err(|e| format!("free-page database: {e}"))
+        .and_then(|()| walk.tree(&db_at(&meta, 88)?, 0));
+    match (walked, walk.cut_at) {
+        (Err(_), Some(pgno)) => Err(format!(
+            "is truncated ({size} bytes; page {pgno}, which its trees reach, lies past the end)"
+        )),
+        (walked, _) => walked,
+    }
 }
 
 /// `None` if every page the newest meta reaches is sound, else what is wrong (one

@@ -20,9 +20,10 @@ def check_data_file(data: Path) -> None:
 
     LMDB trusts the file: reading a page past the end of a file cut short, or a value
     whose damaged size runs past the end, is a SIGBUS that kills the interpreter. The
-    native walk (``_native.lmdb_check``) reads the meta pages (the newest tells how long
-    the file must be), then visits every page it reaches and checks each link and size
-    LMDB would follow, with plain reads.
+    native walk (``_native.lmdb_check``) reads the meta pages, then visits every page
+    the newest one reaches and checks each link and size LMDB would follow, with plain
+    reads. A file is truncated only when a page the trees reach lies past its end: the
+    meta's last page may, when LMDB allocated it and never wrote it.
     """
     from .. import _native
 
