@@ -9,11 +9,15 @@ included) is read exactly.
 
 from __future__ import annotations
 
+import hashlib
+import shutil
+import subprocess
 from pathlib import Path
 
 import apsw
 import pytest
 
+from statemigrate.errors import StoreBusyError
 from statemigrate.registry import engine_names, get_engine
 from statemigrate.testing.safety import run_cli
 from statemigrate.testing.stores import read_store, write_store
@@ -138,3 +142,160 @@ def test_negative_and_extreme_integer_versions_are_read_modulo_2_64(tmp_path, en
     rows = con.execute("SELECT key, value, version FROM s ORDER BY key").fetchall()
     con.close()
     assert got == ("versioned", [(k, v, ver % 2**64) for k, v, ver in rows])
+
+
+# C7: read-only media. A cleanly closed WAL-mode file has no -wal or -shm beside it;
+# SQLite must create the -shm to read it unless it is opened `immutable=1`, which SQLite
+# documents for read-only media (https://www.sqlite.org/wal.html, "Read-Only Databases").
+
+
+def _wal_file(path: Path, open_app: bool = False) -> apsw.Connection | None:
+    """A WAL-mode file in the default layout (a plain and a versioned table), written by
+    apsw; closed cleanly (no -wal, no -shm left) unless ``open_app``: then the app's
+    connection is returned with its last commit still only in the -wal."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = apsw.Connection(str(path))
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA wal_autocheckpoint=0")
+    con.execute("CREATE TABLE p (key BLOB PRIMARY KEY, value BLOB) WITHOUT ROWID")
+    con.execute("CREATE TABLE v (key BLOB PRIMARY KEY, value BLOB, version INTEGER) WITHOUT ROWID")
+    con.executemany(
+        "INSERT INTO p VALUES (?, ?)", [(b"p%04d" % i, bytes([i % 256]) * i) for i in range(300)]
+    )
+    con.executemany(
+        "INSERT INTO v VALUES (?, ?, ?)", [(b"v%03d" % i, b"x" * i, i - 50) for i in range(100)]
+    )
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    if open_app:
+        con.execute("INSERT INTO p VALUES (x'ff', x'01')")  # only in the -wal
+        return con
+    con.close()
+    assert not Path(f"{path}-wal").exists() and not Path(f"{path}-shm").exists()
+    return None
+
+
+def _records(path: Path) -> dict[str, list[tuple]]:
+    """Every table's rows as SQLite itself reads them, from a copy in a writable place."""
+    copy = path.parent.parent / f"apsw-copy-{path.name}"
+    shutil.copyfile(path, copy)
+    wal = Path(f"{path}-wal")
+    if wal.exists():
+        shutil.copyfile(wal, Path(f"{copy}-wal"))
+    con = apsw.Connection(str(copy))
+    out = {t: con.execute(f"SELECT * FROM {t} ORDER BY key").fetchall() for t in ("p", "v")}
+    con.close()
+    return out
+
+
+def _tree(directory: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
+
+
+@pytest.fixture
+def read_only_mount(tmp_path):
+    """``mount(src)``: ``src`` bind-mounted read-only at a new directory (unmounted after)."""
+    mounted: list[Path] = []
+
+    def mount(src: Path) -> Path:
+        target = tmp_path / "ro"
+        target.mkdir()
+        subprocess.run(["mount", "--bind", str(src), str(target)], check=True)
+        mounted.append(target)
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(target)], check=True)
+        return target
+
+    yield mount
+    for target in mounted:
+        subprocess.run(["umount", str(target)], check=True)
+
+
+def _unwritable_dir(directory: Path) -> Path:
+    """``directory`` made unwritable; the CLI then runs without root's DAC override."""
+    directory.chmod(0o555)
+    return directory
+
+
+MEDIA = ["read-only mount", "unwritable directory"]
+
+
+def _media(kind: str, tmp_path: Path, mount) -> tuple[Path, bool]:
+    if kind == "read-only mount":
+        return mount(tmp_path / "media"), False
+    return _unwritable_dir(tmp_path / "media"), True
+
+
+@pytest.mark.parametrize("kind", MEDIA)
+@pytest.mark.parametrize("engine", SQL_ENGINES)
+def test_a_cleanly_closed_wal_file_on_read_only_media_is_read_exactly(
+    tmp_path, engine, kind, read_only_mount
+):
+    _wal_file(tmp_path / "media" / "w.sqlite")
+    media, honour = _media(kind, tmp_path, read_only_mount)
+    store = media / "w.sqlite"
+    before = _tree(media)
+    expected = _records(store)
+    out = tmp_path / "out" / "o.sqlite"
+    out.parent.mkdir()
+    for args in (
+        ["checksum", f"{engine}:{store}"],
+        ["convert", f"{engine}:{store}", f"sqlite:{out}"],
+    ):
+        run = run_cli(args, honour_permissions=honour)
+        assert run.returncode == 0, (args, run.stderr)
+    assert _records(out) == expected
+    assert _tree(media) == before  # the same bytes, nothing created beside them
+
+
+@pytest.mark.parametrize("kind", MEDIA)
+@pytest.mark.parametrize("engine", SQL_ENGINES)
+def test_a_wal_file_with_commits_in_its_wal_on_read_only_media(
+    tmp_path, engine, kind, read_only_mount
+):
+    """The -wal's commits need a -shm to be read in place: an engine reading in place
+    refuses (exit 4, the reason in one line); one reading a private copy reads them."""
+    live = tmp_path / "live" / "w.sqlite"
+    app = _wal_file(live, open_app=True)
+    (tmp_path / "media").mkdir()
+    for suffix in ("", "-wal"):  # a snapshot of the file and its WAL, without the -shm
+        shutil.copyfile(f"{live}{suffix}", tmp_path / "media" / f"w.sqlite{suffix}")
+    app.close()
+    media, honour = _media(kind, tmp_path, read_only_mount)
+    store = media / "w.sqlite"
+    before = _tree(media)
+    expected = _records(store)
+    assert (b"\xff", b"\x01") in expected["p"]
+    out = tmp_path / "out" / "o.sqlite"
+    out.parent.mkdir()
+    run = run_cli(["convert", f"{engine}:{store}", f"sqlite:{out}"], honour_permissions=honour)
+    if get_engine(engine).capabilities.read_only_open:
+        assert run.returncode == 4, run.stderr
+        errors = [line for line in run.lines() if line.startswith("statemigrate: error:")]
+        assert len(errors) == 1 and "w.sqlite-wal" in errors[0] and "-shm" in errors[0], run.stderr
+        assert not out.exists()
+    else:
+        assert run.returncode == 0, run.stderr
+        assert _records(out) == expected
+    assert _tree(media) == before
+
+
+@pytest.mark.parametrize(
+    "engine", [n for n in SQL_ENGINES if get_engine(n).capabilities.read_only_open]
+)
+def test_a_file_written_meanwhile_through_another_mount_is_refused_not_read_torn(
+    tmp_path, engine, read_only_mount
+):
+    """An immutable read takes no lock: a writer through a writable path to the same file
+    (here the bind mount's source) is caught by the file's changed state (exit 3)."""
+    _wal_file(tmp_path / "media" / "w.sqlite")
+    expected = _records(tmp_path / "media" / "w.sqlite")
+    store = read_only_mount(tmp_path / "media") / "w.sqlite"
+    with get_engine(engine).open_reader(store) as reader:
+        p, v = reader.tables()
+        first = [r for b in reader.read_batches(p) for r in b]
+        app = apsw.Connection(str(tmp_path / "media" / "w.sqlite"))
+        app.execute("INSERT INTO v VALUES (x'00', x'00', 1)")
+        app.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        app.close()
+        with pytest.raises(StoreBusyError, match="written while it was read"):
+            list(reader.read_batches(v))
+    assert first == expected["p"]

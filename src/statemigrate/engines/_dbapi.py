@@ -26,6 +26,7 @@ from ..locks import refuse_if_held
 from ..model import BATCH_RECORDS, Batch, TableInfo
 from ._sql import (
     LOCK_PROBES,
+    ReadOnlyOpen,
     SqlFileEngine,
     SqlLayout,
     layout_columns,
@@ -146,11 +147,17 @@ class DbapiSqlReader(Reader):
     facts = DBAPI_FACTS
 
     def __init__(
-        self, engine: type[DbapiSqlEngine], path: Path, conn: Any, options: Mapping[str, Any]
+        self,
+        engine: type[DbapiSqlEngine],
+        path: Path,
+        conn: Any,
+        options: Mapping[str, Any],
+        opened: ReadOnlyOpen | None = None,
     ):
         self.engine = engine
         self.path = path
         self.conn = conn
+        self.opened = opened  # how the source itself was opened (None: a private copy)
         with self.opening("reading the schema"):
             conn.execute("BEGIN")
             names = table_names(conn)  # the first read fixes the snapshot
@@ -172,6 +179,11 @@ class DbapiSqlReader(Reader):
         """The first record of another type than the layout's (:func:`._sql.outside_model`)."""
         sql_name = self._sql.get(table.name, table.name)
         return outside_model(self.conn, sql_name, layout_columns(table), after)
+
+    def confirm_end(self, table: TableInfo, after: bytes | None, last: bytes | None) -> None:
+        """On read-only media, the file unchanged since it was opened (:class:`ReadOnlyOpen`)."""
+        if self.opened is not None:
+            self.opened.confirm_unchanged(self.path)
 
     def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
         """``count(*)``, exact, in the read's snapshot (for progress totals)."""

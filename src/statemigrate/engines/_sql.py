@@ -9,6 +9,7 @@ and on a DB-API one alike (``conn.execute(sql, params)`` returning rows).
 from __future__ import annotations
 
 import json
+import os
 import re
 from abc import abstractmethod
 from collections.abc import Mapping
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import SourceError
+from ..errors import SourceError, StoreBusyError
 from ..locks import LockProbe, lock_holder
 from ..model import METADATA_TABLE, Batch, TableInfo, TableKind
 from .access import shown_key
@@ -496,6 +497,86 @@ class SqlFileEngine(Engine):
     @abstractmethod
     def _writer(cls, path: Path, create: bool) -> Writer:
         """The writer of a new (``create``) or existing file."""
+
+
+def _wal_mode(path: Path) -> bool:
+    """Whether the file's header says WAL mode (read and write versions 2)."""
+    with open(path, "rb") as f:
+        head = f.read(20)
+    return head[18:20] == b"\x02\x02"
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return None
+
+
+def _state(path: Path) -> tuple[int, int, int, int]:
+    st = path.stat()
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class ReadOnlyOpen:
+    """How a source is opened read-only: its ``file:`` URI, and for read-only media the
+    file's state at open, confirmed unchanged at the end of each table read.
+
+    Attributes:
+        uri: the URI to open (``mode=ro``, and ``immutable=1`` on read-only media).
+        state: for an immutable open, the file's (device, inode, size, mtime); else None.
+    """
+
+    uri: str
+    state: tuple[int, int, int, int] | None = None
+
+    def confirm_unchanged(self, path: Path) -> None:
+        """Refuse a read of read-only media during which the file changed (exit 3).
+
+        An immutable open takes no lock: a writer with write access elsewhere (the
+        directory's owner, another mount) could checkpoint into the file meanwhile. The
+        reads before an unchanged state were of the file as it was at open.
+
+        Raises:
+            StoreBusyError: the file changed since it was opened.
+        """
+        if self.state is not None and _state(path) != self.state:
+            raise StoreBusyError(
+                f"{path}: the file was written while it was read (opened as read-only media)",
+                hint="stop the app, then run the same command",
+            )
+
+
+def read_only_open(path: Path) -> ReadOnlyOpen:
+    """How to open the SQLite file ``path`` read-only, on any media.
+
+    SQLite reads a WAL-mode file through a ``-shm`` it creates beside it, which it
+    cannot on read-only media (a read-only mount, a directory this process cannot
+    write): opening fails. SQLite documents ``immutable=1`` for such a file
+    (https://www.sqlite.org/wal.html, "Read-Only Databases"); it is used only when the
+    directory cannot be written, the file is in WAL mode, no ``-shm`` is there and the
+    ``-wal`` is absent or empty, so that every commit is in the file itself. As an
+    immutable read takes no lock, the file is confirmed unchanged after each table
+    (:meth:`ReadOnlyOpen.confirm_unchanged`).
+
+    Raises:
+        SourceError: a WAL-mode file on read-only media whose ``-wal`` holds commits,
+            which SQLite reads only through a ``-shm`` it cannot create there (exit 4).
+    """
+    uri = "file:" + uri_path(path) + "?mode=ro"
+    directory = path.absolute().parent
+    if os.access(directory, os.W_OK) or not _wal_mode(path):
+        return ReadOnlyOpen(uri)
+    if _size(Path(f"{path}-shm")) is not None:
+        return ReadOnlyOpen(uri)  # SQLite reads through an existing -shm (3.22 and later)
+    if _size(Path(f"{path}-wal")):
+        raise SourceError(
+            f"{path}: its WAL ({path.name}-wal) holds commits that SQLite reads only through "
+            f"a {path.name}-shm, which cannot be created in {directory} (not writable)",
+            hint="copy the file and its -wal to a writable directory and read the copy",
+        )
+    return ReadOnlyOpen(uri + "&immutable=1", _state(path))
 
 
 def uri_path(path: Path) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import MissingDriverError
 from ._dbapi import DBAPI_FACTS, DbapiSqlEngine, DbapiSqlReader, map_error
-from ._sql import CAPABILITIES, uri_path
+from ._sql import CAPABILITIES, read_only_open
 from .base import AppHolder, Reader
 
 __all__ = ["LibsqlEngine", "map_error"]
@@ -82,8 +82,8 @@ class LibsqlEngine(DbapiSqlEngine):
     @classmethod
     def _reader(cls, path: Path, options: Mapping[str, Any]) -> Reader:
         driver = cls.require_driver()
-        uri = "file:" + uri_path(path) + "?mode=ro"
+        opened = read_only_open(path)
         with DBAPI_FACTS.mapped(path, "opening", writing=False):
-            conn = driver.connect(uri, isolation_level=None)
+            conn = driver.connect(opened.uri, isolation_level=None)
             conn.execute("PRAGMA busy_timeout=3000").fetchall()
-        return DbapiSqlReader(cls, path, conn, options)
+        return DbapiSqlReader(cls, path, conn, options, opened)

@@ -27,10 +27,10 @@ from .._sql import (
     outside_model,
     quote,
     read_metadata,
+    read_only_open,
     refuse_foreign,
     stored_metadata,
     table_names,
-    uri_path,
     versioned_rows,
     write_metadata,
 )
@@ -89,9 +89,11 @@ class SqliteReader(Reader):
         apsw = engine.require_driver()
         self.path = path
         self.opened_with = (engine, options)
-        uri = "file:" + uri_path(path) + "?mode=ro"
+        self.opened = read_only_open(path)
         with self.errors("opening", failed="{path}: not a readable SQLite database ({text})"):
-            self.conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+            self.conn = apsw.Connection(
+                self.opened.uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+            )
             self.conn.set_busy_timeout(3000)
             self.conn.execute("BEGIN")
             names = table_names(self.conn)  # the first read fixes the snapshot
@@ -110,6 +112,10 @@ class SqliteReader(Reader):
     ) -> str | None:
         """The first record of another type than the layout's (:func:`._sql.outside_model`)."""
         return outside_model(self.conn, table.name, layout_columns(table), after)
+
+    def confirm_end(self, table: TableInfo, after: bytes | None, last: bytes | None) -> None:
+        """On read-only media, the file unchanged since it was opened (:class:`ReadOnlyOpen`)."""
+        self.opened.confirm_unchanged(self.path)
 
     def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
         """``count(*)``, exact, in the read's snapshot (the primary key's b-tree)."""

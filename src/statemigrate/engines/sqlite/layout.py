@@ -29,6 +29,7 @@ from .._sql import (
     outside_model,
     quote,
     read_metadata,
+    read_only_open,
     refuse_foreign,
     table_names,
     to_signed,
@@ -142,9 +143,11 @@ class LayoutSqliteReader(Reader):
         apsw = engine.require_driver()
         self.path = path
         self.layout = layout
-        uri = "file:" + uri_path(path) + "?mode=ro"
+        self.opened = read_only_open(path)
         with self.errors("opening", failed="{path}: not a readable SQLite database ({text})"):
-            self.conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+            self.conn = apsw.Connection(
+                self.opened.uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+            )
             self.conn.set_busy_timeout(3000)
             self.conn.execute("BEGIN")
             names = table_names(self.conn)  # the first read fixes the snapshot
@@ -176,6 +179,10 @@ class LayoutSqliteReader(Reader):
     ) -> str | None:
         """The first of the table's rows of another type than the layout's."""
         return _outside_model(self.conn, self.layout.sql, table, after)
+
+    def confirm_end(self, table: TableInfo, after: bytes | None, last: bytes | None) -> None:
+        """On read-only media, the file unchanged since it was opened (:class:`ReadOnlyOpen`)."""
+        self.opened.confirm_unchanged(self.path)
 
     def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
         """``count(*)`` of the table's rows, exact, in the read's snapshot."""
