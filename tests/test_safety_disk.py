@@ -8,7 +8,6 @@ If mounting is refused, the test fails loudly: it never skips.
 from __future__ import annotations
 
 import re
-import subprocess
 
 import pytest
 
@@ -17,6 +16,7 @@ from statemigrate.testing.safety import (
     build_store,
     describe,
     digest_of,
+    grow,
     leftovers,
     one_line_error,
     run_cli,
@@ -43,14 +43,6 @@ def engines_marked() -> list:
         )
         for n in engine_names()
     ]
-
-
-def grow(fs) -> None:
-    """Free space: grow the file system to 512 MiB."""
-    grown = subprocess.run(
-        ["mount", "-o", "remount,size=512m", str(fs)], capture_output=True, text=True, check=False
-    )
-    assert grown.returncode == 0, grown.stderr
 
 
 @pytest.fixture(scope="module")

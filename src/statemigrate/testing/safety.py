@@ -456,6 +456,14 @@ def small_filesystem(size: str = "2m") -> Iterator[Path]:
         shutil.rmtree(where, ignore_errors=True)
 
 
+def grow(fs: Path) -> None:
+    """Free space on a :func:`small_filesystem`: grow it to 512 MiB."""
+    grown = subprocess.run(
+        ["mount", "-o", "remount,size=512m", str(fs)], capture_output=True, text=True, check=False
+    )
+    assert grown.returncode == 0, grown.stderr
+
+
 def environment_for(point: KillPoint) -> dict[str, str]:
     """The environment of a kill run: the crash point, if any.
 
