@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 DEMO := build/demo
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install system-deps demo test test-long bench scorecard fixtures lint wheel
+.PHONY: install system-deps demo test test-long mutants bench scorecard fixtures lint wheel
 
 $(PYTHON):  ## the project's virtual environment (Debian's python3-venv installed if missing)
 	@$(BOOTSTRAP_PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -43,10 +43,14 @@ demo: install  ## convert the bundled example store, verify it, show the digest
 TEST_WORKERS ?= 2
 
 test: install system-deps  ## the whole test suite (kill harness and fuzzers bounded; deterministic)
-	$(PYTHON) -m pytest -q -p no:cacheprovider -rx --durations=20 -n $(TEST_WORKERS) --dist loadgroup
+	$(PYTHON) -m pytest -q -p no:cacheprovider -rxs --durations=20 -n $(TEST_WORKERS) --dist loadgroup
 
 test-long: install system-deps  ## the same with the long kill harness and random exploration
 	STATEMIGRATE_LONG=1 $(PYTHON) -m pytest -q -p no:cacheprovider
+
+# Not in CI (.ci/run): minutes, on demand, before an issue about the tests is called resolved.
+mutants: install system-deps  ## the curated mutations (tests/mutants/mutations.toml), each killed by its tests
+	$(PYTHON) tests/mutants/run.py
 
 bench: install  ## the benchmark runner (1M records; several minutes)
 	$(PYTHON) benchmarks/build_native.py  # the redb ceilings: the cargo feature bench

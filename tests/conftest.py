@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -74,3 +75,44 @@ def fixture_maker():
         return out.stdout.strip()
 
     return run
+
+
+# Every engine the README documents (TurboKV is a plugin of its own distribution, so a
+# machine without it registers one engine fewer): the summary names the engines a run
+# covered, so that a green run without one says so.
+DOCUMENTED_ENGINES = frozenset(
+    {"fjall2", "fjall3", "helixdb", "jsonl", "libsql", "lmdb", "redb", "rocksdb", "sqlite",
+     "turbokv", "turso"}
+)  # fmt: skip
+
+
+def _engines_named(nodeid: str, engines: frozenset[str]) -> set[str]:
+    """The engines a test's node id names: its file (tests/engines/test_<engine>.py) or a
+    parameter (``[lmdb]``, ``[sqlite-to-redb]``, ``[rocksdb-odd_keys]``)."""
+    path, _, params = nodeid.partition("::")
+    found = {e for e in engines if path.endswith(f"/test_{e}.py")}
+    if "[" in params:
+        words = set(re.split(r"[^a-z0-9]+", params[params.index("[") :].lower()))
+        found |= words & engines
+    return found
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """One line naming how many engines the run covered, and why any was skipped whole."""
+    engines = DOCUMENTED_ENGINES | frozenset(engine_names())
+    ran: set[str] = set()
+    for outcome in ("passed", "failed", "xfailed", "xpassed", "error"):
+        for report in terminalreporter.stats.get(outcome, []):
+            ran |= _engines_named(getattr(report, "nodeid", ""), engines)
+    missing = sorted(engines - ran)
+    reasons = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(report, "longrepr", None)
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        for e in _engines_named(report.nodeid, engines) & set(missing):
+            reasons.setdefault(e, reason.removeprefix("Skipped: "))
+    line = f"engines covered: {len(ran)} of {len(engines)}"
+    if missing:
+        why = "; ".join(f"{e} ({reasons[e]})" if e in reasons else e for e in missing)
+        line += f"; NOT COVERED: {why}"
+    terminalreporter.write_sep("=", line, bold=True, red=bool(missing))
