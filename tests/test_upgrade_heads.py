@@ -8,14 +8,15 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from statemigrate.registry import engine_names, get_engine
-from statemigrate.schema import heads as heads_module
+from statemigrate.schema import runner
 from statemigrate.schema.heads import literal_head
-from statemigrate.testing.upgrade_conformance import EXAMPLE, seeded
+from statemigrate.testing.upgrade_conformance import EXAMPLE, revision_file, seeded
 from statemigrate.upgrade import upgrade
 
 IN_PLACE = [n for n in engine_names() if get_engine(n).capabilities.in_place]
@@ -35,7 +36,7 @@ def test_at_head_the_report_is_alembics(
     first = report_of(spec)
     assert first["status"] == "upgraded"
     quick = report_of(spec)
-    monkeypatch.setattr(heads_module, "literal_head", lambda _dir: None)  # Alembic answers
+    monkeypatch.setattr(runner, "already_at_head", lambda *_a, **_k: None)  # Alembic answers
     slow = report_of(spec)
     assert quick == slow
     assert quick["status"] == "up_to_date" and quick["to"] == ["0005"]
@@ -151,3 +152,175 @@ def test_a_store_stamped_elsewhere_than_the_head_gets_alembics_answer(
     assert upgrade(spec, newer, digests=False).to_revisions == ["0006"]
     with pytest.raises(RevisionUnknownError):
         upgrade(spec, EXAMPLE, digests=False)
+
+
+# Hostile revision files, Alembic itself the oracle (issue 27, C4). Each keeps the
+# top-level literals of a plain schema with one head, while the module Alembic loads
+# says something else: 0005's ``down_revision`` (or ``revision``) is changed by a
+# statement after the literals, or a new file's literals hold a loop.
+REASSIGNED = {
+    "in an if block": 'if True:\n    down_revision = "0003"\n',
+    "in a try block": 'try:\n    down_revision = "0003"\nexcept ImportError:\n    pass\n',
+    "in a while loop": 'while down_revision != "0003":\n    down_revision = "0003"\n',
+    "as a for target": 'for down_revision in ["0003"]:\n    pass\n',
+    "as a with target": (
+        'import contextlib\n\nwith contextlib.nullcontext("0003") as down_revision:\n    pass\n'
+    ),
+    "by an annotated assignment in a block": 'if True:\n    down_revision: str = "0003"\n',
+    "by a second annotated assignment": 'down_revision: str = "0003"\n',
+    "by a second assignment": 'down_revision = "0003"\n',
+    "by an augmented assignment": 'down_revision += "x"\n',
+    "by tuple unpacking": 'revision, down_revision = "0005", "0003"\n',
+    "by a chained assignment": 'down_revision = other = "0003"\n',
+    "by a walrus": '(down_revision := "0003")\n',
+    "through globals()": 'globals()["down_revision"] = "0003"\n',
+    "through vars()": 'vars()["down_revision"] = "0003"\n',
+    "through exec": "exec('down_revision = \"0003\"')\n",
+    "through eval": "eval('globals().update(down_revision=\"0003\")')\n",
+    "through setattr on sys.modules": (
+        'import sys\n\nsetattr(sys.modules[__name__], "down_revision", "0003")\n'
+    ),
+    "through the frame's globals": 'import sys\n\nsys._getframe().f_globals["down_revision"] = "0003"\n',
+    "in a function declaring it global": (
+        'def _move():\n    global down_revision\n    down_revision = "0003"\n\n\n_move()\n'
+    ),
+    "by an import as": "from string import digits as down_revision\n",
+    "by del": "del down_revision\n",
+    "by a def of that name": "def down_revision():\n    pass\n",
+    "by a match capture": 'match "0003":\n    case down_revision:\n        pass\n',
+    "by an except name": "try:\n    raise ValueError\nexcept ValueError as down_revision:\n    pass\n",
+}
+
+
+def reassigned(tail: str) -> Callable[[Path], None]:
+    def apply(schema: Path) -> None:
+        edit(last_revision(schema), "depends_on = None\n", "depends_on = None\n" + tail)
+
+    return apply
+
+
+def new_files(files: dict[str, str]) -> Callable[[Path], None]:
+    def apply(schema: Path) -> None:
+        for name, text in files.items():
+            (schema / "versions" / name).write_text(text)
+
+    return apply
+
+
+HOSTILE: dict[str, Callable[[Path], None]] = {
+    **{f"down_revision set {what}": reassigned(tail) for what, tail in REASSIGNED.items()},
+    "a self-loop": new_files({"0006_loop.py": revision_file("0006", "0006", "pass")}),
+    "a self-loop hiding the real parent": new_files(
+        {
+            "0006_loop.py": revision_file("0006", "0006", "pass").replace(
+                "depends_on = None\n", 'depends_on = None\nif True:\n    down_revision = "0005"\n'
+            )
+        }
+    ),
+    "a cycle of two": new_files(
+        {
+            "0006_a.py": revision_file("0006", "0007", "pass"),
+            "0007_b.py": revision_file("0007", "0006", "pass"),
+        }
+    ),
+}
+
+
+def alembics_head(schema: Path) -> str | None:
+    """Alembic's own answer: the one head of the schema it loads, or None (several heads,
+    or the schema does not load)."""
+    from alembic.script import ScriptDirectory
+
+    try:
+        heads = ScriptDirectory(str(schema)).get_heads()
+    except Exception:  # noqa: BLE001  # any failure to load: Alembic has no head to give
+        return None
+    return heads[0] if len(heads) == 1 else None
+
+
+@pytest.mark.parametrize("what", list(HOSTILE))
+def test_the_literal_head_is_alembics_or_none_on_hostile_files(what: str, tmp_path: Path) -> None:
+    schema = schema_copy(tmp_path)
+    HOSTILE[what](schema)
+    alembic = alembics_head(schema)
+    assert alembic != "0005", "the hostile file must move Alembic's head away from 0005"
+    assert literal_head(schema) in (None, alembic), f"Alembic's head: {alembic}"
+
+
+# Alembic's own generic template writes annotated ids; code elsewhere in the file that
+# never touches the four names keeps the fast path.
+BENIGN = {
+    "annotated ids (Alembic's template)": lambda s: edit(
+        last_revision(s),
+        'revision = "0005"\ndown_revision = "0004"\n',
+        'revision: str = "0005"\ndown_revision: str | None = "0004"\n',
+    ),
+    "other names set in blocks": reassigned(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    import os\nfor name in []:\n"
+        "    pass\nmessage = revision + down_revision\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("what", list(BENIGN))
+def test_plain_files_keep_the_literal_head(what: str, tmp_path: Path) -> None:
+    schema = schema_copy(tmp_path)
+    BENIGN[what](schema)
+    assert alembics_head(schema) == "0005"
+    assert literal_head(schema) == "0005"
+
+
+def cli_json(*args: object) -> tuple[str, int]:
+    """``--json``'s status and the exit code of a command run in this process."""
+    from click.testing import CliRunner
+
+    from statemigrate.cli import main
+
+    run = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    out, _end = json.JSONDecoder().raw_decode(run.output)
+    return out["status"], run.exit_code
+
+
+@pytest.mark.parametrize("what", list(HOSTILE))
+def test_upgrade_on_hostile_files_answers_as_alembic_does(
+    what: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store at 0005, then a hostile revision file: ``upgrade --json`` says what the full
+    Alembic path says (same status, same exit code), and ``up_to_date`` only where
+    ``check`` finds the store at head."""
+
+    stores = []
+    for name in ("fast", "alembic"):
+        (tmp_path / name).mkdir()
+        spec = seeded(get_engine("sqlite"), tmp_path / name, events=5)
+        upgrade(spec, EXAMPLE, digests=False)
+        stores.append(spec)
+    schema = schema_copy(tmp_path)
+    HOSTILE[what](schema)
+    checked, check_exit = cli_json("check", stores[0], "--schema", schema, "--json")
+    fast = cli_json("upgrade", stores[0], "--schema", schema, "--json", "--no-digest")
+    with monkeypatch.context() as m:
+        m.setattr(runner, "already_at_head", lambda *_a, **_k: None)
+        slow = cli_json("upgrade", stores[1], "--schema", schema, "--json", "--no-digest")
+    assert fast == slow, f"check said {checked} (exit {check_exit})"
+    assert (fast[0] == "up_to_date") == (check_exit == 0), f"check said {checked}"
+
+
+def test_a_revision_file_changed_after_it_was_applied_goes_to_alembic(tmp_path: Path) -> None:
+    """The literals are trusted only for the bytes the store recorded as applied: a file
+    edited since (its sha256 no longer the recorded one) is Alembic's to answer."""
+    import hashlib
+
+    spec = seeded(get_engine("sqlite"), tmp_path, events=5)
+    schema = schema_copy(tmp_path)
+    upgrade(spec, schema, digests=False)
+    report, said = cli_at_head(spec, schema)
+    assert report["status"] == "up_to_date" and said == "exit 0 False"
+    path = last_revision(schema)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    path.write_text(path.read_text() + "# edited after it was applied\n")
+    assert hashlib.sha256(path.read_bytes()).hexdigest() != before
+    assert literal_head(schema) == "0005"  # the literals alone still say 0005
+    report, said = cli_at_head(spec, schema)
+    assert report["status"] == "up_to_date", report
+    assert said == "exit 0 True"

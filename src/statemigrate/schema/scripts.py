@@ -61,9 +61,14 @@ def _heads_only() -> Any:
     return HeadsOnly
 
 
+def bytes_checksum(data: bytes) -> str:
+    """The checksum of a revision file's bytes, as recorded beside the stamp (SHA-256, hex)."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def file_checksum(path: str | Path) -> str:
     """SHA-256 of a revision file's bytes (recorded beside the stamp, as Flyway does)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return bytes_checksum(Path(path).read_bytes())
 
 
 class Schema:
