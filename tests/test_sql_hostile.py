@@ -19,7 +19,15 @@ import pytest
 
 from statemigrate.errors import StoreBusyError
 from statemigrate.registry import engine_names, get_engine
-from statemigrate.testing.safety import run_cli
+from statemigrate.testing.safety import (
+    build_store,
+    describe,
+    one_line_error,
+    run_cli,
+    small_filesystem,
+    spec,
+    store_file,
+)
 from statemigrate.testing.stores import read_store, write_store
 
 # The engines that read a SQLite file, by their declared capabilities.
@@ -299,3 +307,116 @@ def test_a_file_written_meanwhile_through_another_mount_is_refused_not_read_torn
         with pytest.raises(StoreBusyError, match="written while it was read"):
             list(reader.read_batches(v))
     assert first == expected["p"]
+
+
+# Table names differing only in case in a one-table layout: names are data there, compared
+# as bytes (a name column declared COLLATE NOCASE would make `a` and `A` one table).
+ONE_TABLE_PLAIN = (
+    'engine = "sqlite"\nversioned = []\n\n[sqlite]\nmode = "one-table"\n'
+    'table = "kv"\nname_column = "tbl"\nkey = "k"\nvalue = "v"\n'
+)
+CASE_ROWS = [("a", b"1", b"x"), ("A", b"2", b"y"), ("a", b"3", b"z"), ("A", b"3", b"w")]
+
+
+def _by_table(path: Path) -> dict[str, list[tuple[bytes, bytes]]]:
+    """The one-table layout's rows grouped by name as bytes, read by apsw."""
+    con = apsw.Connection(
+        f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    )
+    out: dict[str, list[tuple[bytes, bytes]]] = {}
+    for name, k, v in con.execute("SELECT tbl, k, v FROM kv ORDER BY tbl COLLATE BINARY, k"):
+        out.setdefault(name, []).append((k, v))
+    con.close()
+    return out
+
+
+def _rocksdb_tables(path: Path) -> dict[str, list[tuple[bytes, bytes]]]:
+    """Every column family but RocksDB's and statemigrate's own, read by rocksdict."""
+    import rocksdict
+
+    opts = rocksdict.Options(raw_mode=True)
+    names = rocksdict.Rdict.list_cf(str(path), opts)
+    db = rocksdict.Rdict(
+        str(path),
+        opts,
+        column_families={n: opts for n in names if n != "default"},
+        access_type=rocksdict.AccessType.read_only(),
+    )
+    out = {}
+    for name in names:
+        if name not in ("default", "__statemigrate__"):
+            cf = db.get_column_family(name)
+            out[name] = list(cf.items())
+            del cf
+    db.close()
+    return out
+
+
+@pytest.mark.parametrize("collation", ["BINARY", "NOCASE"])
+def test_tables_differing_in_case_in_a_one_table_layout_stay_two_tables(tmp_path, collation):
+    layout = tmp_path / "one.toml"
+    layout.write_text(ONE_TABLE_PLAIN)
+    src = tmp_path / "src.sqlite"
+    con = apsw.Connection(str(src))
+    con.execute(
+        f"CREATE TABLE kv (tbl TEXT NOT NULL COLLATE {collation}, k BLOB NOT NULL, "
+        "v BLOB NOT NULL, PRIMARY KEY (tbl, k))"
+    )
+    rows = CASE_ROWS if collation == "BINARY" else CASE_ROWS[:3]  # NOCASE: ('A', 3) is ('a', 3)
+    con.executemany("INSERT INTO kv VALUES (?, ?, ?)", rows)
+    con.close()
+    expected = _by_table(src)
+    assert sorted(expected) == ["A", "a"]
+    mid, back = tmp_path / "mid.rocksdb", tmp_path / "back.sqlite"
+    run = run_cli(["convert", f"sqlite:{src}", f"rocksdb:{mid}", "--source-layout", str(layout)])
+    assert run.returncode == 0, run.stderr
+    assert _rocksdb_tables(mid) == expected
+    run = run_cli(["convert", f"rocksdb:{mid}", f"sqlite:{back}", "--dest-layout", str(layout)])
+    assert run.returncode == 0, run.stderr
+    assert _by_table(back) == expected
+
+
+def test_a_table_a_nocase_name_column_would_merge_is_refused_in_place(tmp_path):
+    layout = tmp_path / "one.toml"
+    layout.write_text(ONE_TABLE_PLAIN)
+    path = tmp_path / "app.sqlite"
+    con = apsw.Connection(str(path))
+    con.execute(
+        "CREATE TABLE kv (tbl TEXT NOT NULL COLLATE NOCASE, k BLOB NOT NULL, "
+        "v BLOB NOT NULL, PRIMARY KEY (tbl, k))"
+    )
+    con.execute("INSERT INTO kv VALUES ('a', x'01', x'02')")
+    con.close()
+    from statemigrate.errors import DestinationError
+    from statemigrate.model import TableInfo
+
+    with get_engine("sqlite").open_writer(path, {"layout": str(layout)}) as writer:
+        with pytest.raises(
+            DestinationError, match="'tbl' is COLLATE NOCASE: tables 'a' and 'A' would merge"
+        ):
+            writer.create_table(TableInfo("A"))
+        writer.create_table(TableInfo("b"))  # another name is no trouble
+    assert _by_table(path) == {"a": [(b"\x01", b"\x02")]}
+
+
+@pytest.fixture(scope="module")
+def disk_source(tmp_path_factory):
+    """A SQLite store larger than the small file system (as test_safety_disk's source)."""
+    path = store_file("sqlite", tmp_path_factory.mktemp("full-source"), "source")
+    build_store("sqlite", path, 120_000, seed=11)
+    return path
+
+
+@pytest.mark.parametrize("engine", SQL_ENGINES)
+def test_a_full_disk_says_disk_full(engine, disk_source):
+    """SQLite's own text for SQLITE_FULL, never SQLITE_OK's "not an error" (the same-engine
+    copy's backup API reports its error on the backup, not the connection)."""
+    with small_filesystem("2m") as fs:
+        final = store_file(engine, fs, "out")
+        run = run_cli(
+            ["convert", "--quiet", "--force", spec("sqlite", disk_source), spec(engine, final)],
+            timeout=120,
+        )
+        assert run.returncode == 5, describe(run)
+        line = one_line_error(run)
+        assert "disk full" in line and "not an error" not in line, line

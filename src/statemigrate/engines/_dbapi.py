@@ -48,7 +48,8 @@ NAME_PREFIX = "sql.name:"  # + SQL table name -> the table's real name, where th
 DBAPI_ERRORS = DriverErrors(
     rules=(
         Rule(Meaning.BUSY, words=("locked", "busy")),
-        Rule(Meaning.FULL, words=("disk is full", "no space", "database full")),
+        # pyturso says "StorageFull" (its I/O error's name).
+        Rule(Meaning.FULL, words=("disk is full", "no space", "database full", "storagefull")),
         Rule(
             Meaning.CONFLICT,
             words=("constraint",),

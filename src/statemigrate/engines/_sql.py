@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import SourceError, StoreBusyError
+from ..errors import DestinationError, SourceError, StoreBusyError
 from ..locks import LockProbe, lock_holder
-from ..model import METADATA_TABLE, Batch, TableInfo, TableKind
+from ..model import METADATA_TABLE, Batch, TableInfo, TableKind, shown_name, table_name_problem
 from .access import shown_key
 from .base import META_REVISION, Capabilities, Engine, Reader, Writer, check_options
 from .options import EngineOptions, skip_foreign_tables_option
@@ -425,6 +425,22 @@ class SqlFileEngine(Engine):
     def fold_table_name(cls, name: str) -> str:
         """SQLite's case folding (ASCII only) of the SQL table that holds the table."""
         return fold_sql_name(cls.sql_name(name))
+
+    @classmethod
+    def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
+        """Refuse tables a new file cannot hold: SQL's rules in the default layout only.
+
+        In an app's one-table layout the names are data in the name column, which the
+        writer creates BINARY (compared as bytes): ``a`` beside ``A``, or
+        ``alembic_version``, are tables like any other there; only the model's rules apply.
+        """
+        if cls._layout(check_options(cls, options, "dest")) is None:
+            super().check_tables(tables, options)
+            return
+        problems = [(t.name, table_name_problem(t.name)) for t in tables]
+        listed = ", ".join(f"{shown_name(n)} ({why})" for n, why in problems if why)
+        if listed:
+            raise DestinationError(f"the {cls.name} engine cannot hold these tables: {listed}")
 
     @classmethod
     def detect(cls, path: Path) -> bool:

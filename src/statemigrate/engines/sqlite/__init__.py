@@ -45,7 +45,13 @@ if TYPE_CHECKING:
 APSW_ERRORS = DriverErrors(
     rules=(
         Rule(Meaning.BUSY, types=("apsw.BusyError",)),
-        Rule(Meaning.FULL, types=("apsw.FullError",)),
+        # SQLite's own text for SQLITE_FULL: a backup's error carries the connection's
+        # text, which is SQLITE_OK's ("not an error").
+        Rule(
+            Meaning.FULL,
+            types=("apsw.FullError",),
+            message="{path}: disk full (database or disk is full)",
+        ),
         Rule(Meaning.CONFLICT, types=("apsw.ConstraintError",)),
         Rule(Meaning.IO, types=("apsw.IOError",)),
         Rule(

@@ -42,9 +42,21 @@ from . import SQLITE_FACTS, SqliteEngine, SqliteWriter
 LAYOUT_FACTS = replace(SQLITE_FACTS, private_metadata=(META_KIND_PREFIX,))
 
 
+def named(spec: SqlOneTable, param: str = "?1") -> str:
+    """The condition that a row is of the state table named by ``param``.
+
+    Names are compared as bytes (``COLLATE BINARY``) whatever the name column's own
+    collation: an app's column declared ``COLLATE NOCASE`` would otherwise make tables
+    ``a`` and ``A`` one. The column's own comparison comes first so that its index (the
+    primary key's) is used; on a BINARY column the second one changes nothing.
+    """
+    column = quote(spec.name_column)
+    return f"{column} = {param} AND {column} = {param} COLLATE BINARY"
+
+
 def _select_sql(spec: SqlOneTable, versioned: bool, after: bool) -> str:
     cols = [spec.key, spec.value] + ([spec.version] if versioned and spec.version else [])
-    where = f"{quote(spec.name_column)} = ?" + (f" AND {quote(spec.key)} > ?" if after else "")
+    where = named(spec) + (f" AND {quote(spec.key)} > ?2" if after else "")
     return (
         f"SELECT {', '.join(quote(c) for c in cols)} FROM {quote(spec.table)} "
         f"WHERE {where} ORDER BY {quote(spec.key)}"
@@ -64,7 +76,7 @@ def _outside_model(
 ) -> str | None:
     """The first of the table's rows of another type than the layout's (:func:`.._sql.outside_model`)."""
     version = spec.version if table.versioned else None
-    where = (f"{quote(spec.name_column)} = ?", (table.name,))
+    where = (named(spec), (table.name,))
     return outside_model(conn, spec.table, (spec.key, spec.value, version), after, where)
 
 
@@ -98,7 +110,7 @@ def layout_tables(
     spec = layout.sql
     names: set[str] = set()
     if present:
-        sql = f"SELECT DISTINCT {quote(spec.name_column)} FROM {quote(spec.table)}"
+        sql = f"SELECT DISTINCT {quote(spec.name_column)} COLLATE BINARY FROM {quote(spec.table)}"
         for (name,) in conn.execute(sql).fetchall():
             if not isinstance(name, str) or not name:
                 raise SourceError(
@@ -117,7 +129,7 @@ def layout_tables(
             wrong = "IS NULL" if versioned else "IS NOT NULL"
             row = conn.execute(
                 f"SELECT {quote(spec.key)} FROM {quote(spec.table)} WHERE "
-                f"{quote(spec.name_column)} = ? AND {quote(spec.version)} {wrong} LIMIT 1",
+                f"{named(spec)} AND {quote(spec.version)} {wrong} LIMIT 1",
                 (name,),
             ).fetchall()
             if row:
@@ -187,7 +199,7 @@ class LayoutSqliteReader(Reader):
     def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
         """``count(*)`` of the table's rows, exact, in the read's snapshot."""
         spec = self.layout.sql
-        sql = f"SELECT count(*) FROM {quote(spec.table)} WHERE {quote(spec.name_column)} = ?"
+        sql = f"SELECT count(*) FROM {quote(spec.table)} WHERE {named(spec)}"
         with contextlib.suppress(Exception):  # progress only: a failure here is no error
             return int(self.conn.execute(sql, (table.name,)).fetchall()[0][0]), True
         return None
@@ -240,11 +252,37 @@ class LayoutSqliteWriter(SqliteWriter):
     def list_tables(self) -> list[TableInfo]:
         return layout_tables(self.conn, self.layout, self.raw_metadata(), True, self.path)
 
+    def _refuse_merging(self, name: str) -> None:
+        """Refuse a new table that the app's name column would hold as an existing one.
+
+        The reader tells names apart as bytes, but a name column of another collation
+        than BINARY (``COLLATE NOCASE``) makes ``a`` and ``A`` one in the app's own
+        queries and in the primary key.
+
+        Raises:
+            DestinationError: such a name (exit 5).
+        """
+        spec = self.layout.sql
+        with self.errors("reading the schema"):
+            collation = str(self.conn.column_metadata("main", spec.table, spec.name_column)[1])
+            if collation.upper() == "BINARY":
+                return
+            for other in self.list_tables():
+                same = self.conn.execute(
+                    f"SELECT ?1 = ?2 COLLATE {quote(collation)}", (other.name, name)
+                ).fetchall()[0][0]
+                if same and other.name != name:
+                    raise DestinationError(
+                        f"{self.path}: name column {spec.name_column!r} is COLLATE {collation}: "
+                        f"tables {other.name!r} and {name!r} would merge"
+                    )
+
     def create_table(self, table: TableInfo) -> None:
         if table.versioned and not self.layout.sql.version:
             raise DestinationError(
                 f"{self.path}: table {table.name!r} is versioned, and the layout has no version column"
             )
+        self._refuse_merging(table.name)
         self.put_metadata({META_KIND_PREFIX + table.name: table.kind.value.encode()})
 
     def write_batch(
@@ -279,9 +317,7 @@ class LayoutSqliteWriter(SqliteWriter):
         spec = self.layout.sql
 
         def work() -> None:
-            self.conn.execute(
-                f"DELETE FROM {quote(spec.table)} WHERE {quote(spec.name_column)} = ?", (name,)
-            )
+            self.conn.execute(f"DELETE FROM {quote(spec.table)} WHERE {named(spec)}", (name,))
             write_metadata(self.conn, {META_KIND_PREFIX + name: None})
 
         self._tx(work)
@@ -292,8 +328,8 @@ class LayoutSqliteWriter(SqliteWriter):
 
         def work() -> None:
             self.conn.execute(
-                f"UPDATE {quote(spec.table)} SET {quote(spec.name_column)} = ? "
-                f"WHERE {quote(spec.name_column)} = ?",
+                f"UPDATE {quote(spec.table)} SET {quote(spec.name_column)} = ?1 "
+                f"WHERE {named(spec, '?2')}",
                 (new, old),
             )
             write_metadata(self.conn, {META_KIND_PREFIX + old: None, META_KIND_PREFIX + new: kind})
