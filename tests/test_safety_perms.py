@@ -178,6 +178,34 @@ def test_destination_is_no_wider_than_the_source(
     made = entries(out)
     assert dst in made
     assert too_wide(made, forbidden) == []
+    # Nor narrower: the verb's umask is the source's (README "No one gains access"), so
+    # under the usual 022 the app's group that read the source reads the destination.
+    assert not_as_the_source(engine, dst, made, file_mode, dir_mode) == []
+
+
+# Files a driver itself writes owner-only, whatever the umask: fjall rewrites its
+# partitions' ``levels`` (fjall 2) and keyspaces' ``current`` (fjall 3) files 0600.
+OWNER_ONLY_BY_THE_DRIVER = {"fjall2": {"levels"}, "fjall3": {"current"}}
+
+
+def not_as_the_source(
+    engine: type[Engine], dst: Path, made: list[Path], file_mode: int, dir_mode: int
+) -> list[str]:
+    """``mode path`` of each entry of a new store whose mode is not the source's: its
+    file (or directory, and every directory in it) ``dir_mode``, every file ``file_mode``."""
+    own = OWNER_ONLY_BY_THE_DRIVER.get(engine.name, set())
+    wrong = []
+    for p in made:
+        mode = p.stat().st_mode & 0o777
+        if p.is_dir():
+            want = {dir_mode}
+        elif p.name in own:
+            want = {file_mode, 0o600}
+        else:
+            want = {file_mode}
+        if mode not in want:
+            wrong.append(f"{mode:o} {p}")
+    return wrong
 
 
 @pytest.mark.parametrize(("file_mode", "dir_mode", "forbidden"), MODES)
@@ -197,6 +225,7 @@ def test_a_directory_source_bounds_the_destination(
     run = run_cli(["convert", "-q", spec(engine.name, src), dst])
     assert run.returncode == 0, run.stderr
     assert too_wide(entries(out), forbidden) == [] and dst.is_file()
+    assert dst.stat().st_mode & 0o777 == file_mode  # nor narrower than the source's files
 
 
 def test_interrupted_destination_and_side_files_are_private(
