@@ -61,6 +61,85 @@ def _heads_only() -> Any:
     return HeadsOnly
 
 
+def _run_from_their_bytes(script: Any) -> dict[str, str]:
+    """Make Alembic's ScriptDirectory ``script`` run each revision module from the bytes
+    it read once; returns ``{path: checksum of those bytes}``, filled as it loads.
+
+    Alembic imports a revision through the import system, which runs the ``.pyc`` in
+    ``__pycache__`` whenever its recorded size and mtime match the source's: a file
+    replaced by one of the same size with the old mtime would run the old code while
+    the new file's checksum was recorded. Here each file is read once, its bytes are
+    compiled and run (no bytecode read or written), and their checksum is kept for the
+    stamp. Sourceless schemas (``.pyc`` files only) are loaded by Alembic as they are.
+    """
+    import importlib.abc
+    import importlib.util
+    import re
+
+    from alembic import util
+    from alembic.script import Script
+    from alembic.script.revision import RevisionMap
+
+    class FromBytes(importlib.abc.SourceLoader):
+        """A loader of one module from given source bytes, with no bytecode cache."""
+
+        def __init__(self, path: str, data: bytes) -> None:
+            self.path = path
+            self.data = data
+
+        def get_filename(self, fullname: str) -> str:
+            return self.path
+
+        def get_data(self, path: str) -> bytes:
+            if path != self.path:
+                raise OSError(f"{path}: not read (only the source's bytes run)")
+            return self.data
+
+    revision_file = re.compile(r"(?!\.\#|__init__)(.*\.py)$")  # Alembic's, sources only
+    legacy_id = re.compile(r"([a-f0-9]+)\.py$")
+    checksums: dict[str, str] = {}
+
+    def from_bytes(path: Path) -> Any:
+        data = path.read_bytes()
+        loader = FromBytes(str(path), data)
+        spec = importlib.util.spec_from_file_location(
+            re.sub(r"\W", "_", path.name), path, loader=loader
+        )
+        assert spec is not None
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        if hasattr(module, "revision"):
+            rev_id = module.revision
+        else:  # as Alembic: the id from a legacy file's name
+            legacy = legacy_id.match(path.name)
+            if legacy is None:
+                raise util.CommandError(
+                    f"Could not determine revision id from filename {path.name}."
+                )
+            rev_id = legacy.group(1)
+        checksums[str(path)] = bytes_checksum(data)
+        return Script(module, rev_id, path)
+
+    def load() -> Any:
+        """Alembic's ``ScriptDirectory._load_revisions``, with each module from its bytes."""
+        seen = set()
+        for vers in script._version_locations:
+            if not Path(vers).exists():
+                continue
+            for listed in Script._list_py_dir(script, vers):
+                path = Path(vers, listed).resolve()
+                if path in seen:
+                    util.warn(f"File {path} loaded twice! ignoring.")
+                    continue
+                seen.add(path)
+                if revision_file.match(path.name):
+                    yield from_bytes(path)
+
+    if not script.sourceless:
+        script.revision_map = RevisionMap(load)
+    return checksums
+
+
 def bytes_checksum(data: bytes) -> str:
     """The checksum of a revision file's bytes, as recorded beside the stamp (SHA-256, hex)."""
     return hashlib.sha256(data).hexdigest()
@@ -94,6 +173,7 @@ class Schema:
                 self.script = ScriptDirectory.from_config(cfg)
             else:
                 self.script = ScriptDirectory(str(self.dir))
+            self._checksums = _run_from_their_bytes(self.script)
             _ = self.script.revision_map.heads  # load now: a broken file fails here, clearly
 
     def _errors(self) -> Any:
@@ -139,8 +219,9 @@ class Schema:
         return str(self.script.get_revision(revision).path)
 
     def checksum(self, revision: str) -> str:
-        """The checksum of a revision's file as it is now."""
-        return file_checksum(self.path_of(revision))
+        """The checksum of a revision's file: of the bytes its module was run from."""
+        path = self.path_of(revision)
+        return self._checksums.get(path) or file_checksum(path)
 
     def steps(self, current: list[str], target: str, upgrade: bool) -> list[Step]:
         """The revisions to run from the stamped ``current`` heads to ``target``, in order."""
