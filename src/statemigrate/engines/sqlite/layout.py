@@ -396,7 +396,7 @@ def guess_layout(path: Path, apsw: Any) -> str:
             with_versions = sorted(
                 r[0]
                 for r in conn.execute(
-                    f"SELECT DISTINCT {name} FROM {q} WHERE {ver} IS NOT NULL"
+                    f"SELECT DISTINCT {name} COLLATE BINARY FROM {q} WHERE {ver} IS NOT NULL"
                 ).fetchall()
                 if isinstance(r[0], str)
             )
