@@ -70,8 +70,9 @@ def _default_layout(path: Path, column: str, literal: str, table: str = "s") -> 
     con.close()
 
 
-def _one_table_layout(tmp_path: Path, literal: str) -> tuple[Path, Path]:
-    """A one-table layout file and a store whose versioned table ``s`` has one bad version."""
+def _one_table_layout(tmp_path: Path, literal: str, column: str = "ver") -> tuple[Path, Path]:
+    """A one-table layout file and a store whose versioned table ``s`` has one record
+    holding ``literal`` in ``column``."""
     layout = tmp_path / "one.toml"
     layout.write_text(
         'engine = "sqlite"\nversioned = ["s"]\n\n[sqlite]\nmode = "one-table"\n'
@@ -81,7 +82,8 @@ def _one_table_layout(tmp_path: Path, literal: str) -> tuple[Path, Path]:
     con = apsw.Connection(str(path))
     con.execute("CREATE TABLE kv (tbl TEXT, k BLOB, v BLOB, ver INTEGER, PRIMARY KEY (tbl, k))")
     con.executemany("INSERT INTO kv VALUES ('s', ?, ?, ?)", GOOD)
-    con.execute(f"INSERT INTO kv VALUES ('s', x'6b2d626164', x'32', {literal})")
+    bad = {"k": "x'6b2d626164'", "v": "x'32'", "ver": "2", column: literal}
+    con.execute(f"INSERT INTO kv VALUES ('s', {bad['k']}, {bad['v']}, {bad['ver']})")
     con.close()
     return path, layout
 
@@ -138,6 +140,19 @@ def test_a_one_table_layout_version_that_is_not_an_integer_is_exit_4(
     path, layout = _one_table_layout(tmp_path, literal)
     run = run_cli(_args(verb, engine, path, tmp_path, layout))
     _assert_refused(run, "s", "k-bad", tmp_path)
+
+
+@pytest.mark.parametrize("engine", LAYOUT_ENGINES)
+@pytest.mark.parametrize(
+    ("column", "literal"),
+    [("k", "'k-bad'"), ("k", "NULL"), ("v", "'v'"), ("v", "NULL"), ("v", "4")],
+)
+def test_a_one_table_layout_key_or_value_that_is_not_a_blob_is_exit_4(
+    tmp_path, engine, column, literal
+):
+    path, layout = _one_table_layout(tmp_path, literal, column)
+    run = run_cli(_args("checksum", engine, path, tmp_path, layout))
+    _assert_refused(run, "s", "NULL" if column == "k" and literal == "NULL" else "k-bad", tmp_path)
 
 
 @pytest.mark.parametrize("engine", SQL_ENGINES)
