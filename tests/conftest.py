@@ -87,14 +87,11 @@ DOCUMENTED_ENGINES = frozenset(
 
 
 def _engines_named(nodeid: str, engines: frozenset[str]) -> set[str]:
-    """The engines a test's node id names: its file (tests/engines/test_<engine>.py) or a
-    parameter (``[lmdb]``, ``[sqlite-to-redb]``, ``[rocksdb-odd_keys]``)."""
-    path, _, params = nodeid.partition("::")
+    """The engines a test's node id names: its file (tests/engines/test_<engine>.py), a
+    word of its name or a parameter (``[lmdb]``, ``[sqlite-to-redb]``, ``[rocksdb-odd_keys]``)."""
+    path, _, test = nodeid.partition("::")
     found = {e for e in engines if path.endswith(f"/test_{e}.py")}
-    if "[" in params:
-        words = set(re.split(r"[^a-z0-9]+", params[params.index("[") :].lower()))
-        found |= words & engines
-    return found
+    return found | (set(re.split(r"[^a-z0-9]+", test.lower())) & engines)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
