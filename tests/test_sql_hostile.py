@@ -435,3 +435,33 @@ def test_a_full_disk_says_disk_full(engine, disk_source):
         assert run.returncode == 5, describe(run)
         line = one_line_error(run)
         assert "disk full" in line and "not an error" not in line, line
+
+
+@pytest.mark.parametrize("engine", SQL_ENGINES)
+def test_an_upgrade_reading_a_record_outside_the_model_is_exit_4_and_changes_nothing(
+    tmp_path, engine
+):
+    """An in-place upgrade reads through its writer: the same refusal, the store as it was."""
+    from statemigrate.testing.example_schema.seed import HERE, seed
+
+    path = tmp_path / "app.sqlite"
+    seed(f"sqlite:{path}", 200)
+    con = apsw.Connection(str(path))
+    (key,) = con.execute("SELECT key FROM events ORDER BY key LIMIT 1 OFFSET 50").fetchall()[0]
+    con.execute("UPDATE events SET value = 1.5 WHERE key = ?", (key,))
+    con.close()
+    before = _dump(path)
+    run = run_cli(["upgrade", "--quiet", f"{engine}:{path}", "--schema", str(HERE), "--to", "0002"])
+    assert run.returncode == 4, run.stderr
+    line = one_line_error(run)
+    assert "table 'events'" in line and repr(key) in line, line
+    assert _dump(path) == before  # every table's rows, and the stamp, as they were
+
+
+def _dump(path: Path) -> dict[str, list[tuple]]:
+    """Every SQL table's rows, read by apsw."""
+    con = apsw.Connection(str(path))
+    names = [r[0] for r in con.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")]
+    out = {n: con.execute(f'SELECT * FROM "{n}" ORDER BY 1').fetchall() for n in names}
+    con.close()
+    return out
