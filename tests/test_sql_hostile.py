@@ -1,10 +1,17 @@
-"""SQLite files written by other programs, read by every SQL engine (sqlite, libsql, turso).
+"""SQLite files written by other programs, read by every SQL engine (sqlite, libsql, turso)
+(issue 27: C5, C7 and the findings on SQLite).
 
-The files are made with apsw (SQLite itself), never by statemigrate's writers: SQLite's
-dynamic typing lets an app put a REAL, a TEXT or a NULL where the layout has BLOB keys
-and values and INTEGER versions. Every verb refuses such a record with exit 4 and one
-line naming the table and the record's key; what the layout holds (negative versions
-included) is read exactly.
+The files are made with apsw (SQLite itself), never by statemigrate's writers, and the
+expectations come from apsw and rocksdict reading them:
+
+- SQLite's dynamic typing lets an app put a REAL, a TEXT or a NULL where the layout has
+  BLOB keys and values and INTEGER versions: every verb (and an upgrade) refuses such a
+  record with exit 4 and one line naming the table and the record's key; what the
+  layout holds (negative versions included) is read exactly;
+- a cleanly closed WAL-mode file on read-only media is read exactly, its bytes unchanged;
+- tables ``a`` and ``A`` of a one-table layout stay two tables, whatever the name
+  column's collation;
+- a full disk says so.
 """
 
 from __future__ import annotations
