@@ -34,6 +34,7 @@ from ..registry import StorePath
 from . import op as op_module
 from .backup import write_backup
 from .errors import RevisionFailedError, RevisionUnknownError, with_adoption_hint
+from .first_install import is_vacant, make_store
 from .heads import already_at_head
 from .journal import (
     META_CHECKSUMS,
@@ -52,7 +53,6 @@ from .store import (
     FULL_DISK_ERRNOS,
     MISSING_HINT,
     atomic,
-    create_store,
     digest_tables,
     digest_writer,
     in_place_engine,
@@ -129,17 +129,19 @@ def _migrate(
     progress = progress or Progress()
     created = False
     store = os.fspath(store)
-    if up and not dry_run and target in ("head", "heads") and not is_missing(store, engine):
+    vacant = create and is_vacant(store, engine)  # nothing there, or an empty directory
+    at_head_asked = up and not dry_run and target in ("head", "heads")
+    if at_head_asked and not vacant and not is_missing(store, engine):
         at_head = already_at_head(store, engine, schema_dir, options)  # Alembic not loaded
         if at_head is not None:
             at_head.seconds = time.monotonic() - started
             return at_head
-    if create and is_missing(store, engine):
+    if vacant:
         schema = Schema(schema_dir)  # a broken schema is refused before anything exists
         if dry_run:
             return _dry_run_of_a_new_store(store, engine, schema, target, started)
         new_eng, new_path = new_store_engine(store, engine)
-        created = create_store(new_eng, new_path, options)
+        created = make_store(new_eng, new_path, options)
         store, engine = str(new_path), new_eng.name
     eng, path = in_place_engine(store, engine, CREATE_HINT if up else MISSING_HINT)
     schema = Schema(schema_dir)
@@ -177,7 +179,7 @@ def _migrate(
             writer.finish()
             report.seconds = time.monotonic() - started
             return report
-        if backup is not None:
+        if backup is not None and not created:  # nothing was there to back up
             progress.phase(f"writing the backup {backup}")
             report.backup = str(write_backup(eng, writer, Path(backup)))
         checksums = json.loads(writer.metadata().get(META_CHECKSUMS) or b"{}")
