@@ -175,8 +175,9 @@ def _read_only_dry_run(command: str) -> Callable[[F], F]:
 @click.option(
     "--create",
     is_flag=True,
-    help="Make the store first when nothing is at STORE (a first install); its engine is "
-    "ENGINE:STORE or told by the suffix.",
+    help="Make the store first when nothing is at STORE, or STORE is an empty directory where"
+    " a directory engine's store goes (a first install); its engine is ENGINE:STORE or told"
+    " by the suffix. With --backup: nothing is backed up of a store just made.",
 )
 @_migration_options
 def upgrade(

@@ -308,8 +308,10 @@ def upgrade(
         digests: compute the store digest before and after (for the report).
         batch_records: records per batch at most.
         batch_bytes: payload bytes per batch at most.
-        create: make the store first when nothing is at the path (a first install); its
-            engine is named (``ENGINE:PATH``, ``engine``) or told by the path's suffix.
+        create: make the store first when nothing is at the path, or an empty directory
+            where a directory engine's store goes (a first install); its engine is named
+            (``ENGINE:PATH``, ``engine``) or told by the path's suffix. A store made so is
+            not backed up (``backup``: nothing was there).
         progress: receives the phases (each revision, the digests) and a table's
             records as each operation writes them.
         options: the engine's options for the store (a layout file: ``layout``).
