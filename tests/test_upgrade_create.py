@@ -57,7 +57,11 @@ def test_create_makes_the_store_in_an_empty_directory(engine: str, tmp_path: Pat
     os.chmod(target, 0o750)
     if os.geteuid() == 0:
         os.chown(target, NOBODY, NOBODY)
-    report, code = cli("upgrade", f"{engine}:{target}", "--schema", EXAMPLE, "--create", "--json")
+    spec = f"{engine}:{target}"
+    report, code = cli("upgrade", spec, "--schema", EXAMPLE, "--create", "--dry-run", "--json")
+    assert code == 0 and report["status"] == "dry_run" and report["to"] == ["0005"], report
+    assert os.listdir(target) == [], "a dry run makes nothing"
+    report, code = cli("upgrade", spec, "--schema", EXAMPLE, "--create", "--json")
     assert code == 0, report
     assert report["status"] == "upgraded" and report["created"] is True
     assert report["from"] == [] and report["to"] == ["0005"]
@@ -66,7 +70,7 @@ def test_create_makes_the_store_in_an_empty_directory(engine: str, tmp_path: Pat
     if os.geteuid() == 0:
         assert target.stat().st_uid == NOBODY
     assert os.listdir(target.parent) == ["state"], "nothing left beside the store"
-    report, code = cli("upgrade", f"{engine}:{target}", "--schema", EXAMPLE, "--create", "--json")
+    report, code = cli("upgrade", spec, "--schema", EXAMPLE, "--create", "--json")
     assert code == 0 and report["status"] == "up_to_date" and report["created"] is False
 
 

@@ -4,6 +4,7 @@ only where the schema is a plain one."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -15,9 +16,9 @@ import pytest
 
 from statemigrate.registry import engine_names, get_engine
 from statemigrate.schema import runner
-from statemigrate.schema.heads import literal_head
+from statemigrate.schema.heads import already_at_head, literal_head
 from statemigrate.testing.upgrade_conformance import EXAMPLE, revision_file, seeded
-from statemigrate.upgrade import upgrade
+from statemigrate.upgrade import current, upgrade
 
 IN_PLACE = [n for n in engine_names() if get_engine(n).capabilities.in_place]
 
@@ -309,8 +310,6 @@ def test_upgrade_on_hostile_files_answers_as_alembic_does(
 def test_a_revision_file_changed_after_it_was_applied_goes_to_alembic(tmp_path: Path) -> None:
     """The literals are trusted only for the bytes the store recorded as applied: a file
     edited since (its sha256 no longer the recorded one) is Alembic's to answer."""
-    import hashlib
-
     spec = seeded(get_engine("sqlite"), tmp_path, events=5)
     schema = schema_copy(tmp_path)
     upgrade(spec, schema, digests=False)
@@ -324,3 +323,23 @@ def test_a_revision_file_changed_after_it_was_applied_goes_to_alembic(tmp_path: 
     report, said = cli_at_head(spec, schema)
     assert report["status"] == "up_to_date", report
     assert said == "exit 0 True"
+
+
+@pytest.mark.parametrize("engine", IN_PLACE)
+def test_every_engines_recorded_checksums_decide_the_fast_path(engine: str, tmp_path: Path) -> None:
+    """The checksums each engine keeps beside its stamp are read: equal to the files'
+    sha256 the fast path answers, one file edited since and it declines."""
+    spec = seeded(get_engine(engine), tmp_path, events=5)
+    schema = schema_copy(tmp_path)
+    upgrade(spec, schema, digests=False)
+    eng_name, path = spec.split(":", 1)
+    report = already_at_head(path, eng_name, schema)
+    assert report is not None and report.to_revisions == ["0005"]
+    files = sorted((schema / "versions").glob("*.py"))
+    want = {f.name[:4]: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+    assert upgrade(spec, schema, digests=False).status == "up_to_date"
+    first = files[0]
+    first.write_bytes(first.read_bytes() + b"\n")
+    assert literal_head(schema) == "0005"
+    assert already_at_head(path, eng_name, schema) is None
+    assert current(spec).checksums == want  # what the store recorded: the files' sha256

@@ -69,8 +69,10 @@ def _copy(path: Path, copy: Path) -> None:
         refuse_if_held(path, LOCK_PROBES)
         before = _state(sources)
         shutil.copyfile(path, copy)
-        if sources[1].exists():
-            shutil.copyfile(sources[1], Path(str(copy) + "-wal"))
+        wal = Path(str(copy) + "-wal")
+        wal.unlink(missing_ok=True)
+        if os.path.lexists(sources[1]):  # a side file: never a link followed
+            _snapshot.copy_file(path.parent, Path(sources[1].name), wal)
         if lock_holder(path, LOCK_PROBES) is None and _state(sources) == before:
             return
     raise StoreBusyError(f"{path}: the store kept changing while it was copied to be read")
