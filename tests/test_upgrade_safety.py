@@ -556,7 +556,11 @@ def test_the_backup_is_durable_before_the_first_revision_runs(
     real_fsync = os.fsync
 
     def recording_fsync(fd: int) -> None:
-        synced.append((len(progress.phases), os.path.realpath(f"/proc/self/fd/{fd}")))
+        # The backup is synced as PATH.partial, then renamed: its files under their names.
+        path = os.path.realpath(f"/proc/self/fd/{fd}").replace(
+            f"{backup.name}.partial", backup.name
+        )
+        synced.append((len(progress.phases), path))
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", recording_fsync)

@@ -101,32 +101,41 @@ def copy_file_written_back(src: Path, dst: Path) -> None:
     Raises:
         OSError: as ``shutil.copyfile`` does (a full disk, an unreadable source …).
     """
-    start = _libc_function("sync_file_range")
-    if start is None or not hasattr(os, "copy_file_range"):
+    if _libc_function("sync_file_range") is None or not hasattr(os, "copy_file_range"):
         shutil.copyfile(src, dst)
         return
     with open(src, "rb") as fin, open(dst, "wb") as fout:
-        i, o = fin.fileno(), fout.fileno()
-        done = 0
-        while True:
-            try:
-                n = os.copy_file_range(i, o, _COPY_STEP)
-            except OSError as exc:
-                if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-                    raise
-                n = 0
-            if n == 0:
-                # The end, or a file system whose copy_file_range gives nothing (some
-                # answer 0 before the end): the rest, if any, by reads and writes from
-                # where the steps left both offsets.
-                while chunk := os.read(i, 1 << 20):
-                    view = memoryview(chunk)
-                    while view:
-                        view = view[os.write(o, view) :]
-                return
-            # Only starts the write-back: its errors are the fsync's to report.
-            start(o, ctypes.c_int64(done), ctypes.c_int64(n), _SYNC_FILE_RANGE_WRITE)
-            done += n
+        copy_fd_written_back(fin.fileno(), fout.fileno())
+
+
+def copy_fd_written_back(i: int, o: int) -> None:
+    """Copy the rest of the open file ``i`` to the open file ``o`` as
+    :func:`copy_file_written_back` does (its write-back started where Linux can).
+
+    Raises:
+        OSError: a failed read or write (a full disk …).
+    """
+    start = _libc_function("sync_file_range")
+    done = 0
+    while start is not None and hasattr(os, "copy_file_range"):
+        try:
+            n = os.copy_file_range(i, o, _COPY_STEP)
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            n = 0
+        if n == 0:
+            # The end, or a file system whose copy_file_range gives nothing (some
+            # answer 0 before the end): the rest, if any, by reads and writes from
+            # where the steps left both offsets.
+            break
+        # Only starts the write-back: its errors are the fsync's to report.
+        start(o, ctypes.c_int64(done), ctypes.c_int64(n), _SYNC_FILE_RANGE_WRITE)
+        done += n
+    while chunk := os.read(i, 1 << 20):
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(o, view) :]
 
 
 def _exchange(a: Path, b: Path) -> bool:

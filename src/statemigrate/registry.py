@@ -207,16 +207,19 @@ def check_store_files(engine: type[Engine], path: Path) -> None:
     """Refuse (exit 4) a store whose side files or inner files are not regular files.
 
     A FIFO named like a store's ``-wal`` or among a RocksDB directory's files blocks
-    the driver's open just as one given as the store itself does.
+    the driver's open just as one given as the store itself does. A directory store's
+    files are walked without following a link; a link out of the store is refused
+    (:func:`.engines._snapshot.store_files`), so that no verb reads, through a store a
+    user owns, a file that user cannot read.
 
     Raises:
         SourceError: naming the odd file.
     """
-    inner: list[Path] = list(engine.store_paths(path)[1:])
     if path.is_dir():
-        for root, dirs, files in os.walk(path):
-            inner += [Path(root) / n for n in (*dirs, *files)]
-    for p in inner:
+        from .engines._snapshot import store_files
+
+        store_files(path)  # no link out of the store, no special file (its rule)
+    for p in engine.store_paths(path)[1:]:
         try:
             what = kind_of(p)
         except OSError:

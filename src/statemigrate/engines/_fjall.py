@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -83,26 +82,27 @@ def read_format(path: Path) -> int | None:
     return head[3] if len(head) == 4 and head[:3] == MAGIC else None
 
 
-def _copy_used(src: Path, dst: Path) -> None:
-    """Copy a journal: its data, then its (sparse) preallocated length, so the copy reads
-    the same bytes without writing the preallocated zeros."""
-    with open(src, "rb") as fin, open(dst, "wb") as fout:
-        size = os.fstat(fin.fileno()).st_size
-        try:
-            end = os.lseek(fin.fileno(), 0, os.SEEK_HOLE)
-        except (OSError, AttributeError):
-            end = size
-        fin.seek(0)
-        shutil.copyfileobj(fin, fout, 1 << 20) if end >= size else _copy_n(fin, fout, end)
-        fout.truncate(size)
+def _copy_used(fin: int, fout: int) -> None:
+    """Copy a journal (open descriptors): its data, then its (sparse) preallocated length,
+    so the copy reads the same bytes without writing the preallocated zeros."""
+    size = os.fstat(fin).st_size
+    try:
+        end = os.lseek(fin, 0, os.SEEK_HOLE)
+    except (OSError, AttributeError):
+        end = size
+    os.lseek(fin, 0, os.SEEK_SET)
+    _copy_n(fin, fout, end)
+    os.ftruncate(fout, size)
 
 
-def _copy_n(fin: Any, fout: Any, n: int) -> None:
+def _copy_n(fin: int, fout: int, n: int) -> None:
     while n > 0:
-        chunk = fin.read(min(n, 1 << 20))
+        chunk = os.read(fin, min(n, 1 << 20))
         if not chunk:
             return
-        fout.write(chunk)
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(fout, view) :]
         n -= len(chunk)
 
 
@@ -112,16 +112,9 @@ def _journal(rel: Path, major: int) -> bool:
 
 def copy_store(path: Path, dest: Path, major: int) -> None:
     """Copy a closed fjall store to ``dest`` (which does not exist), modes kept: journals
-    by their used length, the rest as it is (a backup: nothing hard-linked)."""
-
-    def copy(src: str, dst: str) -> None:
-        if _journal(Path(src).relative_to(path), major):
-            _copy_used(Path(src), Path(dst))
-            shutil.copymode(src, dst)
-        else:
-            shutil.copy2(src, dst)
-
-    shutil.copytree(path, dest, copy_function=copy)
+    by their used length, the rest as it is (a backup: nothing hard-linked, no link
+    followed: :func:`._snapshot.replicate`)."""
+    _snapshot.replicate(path, dest, copy=lambda f: _copy_used if _journal(f.rel, major) else None)
 
 
 def private_image(path: Path, major: int) -> Path:
@@ -129,24 +122,19 @@ def private_image(path: Path, major: int) -> Path:
 
     Raises:
         OSError: the store cannot be read, or changed while the image was made.
+        SourceError: a link out of the store or a special file in it (exit 4).
     """
+
+    def way(f: _snapshot.StoreFile) -> _snapshot.Way:
+        if f.rel == Path(LOCK_FILE):
+            return "skip"  # our own, below: fjall 3 takes a lock on it
+        return "copy" if _journal(f.rel, major) or f.size <= _COPY_BELOW else "link"
+
     shadow = _snapshot.private_dir(f"fjall{major}")
     try:
-        for root, dirs, files in os.walk(path):
-            here = Path(root)
-            rel_dir = here.relative_to(path)
-            for d in dirs:
-                (shadow / rel_dir / d).mkdir()
-            for name in files:
-                src, rel = here / name, rel_dir / name
-                if rel == Path(LOCK_FILE):
-                    continue  # our own, below: fjall 3 takes a lock on it
-                if _journal(rel, major):
-                    _copy_used(src, shadow / rel)
-                elif src.stat().st_size <= _COPY_BELOW:
-                    shutil.copyfile(src, shadow / rel)
-                else:
-                    _snapshot.link(src, shadow / rel, fallback="copy")
+        _snapshot.replicate(
+            path, shadow, way, copy=lambda f: _copy_used if _journal(f.rel, major) else None
+        )
         (shadow / LOCK_FILE).touch()
     except BaseException:
         _snapshot.remove(shadow)

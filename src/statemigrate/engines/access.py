@@ -541,10 +541,11 @@ class Writer(StoreAccess):
         import shutil
 
         from ..fsutil import copy_file_written_back
+        from ._snapshot import replicate
 
         src = Path(self.path)
         if src.is_dir():
-            shutil.copytree(src, path)
+            replicate(src, path)  # no link followed out of the store
         else:
             copy_file_written_back(src, path)
             shutil.copystat(src, path)

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
-import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +48,7 @@ from statemigrate.engines.base import (
 from statemigrate.engines.errors import DriverErrors, Meaning, Rule
 from statemigrate.engines.options import EngineOptions, option
 from statemigrate.errors import DestinationError, SourceError, StateMigrateError, UsageError
-from statemigrate.locks import LockProbe, lock_holder, refuse_if_held
+from statemigrate.locks import LockProbe, SideFile, lock_holder, refuse_if_held
 from statemigrate.model import METADATA_TABLE, Batch, TableInfo
 
 MANIFEST = "MANIFEST"
@@ -121,21 +119,17 @@ def private_image(path: Path) -> Path:
     Raises:
         OSError: the store cannot be read.
     """
+
+    def way(f: _snapshot.StoreFile) -> _snapshot.Way:
+        if f.rel == Path(LOCK_FILE):
+            return "skip"  # TurboKV makes its own and flocks it
+        # Table files are written once, never changed in place; the MANIFEST (rewritten
+        # by the reader) and WAL segments (repaired in place) are copied.
+        return "link" if f.rel.suffix == ".sst" else "copy"
+
     shadow = _snapshot.private_dir("turbokv")
     try:
-        for root, dirs, files in os.walk(path):
-            here = Path(root)
-            rel_dir = here.relative_to(path)
-            for d in dirs:
-                (shadow / rel_dir / d).mkdir()
-            for name in files:
-                src, rel = here / name, rel_dir / name
-                if rel == Path(LOCK_FILE):
-                    continue  # TurboKV makes its own and flocks it
-                if rel.suffix == ".sst":  # written once, never changed in place
-                    _snapshot.link(src, shadow / rel, fallback="copy")
-                else:  # the MANIFEST (rewritten by the reader), WAL segments (repaired in place)
-                    shutil.copyfile(src, shadow / rel)
+        _snapshot.replicate(path, shadow, way)
     except BaseException:
         _snapshot.remove(shadow)
         raise
@@ -272,7 +266,7 @@ class TurbokvWriter(Writer):
         """A copy of the store made while it is closed after a flush (its MANIFEST's paths
         relative, so the copy opens where it is); the store reopens on the next call."""
         self.finish()
-        shutil.copytree(self.path, path, symlinks=True)
+        _snapshot.replicate(self.path, path)  # no link followed out of the store
 
     def close(self) -> None:
         if self._native is not None:
@@ -325,6 +319,9 @@ class TurbokvEngine(Engine):
     options: ClassVar[type[EngineOptions]] = TurbokvOptions
     suffixes: ClassVar[tuple[str, ...]] = (".turbokv",)
     volatile_files: ClassVar[tuple[str, ...]] = (LOCK_FILE,)
+    side_files: ClassVar[tuple[SideFile, ...]] = (
+        SideFile(LOCK_FILE, "TurboKV's lock file", made=True),
+    )
     # TurboKV flocks .turbokv.lock while a process has the store open.
     app_holder = AppHolder(_app_code(), blocks_readers=True)
     space_factor: ClassVar[float] = 2.0

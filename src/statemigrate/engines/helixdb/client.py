@@ -218,17 +218,17 @@ def helix_safe(name: str) -> bool:
     return bool(name) and all(c.isascii() and (c.isalnum() or c in "-_.") for c in name)
 
 
-def private_copy(path: Path, into: Path) -> Path:
+def private_copy(path: Path, into: Path, store: Path | None = None) -> Path:
     """A private image of the store (:mod:`._snapshot`): hard links where possible (SlateDB
-    never rewrites a file in place, it writes new ones), copies otherwise. The manifests are
-    taken first, so that every file they name is still there."""
+    never rewrites a file in place, it writes new ones), copies otherwise, no link followed
+    out of the store. The manifests are taken first, so that every file they name is still
+    there; only the subdirectories are SlateDB's (the top level holds the lock). ``path``
+    is the database directory of ``store`` (default: itself), where links may lead."""
     dest = into / "store"
-    subdirs = sorted((p for p in path.iterdir() if p.is_dir()), key=lambda p: p.name != "manifest")
-    dest.mkdir()
-    for sub in subdirs:
-        for root, _dirs, files in os.walk(sub):
-            target = dest / Path(root).relative_to(path)
-            target.mkdir(parents=True, exist_ok=True)
-            for name in files:
-                _snapshot.link(Path(root) / name, target / name)
+
+    def way(f: _snapshot.StoreFile) -> _snapshot.Way:
+        return "skip" if len(f.rel.parts) == 1 else "link"
+
+    manifests_first = lambda f: f.rel.parts[0] != "manifest"
+    _snapshot.replicate(path, dest, way, order=manifests_first, within=store)
     return dest

@@ -225,7 +225,7 @@ class HelixdbReader(Reader):
                 raise SourceError(f"{path}: not a HelixDB store")
             try:
                 self.tmpdir = _snapshot.private_dir("helixdb")
-                image = private_copy(database, self.tmpdir)
+                image = private_copy(database, self.tmpdir, path)
             except OSError as exc:
                 raise SourceError(f"{path}: cannot make a private image to read ({exc})") from exc
             self.hx = _Helix(engine, image, reader=True, shown=path)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import DestinationError, StoreBusyError
 from ...locks import busy_message, lock_exclusively, pid_text, refuse_if_held
 from ...model import METADATA_TABLE, Batch, TableInfo
+from .. import _snapshot
 from ..base import Writer
 from .client import (
     DB_NAME,
@@ -94,7 +95,13 @@ class HelixdbWriter(Writer):
     def _lock(self) -> None:
         lock = self.path / LOCK_NAME
         refuse_if_held(self.path, self.facts.locks)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
+        # Never through a link (it is truncated below): Engine.open_for_writing refused
+        # one planted before; this refuses one put there since (ELOOP).
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+        try:
+            fd = os.open(lock, flags, 0o644)
+        except OSError as exc:
+            raise DestinationError(f"{lock}: cannot open the writer lock ({exc.strerror})") from exc
         try:
             lock_exclusively(fd)
         except OSError as exc:
@@ -252,7 +259,9 @@ class HelixdbWriter(Writer):
         database = self.hx.path
         self.hx.close()
         try:
-            shutil.copytree(self.path, path, ignore=shutil.ignore_patterns(LOCK_NAME))
+            _snapshot.replicate(
+                self.path, path, lambda f: "skip" if f.rel == Path(LOCK_NAME) else "copy"
+            )
         except OSError as exc:
             raise DestinationError(f"{path}: cannot write the backup ({exc})") from exc
         finally:

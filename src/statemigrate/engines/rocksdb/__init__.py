@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import shutil
 import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import DestinationError, SourceError
 from ...fsutil import crash_point
-from ...locks import LockProbe, lock_holder, refuse_if_held
+from ...locks import LockProbe, SideFile, lock_holder, refuse_if_held
 from ...model import METADATA_TABLE, Batch, TableInfo
 from .. import _snapshot
 from .._rocksdb_manifest import check_manifest
@@ -135,17 +134,24 @@ def _shadow(path: Path) -> Path:
     rocksdict (re)writes ``rocksdict-config.json`` in the directory it opens, even
     read-only, and RocksDB may write its info ``LOG`` there: the source must not change
     at all (and a changed mtime would refuse every ``--resume``). Data files are read
-    through hard links (symbolic links across file systems: RocksDB never rewrites a
-    file); the config is copied, and what the driver writes lands in the private directory.
+    through hard links; across file systems table and blob files (never rewritten) are
+    symbolic links to the store's files, checked regular just before, the rest copies
+    (RocksDB's checkpoint copies those, and must copy what was checked). The config is
+    copied; what the driver writes lands in the private directory. A link out of the
+    store is refused (:func:`._snapshot.store_files`).
     """
+
+    def way(f: _snapshot.StoreFile) -> _snapshot.Way:
+        name = f.rel.name
+        if len(f.rel.parts) > 1 or name == "LOCK" or name.startswith("LOG"):
+            return "skip"  # RocksDB reads only the top level (and sees nothing below)
+        if name == CONFIG:
+            return "copy"
+        return "link-or-symlink" if name.endswith((".sst", ".blob")) else "link"
+
     shadow = _snapshot.private_dir("rocksdb")
     try:
-        for entry in os.scandir(path):
-            if entry.name in ("LOCK", CONFIG) or entry.name.startswith("LOG"):
-                continue
-            _snapshot.link(Path(entry.path), shadow / entry.name, fallback="symlink")
-        if (path / CONFIG).is_file():
-            shutil.copyfile(path / CONFIG, shadow / CONFIG)
+        _snapshot.replicate(path, shadow, way)
     except BaseException:
         _snapshot.remove(shadow)
         raise
@@ -287,7 +293,7 @@ class RocksdbReader(_Scans, Reader):
             rd.Checkpoint(self.db).create_checkpoint(str(staging))
             crash_point("native copy")
             for entry in os.scandir(staging):
-                _own_file(Path(entry.path), path / entry.name)
+                _own_file(Path(entry.path), path / entry.name, self.path)
             staging.rmdir()
 
     def close(self) -> None:
@@ -302,12 +308,17 @@ class RocksdbReader(_Scans, Reader):
         self.shadow = None
 
 
-def _own_file(made: Path, final: Path) -> None:
-    """Move a checkpoint's file to ``final``; a link (hard, or symbolic across file
-    systems) becomes a copy of its own."""
+def _own_file(made: Path, final: Path, store: Path) -> None:
+    """Move a checkpoint's file to ``final``; a link becomes a copy of its own: a hard
+    one, of the file; a symbolic one (the private image's, across file systems), of the
+    store's file it names, read without following a link (:func:`._snapshot.copy_file`)."""
     st = os.lstat(made)
-    if stat.S_ISLNK(st.st_mode) or st.st_nlink > 1:
-        shutil.copyfile(made, final)  # follows a symbolic link: its content
+    if stat.S_ISLNK(st.st_mode):
+        named = Path(os.readlink(made))
+        _snapshot.copy_file(store, named.relative_to(os.path.abspath(store)), final)
+        os.unlink(made)
+    elif st.st_nlink > 1:
+        _snapshot.copy_file(made.parent, Path(made.name), final)
         os.unlink(made)
     else:
         os.replace(made, final)
@@ -340,6 +351,13 @@ class RocksdbEngine(Engine):
     )
     # The lock file, and the info log that RocksDB rewrites on every open.
     volatile_files = ("LOCK", "LOG*")
+    # DB::Open creates LOCK (O_CREAT, then a lock), renames LOG aside and makes a new
+    # one, reads IDENTITY (and writes it where it is missing).
+    side_files = (
+        SideFile("LOCK", "RocksDB's lock file", made=True),
+        SideFile("LOG", "RocksDB's info log"),
+        SideFile("IDENTITY", "RocksDB's identity file"),
+    )
 
     @classmethod
     def detect(cls, path: Path) -> bool:

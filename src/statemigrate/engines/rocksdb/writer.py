@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import DestinationError, SourceError
 from ...model import METADATA_TABLE, Batch, TableInfo, encode_versioned
+from .. import _snapshot
 from .._rocksdb_manifest import check_manifest
 from .._rocksdb_scan import checked_items
 from ..base import META_KIND_PREFIX as KIND_PREFIX
@@ -35,16 +36,20 @@ class RocksdbWriter(_Scans, Writer):
                 check_manifest(path)
             except SourceError as exc:
                 raise DestinationError(exc.message) from exc
+        self._open(create)
+        self.write_opts = rd.WriteOptions()
+        self.write_opts.disable_wal = True
+        self.wal_opts = rd.WriteOptions()
+        self._handles: dict[str, Any] = {}
+
+    def _open(self, create: bool) -> None:
+        rd, path = self.rd, self.path
         with self.errors(failed="{path}: cannot open RocksDB for writing ({text})"):
             names = [] if create else rd.Rdict.list_cf(str(path), self.opts)
             families = {n: self.opts for n in names if n != DEFAULT_CF}
             self.db = rd.Rdict(str(path), self.opts, column_families=families)
             if METADATA_TABLE not in names and self._metadata_family():
                 self.db.create_column_family(METADATA_TABLE, self.opts)
-        self.write_opts = rd.WriteOptions()
-        self.write_opts.disable_wal = True
-        self.wal_opts = rd.WriteOptions()
-        self._handles: dict[str, Any] = {}
 
     def _metadata_family(self) -> bool:
         """Whether the metadata has a column family of its own (a layout may keep it inline)."""
@@ -171,10 +176,22 @@ class RocksdbWriter(_Scans, Writer):
                 del cf
 
     def backup(self, path: Path) -> None:
-        """A RocksDB checkpoint (hard links where possible)."""
+        """A copy of the store made while it is closed after a flush: table and blob files
+        hard-linked where the file system allows (RocksDB never rewrites them), the rest
+        copied, nothing followed out of the store (:func:`.._snapshot.replicate`); the
+        store reopens at once. Closed, because RocksDB's background compaction replaces
+        table files at any time.
+        """
+
+        def way(f: _snapshot.StoreFile) -> _snapshot.Way:
+            name = f.rel.name
+            if name == "LOCK" or name.startswith("LOG"):
+                return "skip"
+            return "link" if name.endswith((".sst", ".blob")) else "copy"
+
         self.finish()
-        checkpoint = "{where}: RocksDB checkpoint failed ({text})"
-        with self.errors(where=path, failed=checkpoint):
-            cp = self.rd.Checkpoint(self.db)
-            cp.create_checkpoint(str(path))
-            del cp
+        self.close()
+        try:
+            _snapshot.replicate(self.path, path, way)
+        finally:
+            self._open(create=False)
