@@ -1,0 +1,129 @@
+"""Many one-record tables from SQLite into fjall: wall time and disk use (issue 27).
+
+Usage:  python benchmarks/many_tables.py [--tables 500,1500,5000] [--engines fjall3,fjall2]
+                                         [--runs 3] [--dir DIR] [--json FILE]
+
+One SQLite source per table count holds N tables of one record each (``b"k"`` ->
+``b"v<i>"``), written once by the tool's own writer. Each run is `statemigrate convert
+--quiet --no-verify SRC ENGINE:DST` in a child process; a thread polls the size of the
+growing ``DST.partial`` (every file below it, by allocated blocks, like ``du``) every
+20 ms and keeps the peak. Reported per engine and count: the wall time, the peak size
+of the ``.partial``, the final store's size and their ratio, each the median of
+``--runs`` runs. Time linear in the number of tables shows as a constant
+seconds-per-1,000-tables column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from statemigrate.engines.sqlite import SqliteEngine
+from statemigrate.model import TableInfo
+from statemigrate.testing.stores import write_store
+
+STATEMIGRATE = str(Path(sys.executable).with_name("statemigrate"))
+
+
+def disk_bytes(path: Path) -> int:
+    """Bytes allocated below ``path`` (0 when it does not exist), as ``du`` counts them."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except FileNotFoundError:
+                pass  # fjall removed it between the listing and the stat
+    return total
+
+
+def source(directory: Path, tables: int) -> Path:
+    """The SQLite store of ``tables`` one-record tables (written once, then kept)."""
+    path = directory / f"tables-{tables}.sqlite"
+    if not path.exists():
+        content = {TableInfo(f"t{i:05d}"): [(b"k", b"v%d" % i)] for i in range(tables)}
+        write_store(SqliteEngine, path, content)
+    return path
+
+
+def run_once(src: Path, engine: str, dst: Path) -> dict[str, float]:
+    """One convert: its wall seconds, the peak bytes of its .partial and the final bytes."""
+    shutil.rmtree(dst, ignore_errors=True)
+    partial = dst.with_name(dst.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    peak = 0
+    done = threading.Event()
+
+    def poll() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, disk_bytes(partial))
+            done.wait(0.02)
+
+    watcher = threading.Thread(target=poll, daemon=True)
+    start = time.monotonic()
+    watcher.start()
+    run = subprocess.run(
+        [STATEMIGRATE, "convert", "--quiet", "--no-verify", f"sqlite:{src}", f"{engine}:{dst}"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    seconds = time.monotonic() - start
+    done.set()
+    watcher.join()
+    if run.returncode != 0:
+        raise SystemExit(f"{engine}: convert failed ({run.returncode}): {run.stderr[-400:]}")
+    final = disk_bytes(dst)
+    return {"seconds": seconds, "peak_bytes": max(peak, final), "final_bytes": final}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tables", default="500,1500,5000")
+    parser.add_argument("--engines", default="fjall3,fjall2")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    counts = [int(n) for n in args.tables.split(",")]
+    engines = args.engines.split(",")
+    work = args.dir or Path(tempfile.mkdtemp(prefix="many-tables-"))
+    work.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, Any]] = []
+    print(
+        f"{'engine':8} {'tables':>7} {'seconds':>8} {'s/1k tables':>11} "
+        f"{'peak MB':>9} {'final MB':>9} {'peak/final':>10}"
+    )
+    for engine in engines:
+        for n in counts:
+            src = source(work, n)
+            runs = [run_once(src, engine, work / f"out-{n}.{engine}") for _ in range(args.runs)]
+            med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+            row = {"engine": engine, "tables": n, "runs": runs, **med}
+            results.append(row)
+            print(
+                f"{engine:8} {n:>7} {med['seconds']:>8.1f} {1000 * med['seconds'] / n:>11.2f} "
+                f"{med['peak_bytes'] / 1e6:>9.1f} {med['final_bytes'] / 1e6:>9.1f} "
+                f"{med['peak_bytes'] / max(med['final_bytes'], 1):>10.1f}",
+                flush=True,
+            )
+            shutil.rmtree(work / f"out-{n}.{engine}", ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    if args.dir is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
