@@ -1,15 +1,18 @@
 """Guarantees of the README's "Safety" section that no other test pinned down (the
 mutation list, tests/mutants/mutations.toml, needed a test that fails without them).
 
-The destination is synced before the rename that places it: every file of ``DST.partial``, every directory in it and the directory itself are
-fsynced before the ``os.rename`` that makes it ``DST``: on the batch path and on each
-engine's own copy, for file and directory stores. Only the pipeline's own syncs count
+The destination is synced before the rename that places it: every file of
+``DST.partial``, every directory in it and the directory itself are fsynced before the
+``os.rename`` that makes it ``DST``, on the batch path and on each engine's own copy,
+for file and directory stores (an engine's copy also before its finished mark, which a
+``--resume`` keeps it by). Only the pipeline's own syncs count
 (``os.fsync``, recorded here with the path each descriptor names): a driver's fsyncs
 run in C and are not seen, so a store the pipeline forgot to sync fails even where a
 driver happened to sync its file.
 
 Verification compares the source with the destination on the batch path too: a writer
-that loses a record is caught by the read back, and nothing is placed.
+that loses a record is caught by the read back, and nothing is placed. Nothing follows
+a link: one planted as the finished mark while the copy runs is not written through.
 """
 
 from __future__ import annotations
@@ -68,8 +71,16 @@ def test_every_file_of_the_destination_is_synced_before_the_rename(
         events.append(("rename", os.path.realpath(a), os.path.realpath(b)))
         real_rename(a, b, *args, **kwargs)
 
+    real_open = os.open
+
+    def open_(path, flags, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(path).endswith(".partial.done") and flags & os.O_CREAT:
+            events.append(("mark", os.path.realpath(path), ""))
+        return real_open(path, flags, *args, **kwargs)
+
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "rename", rename)
+    monkeypatch.setattr(os, "open", open_)
     dst = (tmp_path / f"dst.{engine}").resolve()
     progress = Phases()
     names = [t.name for t in CONTENT] if path == "batch" else None  # named: the batch loop
@@ -83,6 +94,11 @@ def test_every_file_of_the_destination_is_synced_before_the_rename(
     synced = {p for kind, p, _ in events[: placing[0]] if kind == "fsync"}
     want = {os.path.normpath(os.path.join(partial, os.path.relpath(p, dst))) for p in below(dst)}
     assert sorted(want - synced) == []
+    if path == "native":  # and before the finished mark that a --resume keeps it by
+        marked = [i for i, e in enumerate(events) if e[0] == "mark"]
+        assert len(marked) == 1
+        synced = {p for kind, p, _ in events[: marked[0]] if kind == "fsync"}
+        assert sorted(want - synced) == []
     assert read_store(eng, dst)["tables"] == read_store(eng, src)["tables"]
 
 
@@ -126,3 +142,41 @@ def test_the_batch_path_verifies_against_the_source_and_places_nothing(
     assert "1 records read back, 2 written" in err.value.message
     assert not progress.native() and "verifying" in progress.phases
     assert not dst.exists() and leftovers(dst) == []
+
+
+def test_a_link_planted_as_the_finished_mark_is_never_written_through(tmp_path: Path) -> None:
+    """A symbolic link put at ``DST.partial.done`` while the engine's own copy runs (held at
+    the step after the copy) is not followed when the mark is made: its target keeps its
+    bytes, and nothing is placed from the run."""
+    import subprocess
+    import time
+
+    from statemigrate.fsutil import HOLD_ENV
+    from statemigrate.testing.safety import cli_command
+
+    src = write_store(get_engine("lmdb"), tmp_path / "src.lmdb", CONTENT, METADATA)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    dst, hold = tmp_path / "dst.lmdb", tmp_path / "held"
+    env = dict(os.environ, **{HOLD_ENV: f"copied:{hold}"})
+    child = subprocess.Popen(
+        [*cli_command(), "convert", "-q", str(src), str(dst)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60  # a hang guard, never a measurement
+        while not hold.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert hold.exists(), child.communicate(timeout=60)
+        Path(f"{dst}.partial.done").symlink_to(victim)
+        hold.unlink()
+        _out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert victim.read_text() == "precious\n"
+    assert child.returncode != 0 and not dst.exists(), err
