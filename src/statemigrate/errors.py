@@ -51,6 +51,11 @@ class DestinationError(StateMigrateError):
     exit_code = EXIT_DESTINATION
 
 
+class LinkRefusedError(DestinationError):
+    """A store is not written: a symbolic link (or no regular file) is where its engine's
+    writer opens a file (``locks.refuse_linked_side_files``)."""
+
+
 class InterruptedByUser(StateMigrateError):
     """A signal stopped the work; a ``--resume`` finishes it."""
 

@@ -5,10 +5,15 @@ works where it does not exist (Windows). There a probe cannot see POSIX locks: i
 says so once (a :class:`~statemigrate.errors.PlatformWarning`, one line on the command
 line) and sees only what the platform shows, a file another process opened without
 sharing it (Windows: a ``PermissionError`` on open or read), as held by an unknown pid.
+
+The files a writer opens at a store (:class:`SideFile`, declared by each engine as it
+declares its :class:`LockProbe`) are looked at here too, before a driver opens them:
+a link there is refused, never written through (:func:`refuse_linked_side_files`).
 """
 
 from __future__ import annotations
 
+import glob
 import importlib
 import os
 import stat
@@ -20,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from .errors import PlatformWarning, StoreBusyError, UsageError
+from .errors import LinkRefusedError, PlatformWarning, StoreBusyError, UsageError
 
 # struct flock in each platform's C layout (native sizes and alignment), field by field.
 # Linux: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid.
@@ -421,3 +426,172 @@ def refuse_if_held(path: Path, probes: Iterable[LockProbe], *, hint: str | None 
     pid = lock_holder(path, probes)
     if pid is not None:
         raise StoreBusyError(busy_message(path, pid), hint=hint)
+
+
+# --- the files a writer opens at a store -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SideFile:
+    """A file that a writer of an engine opens at a store, declared by the engine
+    (:attr:`~statemigrate.engines.base.Engine.side_files`).
+
+    Before any verb's writer opens a store (:func:`refuse_linked_side_files`), a symbolic
+    link or anything but a regular file at one of these names is refused: the driver
+    opens them with ``O_CREAT|O_RDWR`` (LMDB's ``lock.mdb``) or truncates them (a
+    journal), so a link planted there would have it write the file the link leads to.
+
+    Attributes:
+        name: inside a directory store, a name or a shell pattern below it (``"lock.mdb"``,
+            ``"*.jnl"``, ``"journals/*"``); beside a one-file store, a suffix (``"-wal"``).
+        holds: what the engine keeps there, for the refusal ("LMDB's lock file").
+        made: the driver creates it whenever it opens the store for writing (a lock file):
+            it is created first, here, never through a link, so the driver finds a
+            regular file.
+    """
+
+    name: str
+    holds: str
+    made: bool = False
+
+    def targets(self, path: Path, directory: bool) -> list[Path]:
+        """The files this declaration names at the store ``path`` (a pattern: those there)."""
+        if not directory:
+            return [Path(str(path) + self.name)]
+        if not any(c in self.name for c in "*?["):
+            return [path / self.name]
+        return sorted(Path(p) for p in glob.glob(os.path.join(glob.escape(str(path)), self.name)))
+
+
+# Never through a link, never blocking on a FIFO planted there, never a terminal taken.
+_NO_FOLLOW = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def refuse_linked_side_files(
+    path: Path, files: Iterable[SideFile], *, directory: bool, make: bool
+) -> None:
+    """Refuse (exit 5) a store whose writer would write through a link: once, for every engine.
+
+    Called before the driver opens the store for writing (stamp, upgrade, downgrade, a
+    convert's ``.partial``). The store's own path must not be a symbolic link, nor any
+    directory on the way to a declared file inside it, and a declared file that exists
+    must be a regular file, looked at without following it. With ``make``, the files the
+    driver would create anyway are created here with ``O_CREAT|O_NOFOLLOW`` (the mode of
+    the store, as the process umask narrows it), so that it opens a regular file.
+
+    What remains: whoever may write the store's directory can still put a link in place
+    between this check and the driver's own open (the driver opens by name and follows
+    links); a regular file made here only narrows that window to the moment between two
+    opens. That user can write the store anyway; what is closed is a link planted before
+    the run, the way a file outside the store was overwritten.
+
+    Args:
+        path: the store's file or directory.
+        files: the engine's declarations.
+        directory: the store is a directory (names are inside it, not suffixes).
+        make: create the declared ``made`` files (the store exists and is opened).
+
+    Raises:
+        LinkRefusedError: a link, or something other than a regular file, at one of
+            them (exit 5, naming it).
+    """
+    if os.path.islink(path):
+        raise LinkRefusedError(
+            f"{path}: a symbolic link; statemigrate does not write a store through a link",
+            hint=f"name the store where the link leads ({os.path.realpath(path)}) if that "
+            "is the store to write",
+        )
+    mode = _store_mode(path)
+    for side in files:
+        for target in side.targets(path, directory):
+            if directory:
+                _refuse_linked_below(path, target, side)
+            if side.made and make and mode is not None:
+                _make_regular(target, side, mode)
+            else:
+                _refuse_unless_regular(target, side)
+
+
+def _store_mode(path: Path) -> int | None:
+    """The permission bits a file made in the store gets (the store's, without execute)."""
+    try:
+        return os.lstat(path).st_mode & 0o666
+    except OSError:
+        return None
+
+
+def _refuse_linked_below(top: Path, target: Path, side: SideFile) -> None:
+    """Refuse a directory between the store ``top`` and ``target`` that is a link."""
+    try:
+        parts = target.relative_to(top).parts[:-1]
+    except ValueError:
+        return
+    here = top
+    for part in parts:
+        here = here / part
+        if os.path.islink(here):
+            raise _refusal(here, "a symbolic link", side)
+
+
+def _refuse_unless_regular(target: Path, side: SideFile) -> None:
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return  # the driver creates it (SQLite opens its side files O_NOFOLLOW itself)
+    except OSError:
+        return  # what cannot be looked at is the driver's to report
+    if not stat.S_ISREG(st.st_mode):
+        raise _refusal(target, _kind(st.st_mode), side)
+
+
+def _make_regular(target: Path, side: SideFile, mode: int) -> None:
+    """Create ``target`` if missing, never through a link; refuse it if it is not a file."""
+    try:
+        fd = os.open(target, _NO_FOLLOW | os.O_CREAT, mode)
+    except OSError as exc:
+        try:
+            st = os.lstat(target)
+        except OSError:
+            return  # not made (a directory refusing it): the driver's own open reports it
+        if stat.S_ISREG(st.st_mode):
+            return
+        raise _refusal(target, _kind(st.st_mode), side) from exc
+    try:
+        what = os.fstat(fd).st_mode
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(what):
+        raise _refusal(target, _kind(what), side)
+
+
+def _kind(mode: int) -> str:
+    for test, words in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def _refusal(target: Path, what: str, side: SideFile) -> LinkRefusedError:
+    if what == "a symbolic link":
+        return LinkRefusedError(
+            f"{target}: a symbolic link where {side.holds} belongs; statemigrate does not "
+            "write through links",
+            hint="remove the link (what it leads to is not the store's), then run the same command",
+        )
+    return LinkRefusedError(
+        f"{target}: {what} where {side.holds} belongs; statemigrate does not write through it",
+        hint="move it away, then run the same command",
+    )

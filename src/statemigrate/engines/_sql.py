@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import DestinationError, SourceError, StoreBusyError
-from ..locks import LockProbe, lock_holder
+from ..locks import LockProbe, SideFile, lock_holder
 from ..model import METADATA_TABLE, Batch, TableInfo, TableKind, shown_name, table_name_problem
 from .access import shown_key
 from .base import META_REVISION, Capabilities, Engine, Reader, Writer, check_options
@@ -33,6 +33,13 @@ U64 = 2**64
 I64_MAX = 2**63 - 1
 INTERNAL_TABLES = {METADATA_TABLE, ALEMBIC_TABLE}
 SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal")
+# What SQLite opens beside the file it writes (its unix VFS opens them O_NOFOLLOW itself;
+# declared so that a link there is named before the driver's "unable to open").
+SIDE_FILES = (
+    SideFile("-wal", "SQLite's write-ahead log"),
+    SideFile("-shm", "SQLite's WAL index"),
+    SideFile("-journal", "SQLite's rollback journal"),
+)
 # A writer of a SQLite file holds a POSIX write lock on it or on a file beside it.
 LOCK_PROBES = (LockProbe(""), LockProbe("-shm"), LockProbe("-wal"), LockProbe("-journal"))
 RESERVED_NAMES: Mapping[str, str] = {
@@ -409,6 +416,7 @@ class SqlFileEngine(Engine):
     capabilities: ClassVar[Capabilities] = CAPABILITIES
     options: ClassVar[type[EngineOptions]] = SqlFileOptions
     sidecar_suffixes: ClassVar[tuple[str, ...]] = SIDECAR_SUFFIXES
+    side_files: ClassVar[tuple[SideFile, ...]] = SIDE_FILES
     # The WAL index: every reader writes its read marks there.
     volatile_files: ClassVar[tuple[str, ...]] = ("*-shm",)
     space_factor: ClassVar[float] = 1.6

@@ -17,9 +17,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, final
 
 from ..errors import MissingDriverError
+from ..locks import SideFile
 from ..model import (
     BATCH_BYTES,
     BATCH_RECORDS,
@@ -58,6 +59,7 @@ __all__ = [
     "Engine",
     "NativeCopy",
     "Reader",
+    "SideFile",
     "StoreAccess",
     "StoreFacts",
     "Writer",
@@ -220,6 +222,11 @@ class Engine(ABC):
 
     # Files that live beside a single-file store (``-wal``, ``-shm`` …).
     sidecar_suffixes: ClassVar[tuple[str, ...]] = ()
+    # The files a writer of this engine opens at a store besides the store's own path
+    # (its lock file, journals, logs: locks.SideFile). No verb's writer opens a store
+    # while a symbolic link or anything but a regular file is at one of them
+    # (open_for_writing); those marked ``made`` are created first, never through a link.
+    side_files: ClassVar[tuple[SideFile, ...]] = ()
 
     @classmethod
     @abstractmethod
@@ -235,6 +242,38 @@ class Engine(ABC):
     @abstractmethod
     def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
         """Open an existing store for writing (resume, upgrade)."""
+
+    @classmethod
+    def refuse_linked_side_files(cls, path: Path, *, make: bool = False) -> None:
+        """Refuse (exit 5) a store whose writer would write through a link: the store's
+        own path, or one of :attr:`side_files` (:func:`~statemigrate.locks.refuse_linked_side_files`).
+
+        Args:
+            path: the store (it may not exist yet).
+            make: create the side files the driver creates on every open (the store exists).
+
+        Raises:
+            LinkRefusedError: a link or another kind of file there, named (exit 5).
+        """
+        from ..locks import refuse_linked_side_files
+
+        directory = cls.capabilities.directory
+        refuse_linked_side_files(path, cls.side_files, directory=directory, make=make)
+
+    @final
+    @classmethod
+    def open_for_writing(
+        cls, path: Path, options: Mapping[str, Any] | None = None, *, create: bool = False
+    ) -> Writer:
+        """The writer of every verb that writes a store (``stamp``, ``upgrade``,
+        ``downgrade``, a convert's ``.partial``): :meth:`create_writer` (``create``) or
+        :meth:`open_writer`, after :meth:`refuse_linked_side_files`.
+
+        Raises:
+            LinkRefusedError: a link where the writer would open a file (exit 5).
+        """
+        cls.refuse_linked_side_files(path, make=not create)
+        return cls.create_writer(path, options) if create else cls.open_writer(path, options)
 
     @classmethod
     def store_paths(cls, path: Path) -> list[Path]:

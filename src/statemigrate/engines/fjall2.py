@@ -20,6 +20,7 @@ import string
 from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
+from ..locks import SideFile
 from ._fjall import FjallEngine, fjall_app_code
 from .base import AppHolder
 
@@ -69,6 +70,8 @@ class Fjall2Engine(FjallEngine):
     )
     major: ClassVar[int] = 2
     suffixes: ClassVar[tuple[str, ...]] = (".fjall2",)
+    # Journals are opened read-write and truncated where recovery ends.
+    side_files: ClassVar[tuple[SideFile, ...]] = (SideFile("journals/*", "a fjall journal"),)
     app_holder = AppHolder(
         fjall_app_code(2),
         unseen="fjall 2 has no lock file: an app holding the store cannot be seen",

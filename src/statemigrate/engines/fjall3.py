@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..locks import LockProbe
+from ..locks import LockProbe, SideFile
 from ._fjall import FJALL_ERRORS, FjallEngine, FjallReader, FjallWriter, fjall_app_code
 from .base import META_KIND_PREFIX, AppHolder, StoreFacts
 
@@ -49,6 +49,12 @@ class Fjall3Engine(FjallEngine):
     # fjall 3 takes a flock on its lock file.
     app_holder = AppHolder(fjall_app_code(3), blocks_readers=True)
     volatile_files: ClassVar[tuple[str, ...]] = ("lock",)
+    # Opened read-write at every open (the lock, then flocked); journals are truncated
+    # where recovery ends.
+    side_files: ClassVar[tuple[SideFile, ...]] = (
+        SideFile("lock", "fjall's lock file", made=True),
+        SideFile("*.jnl", "a fjall journal"),
+    )
     lock_probes: ClassVar[tuple[LockProbe, ...]] = LOCK_PROBES
     busy_hint: ClassVar[str | None] = BUSY_HINT
     reader: ClassVar[type[FjallReader]] = Fjall3Reader

@@ -40,7 +40,7 @@ from ..errors import DestinationError, SourceError, StoreBusyError
 from ..locks import lock_holder, refuse_if_held
 from . import _snapshot
 from ._dbapi import DbapiLayout, DbapiSqlEngine, DbapiSqlReader
-from ._sql import CAPABILITIES, LOCK_PROBES, uri_path
+from ._sql import CAPABILITIES, LOCK_PROBES, SIDE_FILES, uri_path
 from .base import AppHolder, Reader
 
 
@@ -160,6 +160,7 @@ class TursoEngine(DbapiSqlEngine):
     table_name_folding: ClassVar[str] = "in Turso, which ignores the case of letters"
     space_factor = 2.0
     sidecar_suffixes = ("-wal", "-shm")
+    side_files = SIDE_FILES[:2]  # no rollback journal: Turso writes in WAL mode only
     suffixes = (".turso",)
     app_holder = AppHolder(
         "import turso\n"

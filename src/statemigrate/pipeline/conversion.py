@@ -263,12 +263,12 @@ def _open_writer(
 ) -> Writer:
     """Create ``DST.partial`` with the source's metadata (FRESH), or open it (CONTINUE)."""
     if plan.start is Start.CONTINUE:
-        return job.dst_engine.open_writer(job.partial, job.dst_options)
+        return job.dst_engine.open_for_writing(job.partial, job.dst_options)
     if job.should_stop():  # from here a signal lets the batch in flight finish
         raise InterruptedByUser("interrupted before anything was written")
     plan.checkpoint = Checkpoint(source_fp)
     plan.created = True
-    writer = job.dst_engine.create_writer(job.partial, job.dst_options)
+    writer = job.dst_engine.open_for_writing(job.partial, job.dst_options, create=True)
     writer.put_metadata(carried_metadata(source_meta, chosen, plan.checkpoint))
     crash_point("created")
     return writer

@@ -22,7 +22,13 @@ from typing import Any
 from ..checkpoint import Checkpoint
 from ..digest import Digest
 from ..engines.base import Engine, Reader
-from ..errors import DestinationError, InterruptedByUser, SourceError, StoreBusyError
+from ..errors import (
+    DestinationError,
+    InterruptedByUser,
+    LinkRefusedError,
+    SourceError,
+    StoreBusyError,
+)
 from ..fsutil import fsync_tree, remove_path
 from ..model import TableInfo
 from ..progress import Progress
@@ -104,7 +110,9 @@ def load_checkpoint(
 ) -> Checkpoint | None:
     """The checkpoint committed in ``partial``, or None (nothing there can be trusted)."""
     try:
-        writer = engine.open_writer(partial, options)
+        writer = engine.open_for_writing(partial, options)
+    except LinkRefusedError:
+        raise  # a link planted in it: not written through, nor removed as a failed start
     except (DestinationError, SourceError, OSError):
         return None  # nothing committed that we can trust (killed while creating it): start over
     try:

@@ -50,9 +50,14 @@ def resolve_store(
 def in_place_engine(
     store: StorePath, engine: str | None, missing_hint: str = MISSING_HINT
 ) -> tuple[type[Engine], Path]:
-    """The store's engine and path, refused (exit 2) if the engine cannot upgrade in place."""
+    """The store's engine and path, for a verb that writes it.
+
+    Refused if the engine cannot upgrade in place (exit 2), and before anything reads
+    it if its writer would write through a link (exit 5, :meth:`Engine.refuse_linked_side_files`).
+    """
     eng, path = resolve_store(store, engine, missing_hint)
     require_in_place(eng)
+    eng.refuse_linked_side_files(path)
     return eng, path
 
 
@@ -90,7 +95,7 @@ def create_store(eng: type[Engine], path: Path, options: Mapping[str, Any] | Non
         if path.exists() or path.is_symlink():
             return False
         try:
-            writer = eng.create_writer(path, options)
+            writer = eng.open_for_writing(path, options, create=True)
             try:
                 writer.finish()
             finally:
@@ -178,7 +183,7 @@ def open_writer(
     # What the upgrade creates (lock, new files, spills, --backup) is no wider than the store.
     with _refusing_full_disk(path), no_wider_than(path), destination_lock(path):
         _refuse_if_held(eng, path)
-        writer = eng.open_writer(path, options)
+        writer = eng.open_for_writing(path, options)
         try:
             yield writer
         except BaseException:

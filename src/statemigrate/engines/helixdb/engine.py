@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import SourceError
-from ...locks import lock_holder
+from ...locks import SideFile, lock_holder
 from ..base import AppHolder, Capabilities, Engine, Reader, Writer, check_options
 from ..options import EngineOptions, skip_foreign_tables_option
-from .client import HELIX_FACTS, database_of, other_helix_process
+from .client import HELIX_FACTS, LOCK_NAME, database_of, other_helix_process
 from .reader import HelixdbReader
 from .writer import HelixdbWriter
 
@@ -40,6 +40,8 @@ class HelixdbEngine(Engine):
         directory=True,
         in_place=True,
     )
+    # statemigrate's writer lock (its pid written in it: truncated at every open).
+    side_files = (SideFile(LOCK_NAME, "statemigrate's HelixDB writer lock", made=True),)
     # About 10x the payload at 1M records (hex keys, base64 values, the index, the WAL);
     # 3-4x the source SQLite file at 20k records here.
     space_factor = 10.0

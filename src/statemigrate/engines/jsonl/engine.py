@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import SourceError
-from ..base import AppHolder, Capabilities, Engine, Reader, Writer, check_options
+from ..base import AppHolder, Capabilities, Engine, Reader, SideFile, Writer, check_options
 from .format import CHECKPOINT_SUFFIX
 from .reader import JsonlReader
 from .writer import JsonlWriter
@@ -27,6 +27,11 @@ class JsonlEngine(Engine):
         directory=False,
     )
     sidecar_suffixes = (CHECKPOINT_SUFFIX,)
+    # The checkpoint is read, and replaced by the temporary file written beside it.
+    side_files = (
+        SideFile(CHECKPOINT_SUFFIX, "the dump's checkpoint"),
+        SideFile(CHECKPOINT_SUFFIX + ".tmp", "the dump's next checkpoint"),
+    )
     suffixes = (".jsonl",)
     app_holder = AppHolder(
         "f = open(sys.argv[1], 'rb')\nf.readline()\n",

@@ -167,7 +167,10 @@ class JsonlWriter(Writer):
                 },
             }
             tmp = Path(str(self.sidecar) + ".tmp")
-            tmp.write_text(json.dumps(state))
+            # Never through a link planted there since the writer opened (O_TRUNC).
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+            with open(os.open(tmp, flags, 0o644), "w") as f:
+                f.write(json.dumps(state))
             os.replace(tmp, self.sidecar)
         except OSError as exc:
             raise DestinationError(f"{self.path}: write failed ({exc.strerror or exc})") from exc

@@ -29,7 +29,7 @@ from typing import Any
 
 from ...errors import DestinationError, SourceError, StoreBusyError
 from ...fsutil import crash_point
-from ...locks import LockProbe, busy_message, lock_holder, refuse_if_held
+from ...locks import LockProbe, SideFile, busy_message, lock_holder, refuse_if_held
 from ...model import METADATA_TABLE, VERSION_PREFIX_DECODE, Batch, TableInfo, encode_versioned
 from .._lmdb_file import check_data_file, count_dbs, keep_map_size, open_ro, walked_digests
 from ..base import META_KIND_PREFIX as KIND_PREFIX
@@ -476,6 +476,11 @@ class LmdbEngine(LmdbEntryPoints):
     )
     # The reader table, which an app holding the environment rewrites.
     volatile_files = ("lock.mdb",)
+    # mdb_env_open opens both O_CREAT|O_RDWR, and writes the lock table at every open.
+    side_files = (
+        SideFile(LOCK_FILE, "LMDB's lock file", made=True),
+        SideFile("data.mdb", "LMDB's data file"),
+    )
 
     @classmethod
     def detect(cls, path: Path) -> bool:
