@@ -4,15 +4,15 @@ alone, on a copy of ``src/``, against the tests that guard it.
 Usage:  python tests/mutants/run.py [--only ID,ID] [--list] [--verbose] [--no-baseline]
 
 Each mutation names the guarantee it guards, a file under ``src/``, the exact text to
-replace, or several texts (each must occur exactly once: a mutation whose text is gone or ambiguous is
-reported as not applying and fails the run, never silently skipped) and the
-replacements, and the tests that must kill it (pytest node ids or files, optionally a
-``-k`` expression). ``src/`` (with the built ``_native.abi3.so``) is copied once to a
+replace (or several texts), each of which must occur exactly once (a mutation whose
+text is gone or ambiguous is reported as not applying and fails the run, never
+silently skipped), the replacements, and the tests that must kill it (pytest node ids
+or files, optionally a ``-k`` expression). ``src/`` (with the built ``_native.abi3.so``) is copied once to a
 temporary directory; for each mutation the one file is changed there, the tests run
 with ``PYTHONPATH=<copy>/src`` in one process (child processes the tests start, the
 CLI included, inherit it and import the mutated copy too), and the file is restored.
 The run first checks, in a child of the same environment, that ``statemigrate`` is
-imported from the copy, and (unless ``--no-baseline``) that every mutation's tests pass
+imported from the copy (by the child and by a CLI child of its own), and (unless ``--no-baseline``) that every mutation's tests pass
 on the unmutated copy, so that a kill means the mutation and not a failing test.
 
 A mutation is killed when its tests fail (pytest's exit code 1); any other outcome of
@@ -196,6 +196,7 @@ def main() -> int:
         return 0
 
     with tempfile.TemporaryDirectory(prefix="sm-mutants-") as tmp:
+        os.chmod(tmp, 0o755)  # a test's child run as another account imports the copy too
         src = Path(tmp) / "src"
         shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         env = child_env(src)
