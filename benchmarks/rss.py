@@ -2,6 +2,7 @@
 
 Usage:  python benchmarks/rss.py [--sizes 1000000,4000000] [--pairs sqlite-redb,...]
                                  [--runs N] [--dir DIR] [--json FILE]
+        python benchmarks/rss.py --value-mb 200 [--pairs sqlite-fjall3,...] [--runs N]
 
 For each pair and size, `statemigrate convert --quiet` runs in a fresh child process
 whose wrapper (this file's `_WRAPPER`) polls `/proc/self/status` on a thread every
@@ -22,6 +23,12 @@ median of N runs (the sizes taken in turn within a round, so that the machine's 
 falls on both alike) and the spread of RssAnon is shown. On a shared machine the CPU
 ratio between sizes says more about linear time than the wall clock. Growth and time
 ratios are each pair's largest size against its smallest.
+
+With ``--value-mb M`` each source holds one table of one record whose value is M MiB of
+random bytes (nothing compresses it), written by the engine's own writer, and the
+default pairs are SQLite into every engine (SQLite into SQLite is the native copy).
+The table then also shows each peak as a multiple of the value: what one huge record
+costs in memory beyond the batch budget.
 """
 
 from __future__ import annotations
@@ -37,7 +44,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from statemigrate.model import TableInfo
 from statemigrate.registry import get_engine
+from statemigrate.testing.stores import write_store
 from statemigrate.testing.workload import EVENTS, SETTINGS, odd_records, write_workload
 
 PAIRS = (
@@ -55,6 +64,12 @@ SUFFIX = {
     "rocksdb": ".rocksdb",
     "jsonl": ".jsonl",
 }
+
+
+# One huge value (--value-mb): SQLite into every engine the README's memory table names.
+HUGE_PAIRS = tuple(
+    ("sqlite", dst) for dst in ("sqlite", "lmdb", "rocksdb", "redb", "fjall2", "fjall3", "jsonl")
+)
 
 
 def _suffix(engine: str) -> str:
@@ -117,24 +132,35 @@ def remove(path: Path) -> None:
             p.unlink(missing_ok=True)
 
 
-def source_store(work: Path, engine: str, n: int) -> Path:
-    """The workload with ``n`` events in ``engine``, written once (kept across runs)."""
-    path = work / f"src-{n}{_suffix(engine)}"
+def source_store(work: Path, engine: str, n: int, value_mb: int | None = None) -> Path:
+    """The workload with ``n`` events in ``engine`` (or, with ``value_mb``, one record of
+    that many MiB), written once (kept across runs)."""
+    name = f"src-{n}" if value_mb is None else f"src-value-{value_mb}mb"
+    path = work / f"{name}{_suffix(engine)}"
     done = path.with_name(path.name + ".done")
     if not done.exists():
         remove(path)
-        print(f"writing {n:,} events to {path}", file=sys.stderr, flush=True)
-        write_workload(get_engine(engine), path, n)
+        if value_mb is None:
+            print(f"writing {n:,} events to {path}", file=sys.stderr, flush=True)
+            write_workload(get_engine(engine), path, n)
+        else:
+            print(f"writing one {value_mb} MiB value to {path}", file=sys.stderr, flush=True)
+            record = (b"huge", os.urandom(value_mb << 20))
+            write_store(get_engine(engine), path, {TableInfo("huge"): [record]})
         done.touch()
     return path
 
 
-def measure(src_engine: str, src: Path, dst_engine: str, dst: Path) -> dict[str, float]:
+def measure(
+    src_engine: str, src: Path, dst_engine: str, dst: Path, huge: bool = False
+) -> dict[str, float]:
     """One `statemigrate convert` in a child process: its peaks and seconds."""
     remove(dst)
     result = dst.with_name(dst.name + ".result.json")
     args = ["convert", "--quiet", f"{src_engine}:{src}", f"{dst_engine}:{dst}"]
-    if not set(odd_records(get_engine(src_engine))) <= set(odd_records(get_engine(dst_engine))):
+    if not huge and not set(odd_records(get_engine(src_engine))) <= set(
+        odd_records(get_engine(dst_engine))
+    ):
         # The destination cannot hold every odd key (LMDB: no empty key): leave out
         # that table of eight records rather than have the convert refuse.
         args[1:1] = ["--tables", f"{EVENTS.name},{SETTINGS.name}"]
@@ -166,8 +192,14 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1, help="runs per pair and size (medians)")
     ap.add_argument("--dir", default=None, help="keep the source stores here (reused)")
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument(
+        "--value-mb", type=int, default=None, help="one record of this many MiB instead of events"
+    )
     args = ap.parse_args()
-    sizes = [int(x) for x in args.sizes.split(",") if x]
+    huge = args.value_mb
+    sizes = [int(x) for x in args.sizes.split(",") if x] if huge is None else [1]
+    if huge is not None and args.pairs == ap.get_default("pairs"):
+        args.pairs = ",".join(f"{a}-{b}" for a, b in HUGE_PAIRS)
     pairs = [tuple(p.split("-", 1)) for p in args.pairs.split(",") if p]
     work = Path(args.dir or tempfile.mkdtemp(prefix="sm-rss-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -177,9 +209,10 @@ def main() -> None:
             runs: dict[int, list[dict[str, float]]] = {n: [] for n in sizes}
             for _ in range(args.runs):
                 for n in sizes:
-                    src = source_store(work, src_engine, n)
+                    src = source_store(work, src_engine, n, huge)
                     dst = work / f"out-{n}{_suffix(dst_engine)}"
-                    m = {**measure(src_engine, src, dst_engine, dst), "load": os.getloadavg()[0]}
+                    m = measure(src_engine, src, dst_engine, dst, huge is not None)
+                    m = {**m, "load": os.getloadavg()[0]}
                     runs[n].append(m)
                     print(
                         f"{src_engine}->{dst_engine} {n:,}: RssAnon {m['rss_anon'] / 2**20:.0f} MiB, "
@@ -202,6 +235,20 @@ def main() -> None:
     first: dict[str, dict[str, float]] = {}
     each = "one run each" if args.runs == 1 else f"medians of {args.runs} runs"
     print(f"\n{os.cpu_count()} cores (shared); {each}\n")
+    if huge is not None:
+        print(
+            "| pair | value MiB | peak RssAnon MiB | x value | peak RSS MiB | x value | seconds |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for row in rows:
+            anon, hwm = row["rss_anon"] / 2**20, row["vm_hwm"] / 2**20
+            print(
+                f"| {row['pair']} | {huge} | {anon:.0f} | {anon / huge:.2f} | {hwm:.0f} "
+                f"| {hwm / huge:.2f} | {row['seconds']:.1f} |"
+            )
+        if args.json:
+            Path(args.json).write_text(json.dumps({"rows": rows, "value_mb": huge}, indent=2))
+        return
     print(
         "| pair | events | peak RssAnon MiB | peak RSS MiB | seconds | CPU seconds "
         "| RssAnon growth | time ratio (CPU) | RssAnon of each run MiB |"

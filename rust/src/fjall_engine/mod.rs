@@ -16,6 +16,7 @@ use std::sync::{Mutex, PoisonError};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
 mod errors;
@@ -24,7 +25,7 @@ mod v2;
 mod v3;
 
 use errors::{detach, FjallBusyError, FjallCorruptError, FjallError, FjallRefusedError, NErr};
-use store::{MetaUpdate, Pair, Store, MAX_KEY, META};
+use store::{Bytes, MetaUpdate, Pair, Store, MAX_KEY, META};
 
 fn open(path: &Path, major: u8, pin: bool) -> Result<Box<dyn Store>, NErr> {
     // fjall creates a database wherever it is pointed: a writer creating one is the
@@ -76,7 +77,7 @@ fn metadata(py: Python<'_>, h: &Handle) -> PyResult<Vec<(String, Py<PyBytes>)>> 
         loop {
             let b = s.scan(META, after.as_deref(), 10_000, 8 << 20)?;
             let Some(last) = b.last() else { break };
-            after = Some(last.0.clone());
+            after = Some(last.0.to_vec());
             out.extend(b);
         }
         Ok(out)
@@ -84,7 +85,7 @@ fn metadata(py: Python<'_>, h: &Handle) -> PyResult<Vec<(String, Py<PyBytes>)>> 
     pairs
         .into_iter()
         .map(|(k, v)| {
-            let k = String::from_utf8(k)
+            let k = String::from_utf8(k.to_vec())
                 .map_err(|_| FjallCorruptError::new_err("a metadata key is not UTF-8"))?;
             Ok((k, PyBytes::new(py, &v).unbind()))
         })
@@ -214,13 +215,13 @@ fn records(name: &str, batch: &Bound<'_, PyList>, versioned: bool) -> PyResult<V
         let t = row
             .cast::<PyTuple>()
             .map_err(|_| PyValueError::new_err("a record must be a tuple"))?;
-        let key = t.get_item(0)?.cast::<PyBytes>()?.as_bytes().to_vec();
-        let item = t.get_item(1)?;
-        let value = item.cast::<PyBytes>()?.as_bytes();
+        // The batch's own bytes objects, held (not copied) while the GIL is released.
+        let key: PyBackedBytes = t.get_item(0)?.cast_into::<PyBytes>()?.into();
+        let value: PyBackedBytes = t.get_item(1)?.cast_into::<PyBytes>()?.into();
         if let Some(p) = key_problem(name, &key) {
             return Err(FjallRefusedError::new_err(p));
         }
-        if out.last().is_some_and(|(prev, _)| *prev >= key) {
+        if out.last().is_some_and(|(prev, _)| **prev >= *key) {
             return Err(FjallRefusedError::new_err(format!(
                 "table {name:?}: keys out of order in a batch"
             )));
@@ -229,12 +230,12 @@ fn records(name: &str, batch: &Bound<'_, PyList>, versioned: bool) -> PyResult<V
             let ver: u64 = t.get_item(2)?.extract()?;
             let mut s = Vec::with_capacity(8 + value.len());
             s.extend_from_slice(&ver.to_be_bytes());
-            s.extend_from_slice(value);
-            s
+            s.extend_from_slice(&value);
+            Bytes::Owned(s)
         } else {
-            value.to_vec()
+            Bytes::Python(value)
         };
-        out.push((key, stored));
+        out.push((Bytes::Python(key), stored));
     }
     Ok(out)
 }

@@ -9,7 +9,9 @@ use fjall2::{
 };
 
 use super::errors::NErr;
-use super::store::{no_keyspace, take, wait_flushed, wait_until, MetaUpdate, Pair, Store, META};
+use super::store::{
+    no_keyspace, take, wait_flushed, wait_until, Bytes, MetaUpdate, Pair, Store, META,
+};
 
 const VALID: &str = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.#$";
 
@@ -96,7 +98,7 @@ impl Store for Store2 {
                 take(
                     it.map(|r| {
                         r.map_err(fjall2::Error::from)
-                            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                            .map(|(k, v)| (Bytes::Fjall2(k), Bytes::Fjall2(v)))
                     }),
                     max_records,
                     max_bytes,
@@ -104,7 +106,7 @@ impl Store for Store2 {
             }
             None => take(
                 p.range::<&[u8], _>(range)
-                    .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec()))),
+                    .map(|r| r.map(|(k, v)| (Bytes::Fjall2(k), Bytes::Fjall2(v)))),
                 max_records,
                 max_bytes,
             ),
@@ -156,10 +158,10 @@ impl Store for Store2 {
             let p = self.handle(name, false)?;
             // `ingest` only into an empty partition (it panics otherwise).
             if ingest && !recs.is_empty() && p.is_empty()? {
-                p.ingest(recs.into_iter())?;
+                p.ingest(recs.iter().map(|(k, v)| (&**k, &**v)))?;
             } else {
-                for (k, v) in recs {
-                    batch.insert(&p, k, v);
+                for (k, v) in &recs {
+                    batch.insert(&p, &**k, &**v);
                 }
             }
         }

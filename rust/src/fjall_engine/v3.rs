@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable, Snapshot};
 
 use super::errors::NErr;
-use super::store::{no_keyspace, take, wait_flushed, MetaUpdate, Pair, Store, META};
+use super::store::{no_keyspace, take, wait_flushed, Bytes, MetaUpdate, Pair, Store, META};
 
 /// Keyspaces a writer creates between two openings of the database. Each creation
 /// leaves dead meta tables of about 1.1 KB per keyspace in the store, where a
@@ -76,7 +76,7 @@ impl Store3 {
 
 fn pair(g: fjall::Guard) -> Result<Pair, fjall::Error> {
     let (k, v) = g.into_inner()?;
-    Ok((k.to_vec(), v.to_vec()))
+    Ok((Bytes::Fjall3(k), Bytes::Fjall3(v)))
 }
 
 impl Store for Store3 {
@@ -151,13 +151,13 @@ impl Store for Store3 {
             let ks = self.handle(name, false)?;
             if ingest && !recs.is_empty() {
                 let mut ing = ks.start_ingestion()?;
-                for (k, v) in recs {
-                    ing.write(k, v)?;
+                for (k, v) in &recs {
+                    ing.write(&**k, &**v)?;
                 }
                 ing.finish()?;
             } else {
-                for (k, v) in recs {
-                    batch.insert(&ks, k, v);
+                for (k, v) in &recs {
+                    batch.insert(&ks, &**k, &**v);
                 }
             }
         }
