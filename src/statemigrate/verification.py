@@ -110,10 +110,10 @@ def checksum(
     eng, path = resolve_source(store, engine)
     with eng.open_reader(path, options) as reader:
         tables = reader.tables()
-        check_source_tables(tables, reader.metadata(), str(path))
         from .schema.journal import refuse_interrupted  # lazy, as in pipeline.convert
 
         refuse_interrupted(path, reader.metadata())  # a half-switched upgrade has no digest
+        check_source_tables(tables, reader.metadata(), str(path))
         digests = digest_store(reader, tables, str(path), progress)
     rows = [{"table": t.name, "kind": t.kind.value, **digests[t.name].to_json()} for t in tables]
     return ChecksumReport(
@@ -282,12 +282,13 @@ def verify(
     with ea.open_reader(pa, options_a) as ra, eb.open_reader(pb, options_b) as rb:
         ta = {t.name: t for t in ra.tables()}
         tb = {t.name: t for t in rb.tables()}
-        check_source_tables(ta.values(), ra.metadata(), str(pa))
-        check_source_tables(tb.values(), rb.metadata(), str(pb))
         from .schema.journal import refuse_interrupted  # lazy, as in pipeline.convert
 
+        # Before the tables' names: a private table of a running upgrade is its, busy.
         refuse_interrupted(pa, ra.metadata())
         refuse_interrupted(pb, rb.metadata())
+        check_source_tables(ta.values(), ra.metadata(), str(pa))
+        check_source_tables(tb.values(), rb.metadata(), str(pb))
         sums_a, sums_b = [], []
         if progress:
             progress.phase("verifying")

@@ -20,6 +20,7 @@ import contextlib
 import errno
 import importlib
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,7 +28,7 @@ from types import ModuleType
 
 from ..errors import DestinationError, StoreBusyError
 from ..fsutil import kind_of
-from ..locks import MSVCRT_LOCK_BYTE, pid_text
+from ..locks import MSVCRT_LOCK_BYTE, busy_message, pid_text
 
 # Never through a symbolic link (the lock is truncated: a link planted there would
 # truncate its target), never blocking on a FIFO planted there, bytes on Windows.
@@ -242,3 +243,62 @@ def _write_pid(fd: int) -> None:
 
 def _busy(final: Path, pid: str) -> StoreBusyError:
     return StoreBusyError(f"{final}: another statemigrate (pid {pid}) is writing this destination")
+
+
+def writer_pid(final: Path) -> int | None:
+    """The pid of another statemigrate writing ``final`` (holding ``DST.lock``), or None.
+
+    Probed without waiting and without changing the file: a shared ``flock`` taken and
+    dropped at once (``fcntl``), a read lock of the locked byte (``msvcrt``), or, with
+    neither, the lock file's pid while that process runs. -1: held, the pid unknown.
+    """
+    lock = lock_path(final)
+    try:
+        fd = os.open(lock, os.O_RDONLY | _FLAGS)
+    except OSError:
+        return None  # no lock file (or not one statemigrate would have written)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        text = pid_text(fd) or ""
+        pid = int(text) if text.isdigit() else -1
+        if pid == os.getpid():
+            return None
+        fcntl, msvcrt = _platform_module("fcntl"), _platform_module("msvcrt")
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return pid
+            return None  # closing the descriptor drops the shared lock
+        if msvcrt is not None:
+            os.lseek(fd, MSVCRT_LOCK_BYTE, os.SEEK_SET)
+            try:
+                msvcrt.locking(fd, msvcrt.LK_NBRLCK, 1)
+            except OSError:
+                return pid
+            with contextlib.suppress(OSError):
+                os.lseek(fd, MSVCRT_LOCK_BYTE, os.SEEK_SET)
+                msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+            return None
+        return None if pid < 0 or _gone(pid) else pid
+    finally:
+        os.close(fd)
+
+
+def refuse_if_written(final: Path, doing: str) -> None:
+    """Refuse (exit 3, naming its pid) a store another statemigrate writes meanwhile.
+
+    Args:
+        final: the store.
+        doing: what the writer does, after the contract's line ("statemigrate is
+            running upgrade on it").
+
+    Raises:
+        StoreBusyError: :func:`writer_pid` names a writer.
+    """
+    pid = writer_pid(final)
+    if pid is not None:
+        raise StoreBusyError(
+            f"{busy_message(final, pid)}: {doing}", hint="let it finish, then run the same command"
+        )

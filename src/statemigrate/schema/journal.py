@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 from ..engines.base import Writer
@@ -292,13 +293,20 @@ def refuse_interrupted(path: Any, meta: dict[str, bytes]) -> None:
     revisions (RocksDB, redb, HelixDB switch table by table): a copy or a digest of that
     would pass a mixed state off as the store.
 
+    An upgrade that is still running shows the same entries: while another statemigrate
+    holds the store's writer lock (``STORE.lock``), the store is busy, not interrupted.
+
     Raises:
+        StoreBusyError: another statemigrate is upgrading the store (exit 3, its pid).
         UpgradeInterruptedError: an upgrade of the store was interrupted (exit 4).
     """
     from .errors import UpgradeInterruptedError
 
     found = interrupted(meta)
     if found is not None:
+        from ..pipeline.lockfile import refuse_if_written
+
+        refuse_if_written(Path(path), f"statemigrate is {found['direction'][:-1]}ing it")
         raise UpgradeInterruptedError(
             f"{path}: {found['message'].split(';')[0]}; the store is between two revisions",
             hint="run `statemigrate upgrade STORE --schema DIR` (or `downgrade`) to finish it first",
