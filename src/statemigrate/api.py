@@ -162,6 +162,70 @@ def layout(engine: str, store: StorePath) -> str:
     return text
 
 
+# A new schema directory's alembic.ini: Alembic's own commands work on it too.
+_INIT_INI = """\
+# An Alembic config, so that `alembic -c DIR/alembic.ini history` works on this
+# directory too. statemigrate runs the revisions (statemigrate upgrade STORE --schema DIR).
+[alembic]
+script_location = %(here)s
+file_template = %%(rev)s_%%(slug)s
+"""
+_INIT_MESSAGE = "first revision"
+
+
+def init(directory: str | os.PathLike[str]) -> str:
+    """Start a schema directory (``statemigrate init``): the template revisions are
+    made from, an ``alembic.ini``, ``versions/`` and a first revision, 0001.
+
+    The template is the example schema's, whose revisions import ``from statemigrate
+    import op``; the first revision does nothing until it is edited.
+
+    Args:
+        directory: where; it must not exist yet, or be an empty directory.
+
+    Returns:
+        The first revision's path.
+
+    Raises:
+        DestinationError: something is at ``directory`` already (exit 5); nothing
+            there is changed.
+    """
+    import shutil
+
+    from .errors import DestinationError
+    from .schema.scripts import Schema
+    from .testing.example import EXAMPLE
+
+    path = Path(os.fspath(directory))
+    if path.is_dir() and not path.is_symlink():
+        if any(path.iterdir()):
+            raise DestinationError(
+                f"{path}: not empty; a schema directory is started in a new or empty one",
+                hint="name a new directory",
+            )
+        made = False
+    elif os.path.lexists(path):
+        raise DestinationError(
+            f"{path}: exists and is not a directory", hint="name a new directory"
+        )
+    else:
+        path.mkdir(parents=True)
+        made = True
+    try:
+        shutil.copyfile(EXAMPLE / "script.py.mako", path / "script.py.mako")
+        (path / "alembic.ini").write_text(_INIT_INI, encoding="utf-8")
+        (path / "versions").mkdir()
+        return Schema(path).new_revision(_INIT_MESSAGE, rev_id="0001")
+    except BaseException:
+        # Nothing half made is left: the directory as it was (gone, or empty).
+        if made:
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            for child in path.iterdir():
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        raise
+
+
 def engines() -> list[dict[str, Any]]:
     """Every registered engine: name, description, driver installed, capabilities, options.
 
@@ -205,6 +269,7 @@ __all__ = [
     "engines",
     "finish_interrupted",
     "history",
+    "init",
     "inspect",
     "layout",
     "open_store",

@@ -6,8 +6,10 @@ listing names reads entry points only; an engine's driver loads only when used.
 
 from __future__ import annotations
 
+import difflib
 import errno
 import os
+import re
 from functools import cache, lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -72,13 +74,41 @@ def get_engine(name: str) -> type[Engine]:
     """
     target = _entry_points().get(name)
     if target is None:
-        raise UsageError(f"unknown engine {name!r}; known engines: {', '.join(engine_names())}")
+        raise unknown_engine(name)
     module_name, _, attr = target.partition(":")
     import importlib
 
     module = importlib.import_module(module_name)
     engine = getattr(module, attr)
     return engine  # type: ignore[no-any-return]
+
+
+def unknown_engine(name: str, spec: str | None = None) -> UsageError:
+    """The usage error (exit 2) for an engine name nobody registered.
+
+    Args:
+        name: the name given (``--from``/``--to``, or before the colon of ``spec``).
+        spec: the ``ENGINE:PATH`` it came from, if any.
+
+    Returns:
+        The error: the known names close to ``name`` ("did you mean"), or every known one.
+    """
+    known = engine_names()
+    near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    if near:
+        message = f"unknown engine {name!r}; did you mean {near[0]!r}?"
+        hints = [f"known engines: {', '.join(known)}"]
+    else:
+        message = f"unknown engine {name!r}; known engines: {', '.join(known)}"
+        hints = []
+    if spec is not None:
+        hints.append(f"a path with a colon in its name is written ./{spec}")
+    return UsageError(message, hint="; ".join(hints) or None)
+
+
+# What a user writing ENGINE:PATH puts before the colon: a name, no path separator. One
+# letter is a Windows drive (C:state.db), not an engine.
+_ENGINE_PREFIX = re.compile(r"[A-Za-z0-9_-]{2,}")
 
 
 def _engine_in(module: ModuleType, name: str) -> type[Engine] | None:
@@ -159,6 +189,9 @@ def parse_store(spec: StorePath, engine: str | None = None) -> tuple[type[Engine
         if engine and engine != name:
             raise UsageError(f"{spec!r} names engine {name!r} but {engine!r} was given")
         return get_engine(name), Path(rest)
+    if sep and rest and _ENGINE_PREFIX.fullmatch(name) and not os.path.lexists(spec):
+        # A typo in the prefix (rockdb:x.db) would otherwise make a file of that name.
+        raise unknown_engine(name, spec)
     return (get_engine(engine) if engine else None), Path(spec)
 
 

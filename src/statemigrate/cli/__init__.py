@@ -22,6 +22,7 @@ from . import convert as _convert
 from . import schema as _schema
 from .convert import _Stopper as _Stopper  # the signal handler; tests import it from here
 from .output import (
+    TRACEBACK,
     Failure,
     StdoutClosed,
     describe,
@@ -29,6 +30,7 @@ from .output import (
     fail,
     json_requested,
     options_of,
+    quiet,
     say,
     silence_stdout,
 )
@@ -45,7 +47,7 @@ Exit codes:
   70 internal error (a bug); please report it
 """
 
-_TRACEBACK = "statemigrate.traceback"
+_TRACEBACK = TRACEBACK
 _ARGS = "statemigrate.args"
 
 
@@ -84,7 +86,8 @@ class _Main(click.Group):
             ) -> None:
                 """statemigrate's warnings (a lock probe the platform lacks): one line."""
                 if issubclass(category, PlatformWarning):
-                    say(f"statemigrate: warning: {message}")
+                    if not quiet():
+                        say(f"statemigrate: warning: {message}")
                 else:
                     others(message, category, filename, lineno, file, line)
 

@@ -17,15 +17,18 @@ from ..model import BATCH_BYTES, BATCH_RECORDS
 from .output import (
     RESUME_HINT,
     describe,
-    echo,
     emit_failure,
     emit_report,
     options_of,
+    print_checksum,
     print_convert,
     print_engines,
     print_inspect,
     print_verify,
+    quiet,
     reported,
+    verbose,
+    verbosity_options,
 )
 from .progress import clear, for_stderr
 
@@ -256,7 +259,10 @@ def _count_option(flag: str, default: int, help: str, minimum: int = 1) -> Calla
     help="Engine option for the writer (repeatable; `statemigrate engines` lists them).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON report on stdout at the end.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
+@verbosity_options(
+    quiet="No progress and no summary (an error still prints).",
+    verbose="Also list each table: records, bytes, digest; an error's full traceback.",
+)
 def convert(
     source: str,
     destination: str,
@@ -274,7 +280,6 @@ def convert(
     source_opts: tuple[str, ...],
     dest_opts: tuple[str, ...],
     as_json: bool,
-    quiet: bool,
     **flags: Any,
 ) -> None:
     """Convert SOURCE to DESTINATION on another engine, verified, never in place.
@@ -314,7 +319,7 @@ def convert(
             force=force,
             source_options=src_options,
             destination_options=dst_options,
-            progress=for_stderr(quiet or as_json),
+            progress=for_stderr(quiet() or as_json),
             should_stop=stopper.poll,
         )
 
@@ -323,8 +328,8 @@ def convert(
     if as_json:
         status = "already_complete" if report.already_complete else "converted"
         emit_report("convert", status, 0, report.to_json())
-    elif not quiet:
-        print_convert(report)
+    elif not quiet():
+        print_convert(report, tables=verbose())
 
 
 @click.command()
@@ -341,7 +346,10 @@ def convert(
 @_layout_option("--layout-a", "A's state")
 @_layout_option("--layout-b", "B's state")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (the report stays).")
+@verbosity_options(
+    quiet="No progress on stderr (the report stays).",
+    verbose="Also print each table's record counts and digests on both sides.",
+)
 def verify(
     a: str,
     b: str | None,
@@ -352,12 +360,17 @@ def verify(
     layout_a: str | None,
     layout_b: str | None,
     as_json: bool,
-    quiet: bool,
 ) -> None:
     """Check that stores A and B (any engines) hold the same state.
 
     Lists the first differences (key in hex, which side misses it, value or version
-    differs) and the per-table digests. Exit 0 when equal, 1 when different.
+    differs) and both store digests; -v adds each table's counts and digests. Exit 0
+    when equal, 1 when different.
+
+    \b
+    Examples:
+      statemigrate verify state.redb state.sqlite
+      statemigrate verify state.sqlite --manifest before.json
     """
 
     def run() -> api.VerifyReport:
@@ -368,12 +381,12 @@ def verify(
                 flag = "--layout-b" if layout_b is not None else "--option-b"
                 raise UsageError(f"{flag} needs a second store B")
             return api.verify_manifest(
-                a, manifest, options=options_a, progress=for_stderr(as_json or quiet)
+                a, manifest, options=options_a, progress=for_stderr(as_json or quiet())
             )
         if manifest is None and b is not None:
             return api.verify(
                 a, b, limit=limit, options_a=options_a, options_b=options_b,
-                progress=for_stderr(as_json or quiet),
+                progress=for_stderr(as_json or quiet()),
             )  # fmt: skip
         raise UsageError("give either a second store B or --manifest M")
 
@@ -383,7 +396,7 @@ def verify(
     if as_json:
         emit_report("verify", "equal" if report.equal else "different", code, report.to_json())
     else:
-        print_verify(report)
+        print_verify(report, tables=verbose())
     sys.exit(code)
 
 
@@ -397,13 +410,21 @@ def verify(
 )
 @_option_pairs("--option", "Engine option for reading STORE (repeatable).")
 @_layout_option("--layout", "STORE's state")
+@verbosity_options(quiet="No progress bar on stderr.")
 def checksum(store: str, as_json: bool, option: tuple[str, ...], layout: str | None) -> None:
     """Print each table's record count and digest, and the store digest.
 
     The digest is engine-independent (XXH3-128 per record, summed; see the README):
-    the same state gives the same digest on every engine.
+    the same state gives the same digest on every engine. In a terminal the tables
+    are an aligned table; piped, one tab-separated line each (table, kind, records,
+    digest).
+
+    \b
+    Examples:
+      statemigrate checksum state.sqlite
+      statemigrate checksum state.sqlite --json > before.json
     """
-    progress = for_stderr(as_json, log=False)  # a bar in a terminal only
+    progress = for_stderr(as_json or quiet(), log=False)  # a bar in a terminal only
     report = reported(
         "checksum",
         as_json,
@@ -416,9 +437,7 @@ def checksum(store: str, as_json: bool, option: tuple[str, ...], layout: str | N
     if as_json:
         emit_report("checksum", "ok", 0, report.to_json())
         return
-    for t in report.tables:
-        echo(f"{t['table']}\t{t['kind']}\t{t['count']}\t{t['sum']}")
-    echo(f"store digest {report.digest}")
+    print_checksum(report, aligned=sys.stdout.isatty())
 
 
 @click.command()
@@ -426,9 +445,16 @@ def checksum(store: str, as_json: bool, option: tuple[str, ...], layout: str | N
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @_option_pairs("--option", "Engine option for reading STORE (repeatable).")
 @_layout_option("--layout", "STORE's state")
+@verbosity_options(quiet="No progress bar on stderr.")
 def inspect(store: str, as_json: bool, option: tuple[str, ...], layout: str | None) -> None:
-    """Describe STORE: engine, format, tables (kind, records, bytes), schema revision."""
-    progress = for_stderr(as_json, log=False)  # a bar in a terminal only
+    """Describe STORE: engine, format, tables (kind, records, bytes), schema revision.
+
+    \b
+    Examples:
+      statemigrate inspect state.sqlite
+      statemigrate inspect rocksdb:state.db --json
+    """
+    progress = for_stderr(as_json or quiet(), log=False)  # a bar in a terminal only
     report = reported(
         "inspect",
         as_json,
@@ -446,8 +472,15 @@ def inspect(store: str, as_json: bool, option: tuple[str, ...], layout: str | No
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@verbosity_options()
 def engines(as_json: bool) -> None:
-    """List the engines, whether each driver is installed, their capabilities and options."""
+    """List the engines, whether each driver is installed, their capabilities and options.
+
+    \b
+    Examples:
+      statemigrate engines
+      statemigrate engines --json
+    """
     rows = api.engines()
     if as_json:
         emit_report("engines", "ok", 0, {"engines": rows})
@@ -464,6 +497,7 @@ def layout() -> None:
 @layout.command("init")
 @click.argument("engine")
 @click.argument("store")
+@verbosity_options()
 def layout_init(engine: str, store: str) -> None:
     """Print a layout file guessed from STORE, an existing ENGINE store, to check and save.
 

@@ -36,6 +36,60 @@ JSON_SCHEMA_VERSION = 1
 
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Keys of click's ``ctx.meta``, shared by the group's context and the command's.
+TRACEBACK = "statemigrate.traceback"
+_QUIET = "statemigrate.quiet"
+_VERBOSE = "statemigrate.verbose"
+
+QUIET_HELP = "Print nothing on stderr but an error (no progress, no notes)."
+VERBOSE_HELP = "On an error, also print its full traceback."
+
+
+def _noted(*keys: str) -> Callable[[click.Context, click.Parameter, bool], None]:
+    def note(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        if value:
+            for key in keys:
+                ctx.meta[key] = True
+
+    return note
+
+
+def verbosity_options(quiet: str = QUIET_HELP, verbose: str = VERBOSE_HELP) -> Callable[[F], F]:
+    """``-q/--quiet`` and ``-v/--verbose``, the one declaration every command uses.
+
+    The command reads them with :func:`quiet` and :func:`verbose`; ``-v`` also shows an
+    error's traceback (the group's ``--traceback``).
+
+    Args:
+        quiet: what ``-q`` leaves out on this command.
+        verbose: what ``-v`` adds on this command.
+    """
+
+    def decorate(fn: F) -> F:
+        fn = click.option(
+            "--verbose", "-v", is_flag=True, expose_value=False, is_eager=True,
+            callback=_noted(_VERBOSE, TRACEBACK), help=verbose,
+        )(fn)  # fmt: skip
+        return click.option(
+            "--quiet", "-q", is_flag=True, expose_value=False, is_eager=True,
+            callback=_noted(_QUIET), help=quiet,
+        )(fn)  # fmt: skip
+
+    return decorate
+
+
+def quiet() -> bool:
+    """Whether the running command was given ``-q``."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx and ctx.meta.get(_QUIET))
+
+
+def verbose() -> bool:
+    """Whether the running command was given ``-v``."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx and ctx.meta.get(_VERBOSE))
 
 
 class StdoutClosed(Exception):
@@ -145,19 +199,41 @@ def describe(exc: BaseException, options: set[str]) -> Failure:
 
 
 def options_of(*commands: click.Command) -> set[str]:
-    """The long options (``--from`` …) of these commands, hidden ones included."""
-    return {
-        opt
-        for command in commands
-        for param in command.params
-        for opt in (*param.opts, *param.secondary_opts)
-        if opt.startswith("--")
-    }
+    """The long options (``--from`` …) of these commands, hidden ones included.
+
+    An option declaring a metavar is there twice: ``--to`` and ``--to ENGINE``, so
+    that a hint saying ``--to ENGINE`` is told from ``upgrade``'s ``--to REV``.
+    """
+    found = set()
+    for command in commands:
+        for param in command.params:
+            for opt in (*param.opts, *param.secondary_opts):
+                if opt.startswith("--"):
+                    found.add(opt)
+                    if isinstance(param, click.Option) and param.metavar:
+                        found.add(f"{opt} {param.metavar}")
+    return found
 
 
 # A hint's alternatives and steps: "A, or B", "A or B", "A, then B".
 _CLAUSES = re.compile(r"(, or |, then | or )")
-_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+# An option, and the word of capitals after it that says what it takes (--to ENGINE).
+_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)(?: ([A-Z][A-Z_]*)\b(?!:))?")
+# Another command, quoted whole (`statemigrate upgrade STORE --schema DIR`): its options
+# are that command's, not the failing one's.
+_OTHER_COMMAND = re.compile(r"`statemigrate [^`]*`")
+
+
+def hint_options(hint: str) -> set[str]:
+    """The options a hint tells the user to pass to the command that failed.
+
+    Returns:
+        Each as ``--opt``, or ``--opt METAVAR`` when the hint says what it takes.
+    """
+    return {
+        f"{opt} {what}" if what else opt
+        for opt, what in _OPTION.findall(_OTHER_COMMAND.sub("", hint))
+    }
 
 
 def hint_for(hint: str | None, options: set[str]) -> str | None:
@@ -175,12 +251,12 @@ def hint_for(hint: str | None, options: set[str]) -> str | None:
         The hint, its alternatives naming a missing option left out, or None when
         nothing is left.
     """
-    if hint is None or set(_OPTION.findall(hint)) <= options:
+    if hint is None or hint_options(hint) <= options:
         return hint
     parts = _CLAUSES.split(hint)  # clause, separator, clause, ...
     kept = ""
     for sep, clause in zip(["", *parts[1::2]], parts[::2]):
-        if set(_OPTION.findall(clause)) <= options:
+        if hint_options(clause) <= options:
             kept += (sep if kept else "") + clause
     return kept or None
 
@@ -297,19 +373,81 @@ def print_engines(rows: list[dict[str, Any]]) -> None:
         echo(line)
 
 
-def print_verify(report: Any) -> None:
-    """The text form of a :class:`~statemigrate.verification.VerifyReport`."""
+def print_checksum(report: Any, aligned: bool) -> None:
+    """The text form of a :class:`~statemigrate.verification.ChecksumReport`.
+
+    Args:
+        report: the report.
+        aligned: a table with a header (a terminal), else one tab-separated line a
+            table (table, kind, records, digest), which scripts read.
+    """
+    if aligned:
+        from .tables import printable, table
+
+        rows = [
+            [printable(t["table"]), t["kind"], f"{t['count']:,}", t["sum"]] for t in report.tables
+        ]
+        for line in table(["table", "kind", "records", "digest"], rows, right={2}):
+            echo(line)
+    else:
+        for t in report.tables:
+            echo(f"{t['table']}\t{t['kind']}\t{t['count']}\t{t['sum']}")
+    echo(f"store digest {report.digest}")
+
+
+def _verify_table_lines(tables: dict[str, dict[str, Any]]) -> list[str]:
+    """Each table's records and digest on both sides (``verify -v``), aligned.
+
+    B's digest is written out only where it differs from A's.
+    """
+    from .tables import printable, table
+
+    rows = []
+    for name, t in tables.items():
+        a, b = t.get("a") or {}, t.get("b") or {}
+        count_a = f"{a['count']:,}" if a else "missing"
+        count_b = f"{b['count']:,}" if b else "missing"
+        same = a and b and a.get("sum") == b.get("sum")
+        rows.append([printable(name), count_a, count_b, a.get("sum", "-"),
+                     "same" if same else b.get("sum", "-")])  # fmt: skip
+    return table(["table", "A records", "B records", "A digest", "B digest"], rows, right={1, 2})
+
+
+def print_verify(report: Any, tables: bool = False) -> None:
+    """The text form of a :class:`~statemigrate.verification.VerifyReport`.
+
+    Args:
+        report: the report.
+        tables: also each table's counts and digests on both sides (``-v``).
+    """
     for diff in report.differences:
         echo(diff.line())
     if report.difference_count > len(report.differences):
         echo(f"... and {report.difference_count - len(report.differences)} more differences")
+    if tables and report.tables:
+        for line in _verify_table_lines(report.tables):
+            echo(line)
     echo(f"A {report.a}: {report.digest_a}")
     echo(f"B {report.b}: {report.digest_b}")
     echo("equal" if report.equal else f"DIFFERENT ({report.difference_count} differences)")
 
 
-def print_convert(report: Any) -> None:
-    """The text form of a :class:`~statemigrate.pipeline.ConvertReport`."""
+def print_convert(report: Any, tables: bool = False) -> None:
+    """The text form of a :class:`~statemigrate.pipeline.ConvertReport`.
+
+    Args:
+        report: the report.
+        tables: first each table's records, bytes and digest (``-v``).
+    """
+    if tables and report.tables:
+        from .tables import printable, table
+
+        rows = [
+            [printable(t.name), t.kind, f"{t.records:,}", f"{t.bytes:,}", t.digest]
+            for t in report.tables
+        ]
+        for line in table(["table", "kind", "records", "bytes", "digest"], rows, right={2, 3}):
+            echo(line)
     if report.already_complete:
         echo(f"nothing to do: {report.destination} is already complete")
     else:

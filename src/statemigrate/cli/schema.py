@@ -8,32 +8,41 @@ outcome from stdout and the exit code, never from the wording on stderr.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from .. import api
 from ..errors import InterruptedByUser
-from .output import echo, emit_report, reported
+from .output import echo, emit_report, quiet, reported, verbosity_options
 from .progress import clear, for_stderr
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-UPGRADE_EXIT_HELP = """\b
+
+def _exit_help(verb: str, missing: str) -> str:
+    """The installer contract of ``upgrade`` or ``downgrade`` (its ``--help`` epilog)."""
+    return f"""\b
 Installer contract (exit codes):
-  0  upgraded, or already at the target (--json: "status": "upgraded" | "up_to_date")
+  0  {verb}, or already at the target (--json: "status": "{verb}" | "up_to_date")
   1  the store is at a revision this schema does not know (a newer app wrote it);
      nothing changed ("too_new")
   3  the store is held by another process (the app is running) ("busy")
-  4  no store at the path ("missing"; nothing created: --create makes one),
+  4  no store at the path ("missing"{missing}),
      or it cannot be read ("unreadable")
   5  a revision failed, or the disk is full; the store stays at the last
      revision that completed ("failed")
   6  interrupted by a signal; run it again ("interrupted")
   2  usage error ("usage_error"); 70 internal error ("error")
 """
+
+
+UPGRADE_EXIT_HELP = _exit_help("upgraded", "; nothing created: --create makes one")
+DOWNGRADE_EXIT_HELP = _exit_help("downgraded", "")
 INTERRUPTED_HINT = "run the same command again: each revision is applied whole or not at all"
 SCHEMA_HELP = "The schema directory (an Alembic script directory)."
 
@@ -41,7 +50,12 @@ SCHEMA_HELP = "The schema directory (an Alembic script directory)."
 def schema_option(required: bool = True, help: str = SCHEMA_HELP) -> Callable[[F], F]:
     """``--schema DIR``, the one declaration every schema command uses."""
     return click.option(
-        "--schema", "schema", required=required, type=click.Path(file_okay=False), help=help
+        "--schema",
+        "schema",
+        required=required,
+        type=click.Path(file_okay=False),
+        metavar="DIR",
+        help=help,
     )
 
 
@@ -56,7 +70,11 @@ def _call(as_json: bool, store: str | None, fn: Callable[[], Any]) -> Any:
     The group then prints the one line on stderr and exits with the same code.
     """
 
+    params = click.get_current_context().params
+
     def run() -> Any:
+        if params.get("schema") is not None:
+            check_schema_dir(params["schema"])
         try:
             return fn()
         except KeyboardInterrupt as exc:
@@ -65,6 +83,44 @@ def _call(as_json: bool, store: str | None, fn: Callable[[], Any]) -> Any:
 
     command = click.get_current_context().command.name or ""
     return reported(command, as_json, {"store": store}, run)
+
+
+# A revision (or the template that makes them) of `alembic init`: Alembic's op runs SQL
+# through a migration context statemigrate never sets up (its proxy's NameError).
+_ALEMBIC_OP = re.compile(r"^\s*(from alembic import op\b|import alembic\.op\b)", re.MULTILINE)
+
+
+def check_schema_dir(schema: str) -> None:
+    """Refuse, with what to do, a schema directory that is not one or is Alembic's own.
+
+    Raises:
+        SchemaError: no ``versions/`` folder (hint: ``statemigrate init``), or the
+            template or a revision imports Alembic's ``op`` (hint: what to change).
+    """
+    from ..schema.errors import SchemaError
+
+    path = Path(schema)
+    if not (path / "versions").is_dir():
+        raise SchemaError(
+            f"{schema}: not a schema directory (no versions/ folder)",
+            hint=f"start one with `statemigrate init {schema}`",
+        )
+    files = [path / "script.py.mako", *sorted((path / "versions").glob("*.py"))]
+    alembic = [f for f in files if f.is_file() and _ALEMBIC_OP.search(_text(f))]
+    if alembic:
+        raise SchemaError(
+            f"{alembic[0]}: made by `alembic init`: it imports Alembic's op, which runs"
+            " SQL, not statemigrate's operations",
+            hint="in script.py.mako and each revision, write `from statemigrate import op`"
+            " for `from alembic import op` (and drop `import sqlalchemy as sa`)",
+        )
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""  # unreadable: the schema's loader says so in its own words
 
 
 def _emit_migration(report: Any) -> None:
@@ -139,27 +195,14 @@ def _migration_options(fn: F) -> F:
             ),
             json_option("Print one JSON report on stdout (errors too)."),
             _layout_option(),
-            click.option(
-                "--quiet",
-                "-q",
-                is_flag=True,
-                help="No progress on stderr (each revision, the records each operation "
-                "writes; the report stays).",
+            verbosity_options(
+                quiet="No progress on stderr (each revision, the records each operation "
+                "writes; the report stays)."
             ),
         ]
     ):
         fn = option(fn)
     return fn
-
-
-def _read_only_dry_run(command: str) -> Callable[[F], F]:
-    """``--dry-run`` on a command that never changes anything: accepted, hidden."""
-    return click.option(
-        "--dry-run",
-        is_flag=True,
-        hidden=True,
-        help=f"Accepted for compatibility: {command} never changes the store.",
-    )
 
 
 @click.command(epilog=UPGRADE_EXIT_HELP)
@@ -190,7 +233,6 @@ def upgrade(
     no_digest: bool,
     as_json: bool,
     layout: str | None,
-    quiet: bool,
 ) -> None:
     """Bring STORE to the schema's head (or --to REV) in place, one atomic revision at a time.
 
@@ -199,8 +241,9 @@ def upgrade(
     run finishes cleanly). At the target already: does nothing, exit 0.
 
     \b
-    Example:
+    Examples:
       statemigrate upgrade state.sqlite --schema schemas/example --json
+      statemigrate upgrade sqlite:state --create --schema schemas/example
     """
     report = _call(
         as_json,
@@ -213,7 +256,7 @@ def upgrade(
             backup=backup,
             digests=not no_digest,
             create=create,
-            progress=for_stderr(quiet or as_json),
+            progress=for_stderr(quiet() or as_json),
             options=_layout(layout),
         ),
     )
@@ -221,7 +264,7 @@ def upgrade(
     _print_migration(report, backup) if not as_json else _emit_migration(report)
 
 
-@click.command(epilog=UPGRADE_EXIT_HELP)
+@click.command(epilog=DOWNGRADE_EXIT_HELP)
 @click.argument("store")
 @click.option(
     "--to", "target", required=True, metavar="REV|base|-N", help="The revision to go back to."
@@ -236,9 +279,17 @@ def downgrade(
     no_digest: bool,
     as_json: bool,
     layout: str | None,
-    quiet: bool,
 ) -> None:
-    """Take STORE back to an earlier revision (--to REV, -1 or base) through the downgrades."""
+    """Take STORE back to an earlier revision (--to REV, -1 or base) through the downgrades.
+
+    Each revision's downgrade() runs in place, applied with its stamp or not at all,
+    as upgrade does.
+
+    \b
+    Examples:
+      statemigrate downgrade state.sqlite --to -1 --schema schemas/example
+      statemigrate downgrade state.sqlite --to base --schema schemas/example --dry-run
+    """
     report = _call(
         as_json,
         store,
@@ -249,7 +300,7 @@ def downgrade(
             dry_run=dry_run,
             backup=backup,
             digests=not no_digest,
-            progress=for_stderr(quiet or as_json),
+            progress=for_stderr(quiet() or as_json),
             options=_layout(layout),
         ),
     )
@@ -264,10 +315,16 @@ def downgrade(
 @click.option("--dry-run", is_flag=True, help="Print what the stamp would be; change nothing.")
 @json_option()
 @_layout_option()
+@verbosity_options()
 def stamp(
     store: str, revision: str, schema: str, dry_run: bool, as_json: bool, layout: str | None
 ) -> None:
-    """Set STORE's schema revision to REVISION (an id, head or base) without running anything."""
+    """Set STORE's schema revision to REVISION (an id, head or base) without running anything.
+
+    \b
+    Example:
+      statemigrate stamp state.sqlite 0003 --schema schemas/example
+    """
     report = _call(
         as_json,
         store,
@@ -291,6 +348,9 @@ def _print_unrecorded(report: Any) -> None:
 
 def _print_current(report: Any) -> None:
     at = ", ".join(report.current) or "base (no revision)"
+    if report.heads is not None:  # --schema: whether it is at head, as `alembic current` says
+        head = ", ".join(report.heads) or "base"
+        at += " (head)" if report.at_head else f"; the schema's head is {head}"
     echo(f"{report.store}: at {at}{' (interrupted)' if report.interrupted else ''}")
     if report.interrupted:
         echo(f"interrupted: {report.interrupted['message']}")
@@ -299,17 +359,21 @@ def _print_current(report: Any) -> None:
 
 @click.command()
 @click.argument("store")
-@schema_option(required=False, help="Also say whether it is at head.")
-@_read_only_dry_run("current")
+@schema_option(required=False, help="Also say whether it is at head: 0005 (head).")
 @json_option()
 @_layout_option()
-def current(
-    store: str, schema: str | None, dry_run: bool, as_json: bool, layout: str | None
-) -> None:
+@verbosity_options()
+def current(store: str, schema: str | None, as_json: bool, layout: str | None) -> None:
     """Print STORE's stamped schema revision(s). Read only: it never changes the store.
 
-    An upgrade interrupted by a crash is reported ("interrupted"), not finished:
+    With --schema, "(head)" follows a revision that is the schema's head. An upgrade
+    interrupted by a crash is reported ("interrupted"), not finished:
     `statemigrate upgrade` (or `downgrade`) finishes it.
+
+    \b
+    Examples:
+      statemigrate current state.sqlite
+      statemigrate current state.sqlite --schema schemas/example
     """
     report = _call(
         as_json, store, lambda: api.current(store, schema=schema, options=_layout(layout))
@@ -339,15 +403,19 @@ def _print_check(report: Any) -> None:
 @click.command()
 @click.argument("store")
 @schema_option()
-@_read_only_dry_run("check")
 @json_option()
 @_layout_option()
-def check(store: str, schema: str, dry_run: bool, as_json: bool, layout: str | None) -> None:
+@verbosity_options()
+def check(store: str, schema: str, as_json: bool, layout: str | None) -> None:
     """Exit 0 when STORE is at the schema's head, 1 otherwise (naming both revisions).
 
     Also exit 1 when a revision file changed after it was applied (its checksum,
     recorded beside the stamp, differs), the store's revision is unknown, or an
     upgrade was interrupted (reported, not finished: check never changes the store).
+
+    \b
+    Example:
+      statemigrate check state.sqlite --schema schemas/example || echo "needs an upgrade"
     """
     report = _call(as_json, store, lambda: api.check(store, schema, options=_layout(layout)))
     code = 0 if report.ok else 1
@@ -371,12 +439,15 @@ def _check_status(report: Any) -> str:
 
 @click.command()
 @schema_option()
-@click.option(
-    "--dry-run", is_flag=True, hidden=True, help="Accepted for symmetry; history changes nothing."
-)
 @json_option("Print the revisions as JSON.")
-def history(schema: str, dry_run: bool, as_json: bool) -> None:
-    """List the schema's revisions, newest first (like `alembic history`)."""
+@verbosity_options()
+def history(schema: str, as_json: bool) -> None:
+    """List the schema's revisions, newest first (like `alembic history`).
+
+    \b
+    Example:
+      statemigrate history --schema schemas/example
+    """
     rows = _call(as_json, None, lambda: api.history(schema))
     if as_json:
         emit_report("history", "ok", 0, {"schema": schema, "revisions": rows})
@@ -401,10 +472,16 @@ def history(schema: str, dry_run: bool, as_json: bool) -> None:
 @click.option("--rev-id", help="The revision id (default: random, as Alembic makes them).")
 @click.option("--dry-run", is_flag=True, help="Say what would be written; write nothing.")
 @json_option("Print the new file's path as JSON.")
+@verbosity_options()
 def revision(
     schema: str, message: str, head: str, rev_id: str | None, dry_run: bool, as_json: bool
 ) -> None:
-    """Write a new revision file into the schema from its script.py.mako template."""
+    """Write a new revision file into the schema from its script.py.mako template.
+
+    \b
+    Example:
+      statemigrate revision --schema schemas/example -m "add a drafts table"
+    """
     if dry_run:
         out = {"schema": schema, "message": message, "head": head, "path": None, "dry_run": True}
         if as_json:
@@ -420,4 +497,25 @@ def revision(
         echo(f"wrote {path}")
 
 
-COMMANDS = (upgrade, downgrade, stamp, current, check, history, revision)
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@verbosity_options()
+def init(directory: str) -> None:
+    """Start a schema directory DIRECTORY: its template, alembic.ini, versions/ and 0001.
+
+    The first revision does nothing until you edit its upgrade() (op.create_table …);
+    the revisions after it come from `statemigrate revision`. DIRECTORY must be new
+    or empty (else exit 5).
+
+    \b
+    Example:
+      statemigrate init schema
+      statemigrate upgrade sqlite:state --create --schema schema
+    """
+    first = reported("init", False, {"directory": directory}, lambda: api.init(directory))
+    echo(f"made {directory}: script.py.mako, alembic.ini, versions/")
+    echo(f"first revision: {first}")
+    echo(f"next: edit it, then `statemigrate upgrade STORE --create --schema {directory}`")
+
+
+COMMANDS = (upgrade, downgrade, stamp, current, check, history, revision, init)

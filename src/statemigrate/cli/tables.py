@@ -109,7 +109,7 @@ _CAPABILITIES = (
     ("in place", lambda c: "yes, atomic" if c["transactional_ddl"] else words(c["in_place"])),
     ("read-only", lambda c: words(c["read_only_open"])),
     ("beside the app", lambda c: words(c["multi_process_readers"])),
-    ("store", lambda c: "directory" if c["directory"] else "file"),
+    ("store", lambda c: "dir" if c["directory"] else "file"),  # "directory": 81 columns
     ("keys", lambda c: _keys(c)),
 )
 
@@ -125,6 +125,22 @@ _OPTIONS_TITLE = (
     "options (KEY=VALUE: convert --source-option/--dest-option, checksum and inspect"
     " --option, verify --option-a/--option-b):"
 )
+# What a terminal gives by default: every line of `engines` fits it.
+WIDTH = 80
+
+
+def described(name: str, text: str, indent: int) -> list[str]:
+    """``name`` then ``text`` wrapped to :data:`WIDTH`, later lines under the text."""
+    import textwrap
+
+    lead = name.ljust(indent - 2) + "  "
+    return textwrap.wrap(
+        text,
+        WIDTH,
+        initial_indent=lead,
+        subsequent_indent=" " * indent,
+        break_on_hyphens=False,
+    ) or [lead.rstrip()]
 
 
 def _option_default(value: Any) -> str:
@@ -133,26 +149,31 @@ def _option_default(value: Any) -> str:
     return words(value)
 
 
-def _options_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """The engines' options (``options`` of each row) as a table, or nothing."""
-    cells = [
-        [row["name"], o["name"], _SIDES.get(o["applies"], o["applies"]), o["type"],
-         _option_default(o["default"]), o["help"]]
-        for row in rows
-        for o in row.get("options", ())
-    ]  # fmt: skip
-    if not cells:
+def _options_lines(rows: list[dict[str, Any]], indent: int) -> list[str]:
+    """The engines' options (``options`` of each row), each with its help wrapped, or
+    nothing."""
+    import textwrap
+
+    lines: list[str] = []
+    for row in rows:
+        for o in row.get("options", ()):
+            side = _SIDES.get(o["applies"], o["applies"])
+            default = "" if o["default"] is None else f"; default {_option_default(o['default'])}"
+            facts = f"{o['name']} ({side}; {o['type']}{default})"
+            lines += described(row["name"], facts, indent)
+            lines += textwrap.wrap(
+                o["help"], WIDTH, initial_indent=" " * (indent + 2),
+                subsequent_indent=" " * (indent + 2), break_on_hyphens=False,
+            )  # fmt: skip
+    if not lines:
         return []
-    headers = ["engine", "option", "for", "type", "default", "help"]
-    return [
-        "",
-        _OPTIONS_TITLE,
-        *table(headers, cells, right=set()),
-    ]
+    title = textwrap.wrap(_OPTIONS_TITLE, WIDTH, break_on_hyphens=False)
+    return ["", *title, *lines]
 
 
 def engines_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """The text form of :func:`statemigrate.api.engines`: one engine a row."""
+    """The text form of :func:`statemigrate.api.engines`: one engine a row, then each
+    one's description and options, every line within :data:`WIDTH` columns."""
     cells: list[list[str]] = []
     broken: list[str] = []
     missing: list[str] = []
@@ -164,12 +185,16 @@ def engines_lines(rows: list[dict[str, Any]]) -> list[str]:
         driver = "installed" if row["driver_installed"] else "missing"
         if not row["driver_installed"]:
             missing.append(f"pip install 'statemigrate[{row['extra']}]'   # {row['name']}")
-        cells.append(
-            [row["name"], driver, *(f(caps) for _, f in _CAPABILITIES), row["description"]]
-        )
-    headers = ["engine", "driver", *(name for name, _ in _CAPABILITIES), "description"]
+        cells.append([row["name"], driver, *(f(caps) for _, f in _CAPABILITIES)])
+    headers = ["engine", "driver", *(name for name, _ in _CAPABILITIES)]
     lines = table(headers, cells, right=set())
-    lines += _options_lines(rows)
+    # The descriptions and options under the table, wrapped: beside it, 232 columns.
+    indent = max((len(row["name"]) for row in rows), default=6) + 2
+    lines.append("")
+    for row in rows:
+        if "error" not in row:
+            lines += described(row["name"], row["description"], indent)
+    lines += _options_lines(rows, indent)
     if missing:
         lines += ["", "missing drivers:", *(f"  {m}" for m in missing)]
     if broken:
@@ -177,6 +202,8 @@ def engines_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines += [
         "",
         "in place: schema upgrades in place (atomic: each revision is one transaction)",
-        "read-only: opened without write access; beside the app: read while an app holds it",
+        "store: a file, or a directory (dir)",
+        "read-only: opened without write access",
+        "beside the app: read while an app holds it",
     ]
     return lines

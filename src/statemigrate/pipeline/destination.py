@@ -33,7 +33,8 @@ def resolve_destination(spec: StorePath, engine: str | None) -> tuple[type[Engin
         eng = engine_for_suffix(path)
         if eng is None:
             raise UsageError(
-                f"cannot tell the destination engine of {path}", hint="name it with --to ENGINE"
+                f"cannot tell the destination engine of {path}",
+                hint=f"name it as ENGINE:PATH (sqlite:{path}), or with --to ENGINE",
             )
     return eng, path
 
