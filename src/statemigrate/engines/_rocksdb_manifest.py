@@ -13,12 +13,15 @@ from pathlib import Path
 from ..errors import SourceError
 
 
-def check_manifest(path: Path) -> None:
+def check_manifest(path: Path, shown: Path | None = None) -> None:
     """Raise SourceError when the MANIFEST named by ``path/CURRENT`` is damaged.
 
     A missing ``CURRENT`` or MANIFEST is left to RocksDB, which reports it itself.
+    ``shown`` is the store's path for messages when ``path`` is its private image.
     """
     from .. import _native
+
+    where = path if shown is None else shown
 
     try:
         name = (path / "CURRENT").read_bytes()
@@ -26,10 +29,10 @@ def check_manifest(path: Path) -> None:
         return
     text = name.decode("ascii", "replace").rstrip("\n")
     if not text.startswith("MANIFEST-") or not text[9:].isdigit():
-        raise SourceError(f"{path}: CURRENT is damaged (it names {text[:40]!r}, not a MANIFEST)")
+        raise SourceError(f"{where}: CURRENT is damaged (it names {text[:40]!r}, not a MANIFEST)")
     manifest = path / text
     if not manifest.is_file():
         return
     problem = _native.rocksdb_manifest_check(str(manifest))
     if problem is not None:
-        raise SourceError(f"{path}: {text} is damaged ({problem})")
+        raise SourceError(f"{where}: {text} is damaged ({problem})")

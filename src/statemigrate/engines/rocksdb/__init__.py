@@ -189,12 +189,18 @@ class RocksdbReader(_Scans, Reader):
         self.db: Any = None
         self._cfs: dict[str, Any] = {}
         refuse_if_held(path, LOCK_PROBES)
-        check_manifest(path)
         opts = _options(rd)
         try:
             self.shadow: Path | None = _shadow(path)
         except OSError as exc:
             raise SourceError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+        try:
+            # The image's files, checked regular as they were linked or copied: what
+            # RocksDB reads next (the store's could be swapped for a link meanwhile).
+            check_manifest(self.shadow, shown=path)
+        except BaseException:
+            self.close()
+            raise
         # On a failure, close() removes the private link directory: they must not pile up.
         with self.opening(failed="{path}: not a readable RocksDB store ({text})"):
             names = rd.Rdict.list_cf(str(self.shadow), opts)
