@@ -263,3 +263,35 @@ def test_a_fifo_inside_the_store_is_refused_before_any_copy(name: str, tmp_path:
     assert up.returncode == 4, describe(up)
     assert "FIFO" in one_line_error(up) and str(fifo) in one_line_error(up)
     assert os.listdir(backup.parent) == []
+
+
+@pytest.mark.parametrize("way", ["copy", "link", "link-or-symlink"])
+def test_a_link_swapped_in_after_the_walk_is_refused_not_followed(
+    way: str, tmp_path: Path, secret, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner swaps a file for a link between the walk and the copy (the race a
+    check by path alone loses): the descriptor's check refuses it, exit 4 naming the
+    file, and the destination is removed with nothing of the secret in it."""
+    from statemigrate.engines import _snapshot
+    from statemigrate.errors import SourceError
+
+    secret_path, secret_data, _sha = secret
+    store = tmp_path / "store"
+    (store / "sub").mkdir(parents=True)
+    victim = store / "sub" / "000001.sst"
+    victim.write_bytes(b"table")
+    walk = _snapshot.store_files
+
+    def walk_then_swap(*args, **kwargs):
+        found = walk(*args, **kwargs)
+        victim.unlink()
+        os.symlink(secret_path, victim)
+        return found
+
+    monkeypatch.setattr(_snapshot, "store_files", walk_then_swap)
+    dest = tmp_path / "dest"
+    with pytest.raises(SourceError) as refused:
+        _snapshot.replicate(store, dest, lambda f: way)  # type: ignore[arg-type, return-value]
+    assert str(victim) in refused.value.message and "link" in refused.value.message
+    assert not os.path.lexists(dest)
+    assert files_holding(tmp_path, secret_data.strip(), but=secret_path) == []
