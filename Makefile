@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 DEMO := build/demo
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install system-deps demo test test-long mutants bench scorecard fixtures lint wheel
+.PHONY: install system-deps demo test test-long mutants bench scorecard fixtures lint wheel standalone
 
 $(PYTHON):  ## the project's virtual environment (Debian's python3-venv installed if missing)
 	@$(BOOTSTRAP_PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -86,3 +86,22 @@ wheel: $(PYTHON)  ## the abi3 wheel and sdist into dist/, audited, then installe
 	  "$$smoke/venv/bin/statemigrate" convert examples/app-state.sqlite "$$smoke/app-state.sqlite" && \
 	  "$$smoke/venv/bin/statemigrate" verify "$$smoke/app-state.jsonl" "$$smoke/app-state.sqlite" && \
 	  echo "wheel: $$(ls dist/statemigrate-*.whl) installs and converts in a fresh venv of $(BOOTSTRAP_PYTHON)"
+
+# The command line with its own interpreter and every installed engine driver, for an
+# installer to ship (docs/installer.md): no Python needed where it runs. PyInstaller, one
+# folder (packaging/standalone/statemigrate.spec); a few minutes. Uses the venv's package
+# and drivers as they are (run `make install` first on a fresh checkout).
+STANDALONE := dist/statemigrate-standalone-$(shell uname -s | tr A-Z a-z)-$(shell uname -m)
+
+standalone: $(PYTHON)  ## the standalone executable (one folder) into dist/, with its SHA256SUMS
+	@# The standalone extra of pyproject.toml (not `pip install -e .[standalone]`: that
+	@# would rebuild the native extension).
+	$(PYTHON) -m pip install -q --disable-pip-version-check "pyinstaller>=6,<7"
+	rm -rf $(STANDALONE) build/standalone && mkdir -p dist
+	$(VENV)/bin/pyinstaller --noconfirm --log-level WARN --distpath build/standalone/dist \
+	  --workpath build/standalone/work packaging/standalone/statemigrate.spec
+	mv build/standalone/dist/statemigrate $(STANDALONE)
+	cd $(STANDALONE) && find . -type f ! -name SHA256SUMS -printf '%P\n' | LC_ALL=C sort \
+	  | xargs -d '\n' sha256sum > SHA256SUMS
+	$(STANDALONE)/statemigrate --version
+	@echo "standalone: $(STANDALONE)/statemigrate ($$(du -sh $(STANDALONE) | cut -f1))"
