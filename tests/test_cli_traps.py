@@ -367,7 +367,9 @@ def test_init_refuses_a_directory_that_holds_anything(tmp_path: Path) -> None:
     assert run("init", empty).exit_code == 0
 
 
-@pytest.mark.parametrize("verb", [["revision", "-m", "x"], ["history"]])
+@pytest.mark.parametrize(
+    "verb", [["revision", "-m", "x"], ["revision", "-m", "x", "--dry-run"], ["history"]]
+)
 def test_a_missing_schema_directory_hints_at_init(verb: list[str], tmp_path: Path) -> None:
     res = run(*verb, "--schema", tmp_path / "newdir")
     assert res.exit_code == 2, res.output

@@ -28,7 +28,8 @@ def _exit_help(verb: str, missing: str) -> str:
     """The installer contract of ``upgrade`` or ``downgrade`` (its ``--help`` epilog)."""
     return f"""\b
 Installer contract (exit codes):
-  0  {verb}, or already at the target (--json: "status": "{verb}" | "up_to_date")
+  0  {verb}, or already at the target
+     (--json: "status": "{verb}" | "up_to_date")
   1  the store is at a revision this schema does not know (a newer app wrote it);
      nothing changed ("too_new")
   3  the store is held by another process (the app is running) ("busy")
@@ -483,6 +484,7 @@ def revision(
       statemigrate revision --schema schemas/example -m "add a drafts table"
     """
     if dry_run:
+        _call(as_json, None, lambda: None)  # the schema directory is checked all the same
         out = {"schema": schema, "message": message, "head": head, "path": None, "dry_run": True}
         if as_json:
             emit_report("revision", "dry_run", 0, out)  # docs/schemas/revision.schema.json
@@ -498,14 +500,15 @@ def revision(
 
 
 @click.command()
-@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("directory", metavar="DIR", type=click.Path(file_okay=False))
 @verbosity_options()
 def init(directory: str) -> None:
-    """Start a schema directory DIRECTORY: its template, alembic.ini, versions/ and 0001.
+    """Start a schema directory in DIR, with a first revision to edit.
 
-    The first revision does nothing until you edit its upgrade() (op.create_table …);
-    the revisions after it come from `statemigrate revision`. DIRECTORY must be new
-    or empty (else exit 5).
+    DIR gets the template revisions are made from (script.py.mako), an alembic.ini,
+    versions/ and revision 0001, which does nothing until you edit its upgrade()
+    (op.create_table …); the revisions after it come from `statemigrate revision`.
+    DIR must be new or empty (else exit 5).
 
     \b
     Example:
