@@ -2,6 +2,7 @@
 
 Usage:  python benchmarks/many_tables.py [--tables 500,1500,5000] [--engines fjall3,fjall2]
                                          [--runs 3] [--dir DIR] [--json FILE]
+                                         [--variants NAME=PYTHONPATH,...]
 
 One SQLite source per table count holds N tables of one record each (``b"k"`` ->
 ``b"v<i>"``), written once by the tool's own writer. Each run is `statemigrate convert
@@ -10,7 +11,12 @@ growing ``DST.partial`` (every file below it, by allocated blocks, like ``du``) 
 20 ms and keeps the peak. Reported per engine and count: the wall time, the peak size
 of the ``.partial``, the final store's size and their ratio, each the median of
 ``--runs`` runs. Time linear in the number of tables shows as a constant
-seconds-per-1,000-tables column.
+seconds-per-1,000-tables column. The child's CPU seconds (user and system) are shown
+too: on a shared machine they move far less with the load than the wall clock.
+
+``--variants before=DIR1,after=DIR2`` runs each convert once per variant with
+``PYTHONPATH=DIRn`` (a copy of ``src/`` holding another build of the extension), the
+variants taken in turn within each run, so that the machine's load falls on all alike.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -56,8 +63,13 @@ def source(directory: Path, tables: int) -> Path:
     return path
 
 
-def run_once(src: Path, engine: str, dst: Path) -> dict[str, float]:
-    """One convert: its wall seconds, the peak bytes of its .partial and the final bytes."""
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_once(src: Path, engine: str, dst: Path, pythonpath: str | None) -> dict[str, float]:
+    """One convert: wall and CPU seconds, the peak bytes of its .partial, the final bytes."""
     shutil.rmtree(dst, ignore_errors=True)
     partial = dst.with_name(dst.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -71,6 +83,8 @@ def run_once(src: Path, engine: str, dst: Path) -> dict[str, float]:
             done.wait(0.02)
 
     watcher = threading.Thread(target=poll, daemon=True)
+    env = dict(os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {}))
+    cpu = _children_cpu()
     start = time.monotonic()
     watcher.start()
     run = subprocess.run(
@@ -78,14 +92,21 @@ def run_once(src: Path, engine: str, dst: Path) -> dict[str, float]:
         check=False,
         capture_output=True,
         text=True,
+        env=env,
     )
     seconds = time.monotonic() - start
+    cpu = _children_cpu() - cpu
     done.set()
     watcher.join()
     if run.returncode != 0:
         raise SystemExit(f"{engine}: convert failed ({run.returncode}): {run.stderr[-400:]}")
     final = disk_bytes(dst)
-    return {"seconds": seconds, "peak_bytes": max(peak, final), "final_bytes": final}
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "peak_bytes": max(peak, final),
+        "final_bytes": final,
+    }
 
 
 def main() -> None:
@@ -95,30 +116,38 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--variants", default="", help="NAME=PYTHONPATH,... (see above)")
     args = parser.parse_args()
+    variants = [tuple(v.split("=", 1)) for v in args.variants.split(",") if v] or [("", None)]
     counts = [int(n) for n in args.tables.split(",")]
     engines = args.engines.split(",")
     work = args.dir or Path(tempfile.mkdtemp(prefix="many-tables-"))
     work.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
     print(
-        f"{'engine':8} {'tables':>7} {'seconds':>8} {'s/1k tables':>11} "
-        f"{'peak MB':>9} {'final MB':>9} {'peak/final':>10}"
+        f"{'variant':8} {'engine':8} {'tables':>7} {'seconds':>8} {'CPU s':>7} "
+        f"{'s/1k tables':>11} {'peak MB':>9} {'final MB':>9} {'peak/final':>10}"
     )
     for engine in engines:
         for n in counts:
             src = source(work, n)
-            runs = [run_once(src, engine, work / f"out-{n}.{engine}") for _ in range(args.runs)]
-            med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-            row = {"engine": engine, "tables": n, "runs": runs, **med}
-            results.append(row)
-            print(
-                f"{engine:8} {n:>7} {med['seconds']:>8.1f} {1000 * med['seconds'] / n:>11.2f} "
-                f"{med['peak_bytes'] / 1e6:>9.1f} {med['final_bytes'] / 1e6:>9.1f} "
-                f"{med['peak_bytes'] / max(med['final_bytes'], 1):>10.1f}",
-                flush=True,
-            )
-            shutil.rmtree(work / f"out-{n}.{engine}", ignore_errors=True)
+            dst = work / f"out-{n}.{engine}"
+            runs: dict[str, list[dict[str, float]]] = {name: [] for name, _ in variants}
+            for _ in range(args.runs):
+                for name, pythonpath in variants:
+                    runs[name].append(run_once(src, engine, dst, pythonpath))
+            for name, _ in variants:
+                got = runs[name]
+                med = {k: statistics.median(r[k] for r in got) for k in got[0]}
+                results.append({"variant": name, "engine": engine, "tables": n, "runs": got, **med})
+                print(
+                    f"{name:8} {engine:8} {n:>7} {med['seconds']:>8.1f} {med['cpu_seconds']:>7.1f} "
+                    f"{1000 * med['seconds'] / n:>11.2f} {med['peak_bytes'] / 1e6:>9.1f} "
+                    f"{med['final_bytes'] / 1e6:>9.1f} "
+                    f"{med['peak_bytes'] / max(med['final_bytes'], 1):>10.1f}",
+                    flush=True,
+                )
+            shutil.rmtree(dst, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     if args.dir is None:
