@@ -20,6 +20,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,22 @@ def test_no_python_is_reachable_in_the_namespace(bundle) -> None:
     venv_cli = in_namespace(Path(sys.executable).parent / "statemigrate", "--version")
     assert venv_cli.returncode != 0 and venv_cli.stdout == "", venv_cli.stdout
     assert in_namespace(bundle, "--version").stdout.startswith("statemigrate, version ")
+
+
+def test_every_engine_of_the_venv_is_in_the_bundle_with_its_driver(bundle) -> None:
+    """The entry points travel as package metadata, and each engine's module and driver
+    with them (they are imported lazily, out of PyInstaller's sight)."""
+    registered = {ep.name for ep in entry_points(group="statemigrate.engines")}
+    run = in_namespace(bundle, "engines", "--json")
+    listed = {e["name"]: e["driver_installed"] for e in one_json(run)["engines"]}
+    assert set(listed) == registered and all(listed.values()), listed
+
+
+def test_the_executable_runs_a_child_s_code_as_python_c_would(bundle) -> None:
+    """statemigrate opens a fjall store in a child of sys.executable first (``-c CODE``)."""
+    code = "import sys\nfrom statemigrate import _native\nprint(sys.argv[1:])"
+    run = in_namespace(bundle, "-c", code, "a", "b")
+    assert run.returncode == 0 and run.stdout == "['a', 'b']\n", run.stdout + run.stderr
 
 
 def test_converts_and_verifies_without_python(bundle, tmp_path) -> None:
