@@ -21,6 +21,7 @@ from .engines.base import Reader
 from .errors import UsageError
 from .model import Record, TableInfo, TableKind, check_source_tables
 from .pipeline.copy import digest_checked, digest_store
+from .pipeline.source import open_source
 from .prefetch import prefetch
 from .progress import Progress, table_total
 from .registry import StorePath, resolve_source
@@ -108,7 +109,7 @@ def checksum(
         A :class:`ChecksumReport` whose JSON form is a manifest for :func:`verify_manifest`.
     """
     eng, path = resolve_source(store, engine)
-    with eng.open_reader(path, options) as reader:
+    with open_source(eng, path, options) as reader:
         tables = reader.tables()
         from .schema.journal import refuse_interrupted  # lazy, as in pipeline.convert
 
@@ -279,7 +280,7 @@ def verify(
     ea, pa = resolve_source(a, engine_a)
     eb, pb = resolve_source(b, engine_b)
     report = VerifyReport(str(pa), str(pb))
-    with ea.open_reader(pa, options_a) as ra, eb.open_reader(pb, options_b) as rb:
+    with open_source(ea, pa, options_a) as ra, open_source(eb, pb, options_b) as rb:
         ta = {t.name: t for t in ra.tables()}
         tb = {t.name: t for t in rb.tables()}
         from .schema.journal import refuse_interrupted  # lazy, as in pipeline.convert
