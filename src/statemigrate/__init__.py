@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .errors import (
         DestinationError,
         InterruptedByUser,
+        LinkRefusedError,
         MissingDriverError,
         SourceError,
         StateMigrateError,
@@ -92,6 +93,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "DestinationError",
     "InterruptedByUser",
+    "LinkRefusedError",
     "MissingDriverError",
     "OffRevisionError",
     "RevisionFailedError",

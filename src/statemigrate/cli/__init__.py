@@ -30,7 +30,6 @@ from .output import (
     fail,
     json_requested,
     options_of,
-    quiet,
     say,
     silence_stdout,
 )
@@ -84,10 +83,10 @@ class _Main(click.Group):
                 file: TextIO | None = None,
                 line: str | None = None,
             ) -> None:
-                """statemigrate's warnings (a lock probe the platform lacks): one line."""
+                """statemigrate's warnings (a lock probe the platform lacks): one line,
+                under ``--quiet`` too: like an error, it says what the run could not check."""
                 if issubclass(category, PlatformWarning):
-                    if not quiet():
-                        say(f"statemigrate: warning: {message}")
+                    say(f"statemigrate: warning: {message}")
                 else:
                     others(message, category, filename, lineno, file, line)
 

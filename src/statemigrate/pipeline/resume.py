@@ -244,5 +244,12 @@ def resumable(exc: BaseException) -> bool:
 def mark_done(mark: Path) -> None:
     """Create the finished mark, durably: every batch is written and synced."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-    os.close(os.open(mark, flags, 0o644))
+    try:
+        os.close(os.open(mark, flags, 0o644))
+    except OSError as exc:
+        # A link planted at the mark (ELOOP) or anything else there is the destination's
+        # problem (exit 5), not the source's: nothing is written through it.
+        raise DestinationError(
+            f"{mark}: cannot create the finished mark ({exc.strerror or exc})"
+        ) from exc
     fsync_tree(mark)  # the file and its directory
