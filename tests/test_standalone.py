@@ -158,6 +158,11 @@ def rows(path: Path, table: str) -> list[tuple]:
         return db.execute(f'SELECT * FROM "{table}" ORDER BY key').fetchall()
 
 
+def file_bytes(spec: str) -> bytes:
+    """The bytes of a SQLite store's file (its spec is ``sqlite:PATH``)."""
+    return Path(spec.split(":", 1)[1]).read_bytes()
+
+
 def test_no_python_is_reachable_in_the_namespace(bundle) -> None:
     dirs, exes = _hidden()
     assert exes, "no python3 executable found to hide"
@@ -232,7 +237,8 @@ def _schema_reporting(tmp_path: Path, report: Path) -> Path:
         )
     )
     (schema / "helper_paths.py").write_text(
-        "import json, sys\n"
+        # statistics: in the standard library, imported by neither statemigrate nor Alembic.
+        "import json, statistics, sys\n"
         "import alembic, sqlalchemy, statemigrate, statemigrate._native\n"
         "TABLE = 'report'\n\n\n"
         "def write(path):\n"
@@ -240,6 +246,7 @@ def _schema_reporting(tmp_path: Path, report: Path) -> Path:
         "             'base_prefix': sys.base_prefix, 'statemigrate': statemigrate.__file__,\n"
         "             'native': statemigrate._native.__file__, 'alembic': alembic.__file__,\n"
         "             'sqlalchemy': sqlalchemy.__file__, 'json': json.__file__,\n"
+        "             'statistics': statistics.__file__,\n"
         "             'helper': __file__, 'frozen': getattr(sys, 'frozen', False)}\n"
         "    with open(path, 'w') as f:\n"
         "        json.dump({'paths': paths, 'sys_path': sys.path}, f)\n"
@@ -285,10 +292,12 @@ def test_the_installer_step_without_python(bundle, tmp_path) -> None:
 
     busy = seeded(sqlite, tmp_path, events=50, name="c")
     with held_by_app(busy) as pid:  # a process outside holds it: its lock is on the inode
+        before = file_bytes(busy)  # as the holder left it (its writer puts it in WAL mode)
         run = in_namespace(bundle, "upgrade", busy, "--schema", example, "--json")
+        assert file_bytes(busy) == before
     report = one_json(run)
     assert run.returncode == 3 and report["status"] == "busy" and report["exit_code"] == 3
-    assert f"pid {pid}" in report["error"] or "in use" in report["error"], report["error"]
+    assert f"in use by another process (pid {pid})" in report["error"], report["error"]
 
     newer = schema_with(
         tmp_path,
@@ -303,9 +312,11 @@ def test_the_installer_step_without_python(bundle, tmp_path) -> None:
         check=False,
     )
     assert stamp.returncode == 0, stamp.stderr
+    before = file_bytes(ahead)
     run = in_namespace(bundle, "upgrade", ahead, "--schema", example, "--json")
     report = one_json(run)
     assert run.returncode == 1 and report["status"] == "too_new" and report["exit_code"] == 1
+    assert file_bytes(ahead) == before
 
 
 def test_a_revision_imports_a_helper_of_its_schema_from_inside_the_bundle(bundle, tmp_path) -> None:
