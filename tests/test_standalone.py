@@ -237,8 +237,8 @@ def _schema_reporting(tmp_path: Path, report: Path) -> Path:
         )
     )
     (schema / "helper_paths.py").write_text(
-        # statistics: in the standard library, imported by neither statemigrate nor Alembic.
-        "import json, statistics, sys\n"
+        # graphlib: in the standard library, imported by nothing else the bundle holds.
+        "import graphlib, json, sys\n"
         "import alembic, sqlalchemy, statemigrate, statemigrate._native\n"
         "TABLE = 'report'\n\n\n"
         "def write(path):\n"
@@ -246,7 +246,7 @@ def _schema_reporting(tmp_path: Path, report: Path) -> Path:
         "             'base_prefix': sys.base_prefix, 'statemigrate': statemigrate.__file__,\n"
         "             'native': statemigrate._native.__file__, 'alembic': alembic.__file__,\n"
         "             'sqlalchemy': sqlalchemy.__file__, 'json': json.__file__,\n"
-        "             'statistics': statistics.__file__,\n"
+        "             'graphlib': graphlib.__file__,\n"
         "             'helper': __file__, 'frozen': getattr(sys, 'frozen', False)}\n"
         "    with open(path, 'w') as f:\n"
         "        json.dump({'paths': paths, 'sys_path': sys.path}, f)\n"
