@@ -74,6 +74,9 @@ def bundle() -> Path:
             "tests/test_standalone.py hides Python in a mount namespace: it needs root and "
             "unshare (util-linux); run it as root on Linux"
         )
+    probe = in_namespace("true")
+    if probe.returncode != 0:
+        pytest.fail(f"cannot make a mount namespace (unshare --mount, as root): {probe.stderr}")
     sums = BUNDLE / "SHA256SUMS"
     if not sums.exists() or sums.stat().st_mtime < _newest_source():
         build = subprocess.run(
