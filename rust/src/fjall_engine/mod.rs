@@ -240,9 +240,6 @@ fn records(name: &str, batch: &Bound<'_, PyList>, versioned: bool) -> PyResult<V
     Ok(out)
 }
 
-/// The smallest batch ingested into a fresh table (see `FjallWriter::write_batch`).
-const INGEST_MIN_BYTES: usize = 1 << 20;
-
 /// A fjall store being written (live reads, no snapshot).
 #[pyclass(module = "statemigrate._native")]
 pub struct FjallWriter {
@@ -320,18 +317,11 @@ impl FjallWriter {
         meta: Vec<MetaUpdate>,
     ) -> PyResult<()> {
         let recs = records(&name, batch, versioned)?;
-        // A small batch goes through the journal: an ingestion is a table file of its
-        // own and a new version of the keyspace, a dozen fsyncs, most of a one-record
-        // table's time. After one, the table's later batches are written too (an
-        // ingestion goes only into a keyspace that holds nothing in its memtable).
-        let bytes: usize = recs.iter().map(|(k, v)| k.len() + v.len()).sum();
-        let ingest = {
-            let mut fresh = self.fresh.lock().unwrap_or_else(PoisonError::into_inner);
-            if bytes < INGEST_MIN_BYTES {
-                fresh.remove(&name);
-            }
-            fresh.contains(&name)
-        };
+        let ingest = self
+            .fresh
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&name);
         self.h.run(py, |s| {
             if !s.exists(&name) {
                 return Err(NErr::Other(format!("no table {name:?}")));
