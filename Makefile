@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 DEMO := build/demo
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install system-deps demo test test-long mutants bench scorecard fixtures lint wheel standalone
+.PHONY: install system-deps demo test test-long mutants bench scorecard fixtures lint docs wheel standalone
 
 $(PYTHON):  ## the project's virtual environment (Debian's python3-venv installed if missing)
 	@$(BOOTSTRAP_PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -68,6 +68,14 @@ lint: install  ## the gate CI runs before the tests: ruff (lint, format), mypy a
 	$(PYTHON) -m mypy src/statemigrate plugins/turbokv/python/statemigrate_turbokv
 	cd rust && cargo clippy --release --quiet -- -D warnings
 	cd plugins/turbokv && cargo clippy --release --quiet -- -D warnings
+
+# The docs site. Its reference page imports the CLI (docs/hooks/commands.py), so the
+# package is installed first where it is not yet; the docs extra of pyproject.toml is
+# installed by name (not `pip install -e .[docs]`: that would rebuild the native extension).
+docs: $(PYTHON)  ## the docs site (mkdocs, Material theme) into build/site, built with --strict
+	@$(PYTHON) -c 'import statemigrate.cli' 2>/dev/null || $(MAKE) install
+	$(PYTHON) -m pip install -q --disable-pip-version-check "mkdocs>=1.6,<2" "mkdocs-material>=9.5,<10"
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
 
 # The release wheel, on demand (minutes of compiling: CI does not build it). Its own Cargo
 # target directory, so the development build in rust/target is not invalidated.
