@@ -1,32 +1,92 @@
-"""docs/safety.md is the README's Safety section and exit codes, word for word (one text)."""
+"""The docs: one copy of each text, the command reference generated from click, every page on the site."""
 
 from __future__ import annotations
 
+import importlib.util
+import re
 from pathlib import Path
 
+import click
+import yaml
+
+from statemigrate.cli import main
+
 ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
 
 
-def readme_safety() -> str:
-    """The README from '## Safety' up to (not including) '## The digest'."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index("## Safety\n")
-    end = text.index("## The digest\n")
-    return text[start:end].rstrip() + "\n"
+def readme() -> str:
+    return (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def test_docs_safety_is_the_readme_section() -> None:
-    docs = (ROOT / "docs" / "safety.md").read_text(encoding="utf-8")
-    body = docs.split("\n", 2)[2] if docs.startswith("<!--") else docs
-    assert body == readme_safety(), "regenerate docs/safety.md from the README (see its first line)"
+def paragraphs(text: str) -> list[str]:
+    """The prose paragraphs of a Markdown text (code blocks, headings and short lines left out)."""
+    text = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+    return [
+        " ".join(p.split())
+        for p in text.split("\n\n")
+        if len(p) > 120 and not p.lstrip().startswith("#")
+    ]
 
 
-def test_the_readme_commands_section_names_every_command() -> None:
-    import re
+def commands_hook():
+    spec = importlib.util.spec_from_file_location(
+        "docs_commands_hook", DOCS / "hooks" / "commands.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    from statemigrate.cli import main
 
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_docs_safety_is_the_one_copy() -> None:
+    safety = (DOCS / "safety.md").read_text(encoding="utf-8")
+    for heading in (
+        "## What is guaranteed",
+        "## What is not guaranteed",
+        "## How this is tested",
+        "## Exit codes",
+    ):
+        assert f"\n{heading}\n" in safety, heading
+    text = readme()
+    section = text[text.index("## Safety\n") :]
+    section = section[: section.index("\n## ", 1)]
+    assert "docs/safety.md" in section, "the README's Safety summary links the page"
+    flat = " ".join(text.split())
+    copied = [p[:60] for p in paragraphs(safety) if p in flat]
+    assert not copied, f"the README repeats docs/safety.md: {copied}"
+
+
+def test_the_commands_section_names_every_command() -> None:
+    text = readme()
     section = text[text.index("## Commands\n") : text.index("## Schema upgrades in place\n")]
     missing = [n for n in main.commands if not re.search(rf"`statemigrate {n}\b", section)]
     assert not missing, f"README's Commands section lacks {missing}"
+
+
+def test_the_command_reference_is_every_commands_help() -> None:
+    page = commands_hook().render()
+    ctx = click.Context(main, info_name="statemigrate")
+    for name in main.list_commands(ctx):
+        command = main.get_command(ctx, name)
+        assert command is not None
+        assert f"## `statemigrate {name}`\n" in page, name
+        usage = f"Usage: statemigrate {name} "
+        assert usage in page, usage
+        first_line = (command.help or "").strip().splitlines()[0]
+        assert " ".join(first_line.split()[:6]) in " ".join(page.split()), name
+        if isinstance(command, click.Group):
+            for sub in command.list_commands(ctx):
+                assert f"## `statemigrate {name} {sub}`\n" in page, f"{name} {sub}"
+
+
+def test_every_page_is_on_the_site_and_every_readme_link_resolves() -> None:
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    in_nav = {next(iter(item.values())) for item in config["nav"]}
+    pages = {p.relative_to(DOCS).as_posix() for p in DOCS.glob("*.md")} | {commands_hook().PAGE}
+    assert pages == in_nav, (
+        f"pages not in mkdocs.yml's nav, or nav entries without a page: {pages ^ in_nav}"
+    )
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme()):
+        if not target.startswith(("http://", "https://")):
+            assert (ROOT / target).exists(), f"README links {target}, which does not exist"
