@@ -63,8 +63,8 @@ fixtures: install  ## remake the small fixture stores made by the Python drivers
 	$(PYTHON) fixtures/make_fixtures.py
 
 lint: install  ## the gate CI runs before the tests: ruff (lint, format), mypy and clippy
-	$(PYTHON) -m ruff check src tests benchmarks plugins/turbokv/python
-	$(PYTHON) -m ruff format --check src tests benchmarks plugins/turbokv/python
+	$(PYTHON) -m ruff check src tests benchmarks plugins/turbokv/python docs/hooks
+	$(PYTHON) -m ruff format --check src tests benchmarks plugins/turbokv/python docs/hooks
 	$(PYTHON) -m mypy src/statemigrate plugins/turbokv/python/statemigrate_turbokv
 	cd rust && cargo clippy --release --quiet -- -D warnings
 	cd plugins/turbokv && cargo clippy --release --quiet -- -D warnings
