@@ -65,12 +65,22 @@ def engine_names() -> list[str]:
     return sorted(_entry_points())
 
 
+class EngineUnavailableError(UsageError):
+    """A registered engine whose module cannot be imported (exit 2, like a missing driver).
+
+    Whatever the import raised (an ImportError, a RuntimeError or a SyntaxError in a
+    plugin) is its cause and is named in its message.
+    """
+
+
 @cache
 def get_engine(name: str) -> type[Engine]:
-    """The engine class registered as ``name``.
+    """The engine class registered as ``name``; the first call imports its module.
 
     Raises:
         UsageError: no engine has that name (the message lists the known ones).
+        EngineUnavailableError: its module raised, in any way, when imported, or
+            does not define the registered class.
     """
     target = _entry_points().get(name)
     if target is None:
@@ -78,8 +88,14 @@ def get_engine(name: str) -> type[Engine]:
     module_name, _, attr = target.partition(":")
     import importlib
 
-    module = importlib.import_module(module_name)
-    engine = getattr(module, attr)
+    try:
+        module = importlib.import_module(module_name)
+        engine = getattr(module, attr)
+    except (Exception, SystemExit) as exc:  # a plugin's import may raise anything at all
+        raise EngineUnavailableError(
+            f"engine {name!r} cannot be loaded ({target}): {type(exc).__name__}: {exc}",
+            hint="statemigrate engines lists every engine and why one is broken",
+        ) from exc
     return engine  # type: ignore[no-any-return]
 
 
@@ -148,7 +164,7 @@ def _loadable_engines() -> list[type[Engine]]:
     for name in engine_names():
         try:
             found.append(get_engine(name))
-        except Exception:  # noqa: BLE001, S112 - one engine that cannot load must not hide the others
+        except EngineUnavailableError:  # one engine that cannot load must not hide the others
             continue
     return found
 
@@ -162,7 +178,7 @@ def detect_engine(path: Path) -> type[Engine]:
     try:
         if not path.exists():
             raise SourceError(f"{path}: no such file or directory")
-        matches = [n for n in engine_names() if get_engine(n).detect(path)]
+        matches = [eng for eng in _loadable_engines() if eng.detect(path)]
     except PermissionError as exc:
         raise SourceError(f"{path}: permission denied") from exc
     except OSError as exc:
@@ -173,8 +189,7 @@ def detect_engine(path: Path) -> type[Engine]:
             hint="name the engine as ENGINE:PATH or with --from",
         )
     # A SQLite file is also a libSQL file: the engine declaring the higher priority wins.
-    engines = [get_engine(n) for n in matches]
-    return max(engines, key=lambda eng: eng.detect_priority)
+    return max(matches, key=lambda eng: eng.detect_priority)
 
 
 def parse_store(spec: StorePath, engine: str | None = None) -> tuple[type[Engine] | None, Path]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import sys
@@ -134,36 +135,38 @@ def _with_layout(options: dict[str, Any] | None, layout: str | None) -> dict[str
 _SIDES = {"source": "sources", "dest": "destinations", "both": "stores"}
 
 
-def _declared_shorthands() -> dict[str, list[Any]]:
+@functools.cache
+def _shorthands() -> dict[str, list[Any]]:
     """Every registered engine's shorthand flags (``option(flag=...)``), by flag.
 
-    An engine whose module does not import here (a plugin's missing dependency) adds none.
+    Read on first use (``convert``'s parsing or help), never when the command line is
+    imported: that loads every engine's module. An engine whose module cannot be
+    imported here, whatever it raises (a plugin's missing dependency, a bug at its
+    import), adds none; ``statemigrate engines`` lists it as broken.
     """
     from ..engines.options import shorthands
-    from ..registry import engine_names, get_engine
+    from ..registry import EngineUnavailableError, engine_names, get_engine
 
     found: dict[str, list[Any]] = {}
     for name in engine_names():
         try:
             engine = get_engine(name)
-        except ImportError:  # a plugin's missing dependency must not break the command line
+        except EngineUnavailableError:  # one broken plugin must not break convert
             continue
         for short in shorthands(engine):
             found.setdefault(short.flag, []).append(short)
     return found
 
 
-_SHORTHANDS = _declared_shorthands()
-
-
 def _param(flag: str) -> str:
     return "flag_" + flag.lstrip("-").replace("-", "_")
 
 
-def _shorthand_options(f: F) -> F:
+def _shorthand_options() -> list[click.Option]:
     """The engines' shorthand flags as options of ``convert``, each one's help built from
     its declarations: which engines' sources or destinations, what it sets."""
-    for flag, decls in sorted(_SHORTHANDS.items(), reverse=True):
+    options = []
+    for flag, decls in sorted(_shorthands().items()):
         first = decls[0]
         engines = sorted({d.engine for d in decls})
         side = "--source-option" if first.applies == "source" else "--dest-option"
@@ -173,17 +176,37 @@ def _shorthand_options(f: F) -> F:
             f"(shorthand for {side} {first.name}={value})."
         )
         if first.kind == "bool":
-            f = click.option(flag, _param(flag), is_flag=True, default=None, help=help)(f)
+            options.append(
+                click.Option([flag, _param(flag)], is_flag=True, default=None, help=help)
+            )
         else:
-            f = click.option(
-                flag,
-                _param(flag),
-                multiple=first.kind == "list of text",
-                metavar="INT" if first.kind == "int" else "TEXT",
-                default=None,
-                help=help,
-            )(f)
-    return f
+            options.append(
+                click.Option(
+                    [flag, _param(flag)],
+                    multiple=first.kind == "list of text",
+                    metavar="INT" if first.kind == "int" else "TEXT",
+                    default=None,
+                    help=help,
+                )
+            )
+    return options
+
+
+class _WithShorthands(click.Command):
+    """``convert``: the engines' shorthand flags join its options (before the layout
+    files) when click first asks for them, to parse its arguments or show its help."""
+
+    _shorthands_added = False
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if not self._shorthands_added:
+            self._shorthands_added = True
+            at = next(
+                (i for i, p in enumerate(self.params) if p.name == "source_layout"),
+                len(self.params),
+            )
+            self.params[at:at] = _shorthand_options()
+        return super().get_params(ctx)
 
 
 def _engine_options(
@@ -193,7 +216,7 @@ def _engine_options(
     flags (a repeatable one adds to the pairs; the engine checks every value)."""
     src = _parse_options(source_opts)
     dst = _parse_options(dest_opts)
-    for flag, decls in _SHORTHANDS.items():
+    for flag, decls in _shorthands().items():
         value = flags.get(_param(flag))
         if value is None or value == () or value is False:
             continue
@@ -214,7 +237,7 @@ def _count_option(flag: str, default: int, help: str, minimum: int = 1) -> Calla
     )
 
 
-@click.command()
+@click.command(cls=_WithShorthands)
 @click.argument("source")
 @click.argument("destination")
 @click.option(
@@ -241,7 +264,6 @@ def _count_option(flag: str, default: int, help: str, minimum: int = 1) -> Calla
     "--no-verify", is_flag=True, help="Skip reading the destination back (not recommended)."
 )
 @click.option("--force", is_flag=True, help="Skip the free-space check.")
-@_shorthand_options
 @_layout_option("--source-layout", "the source's state")
 @_layout_option("--dest-layout", "the destination's state")
 @click.option(

@@ -60,12 +60,15 @@ def table_type(meta: dict[str, Any] | None) -> str:
     """A table's engine facts in words, as each engine words them (``Engine.table_type``)."""
     if not meta:
         return ""
-    from ..registry import engine_names, get_engine
+    from ..registry import EngineUnavailableError, engine_names, get_engine
 
     known = set(engine_names())
     parts = []
     for engine, facts in meta.items():
-        text = get_engine(engine).table_type(facts) if engine in known else None
+        try:
+            text = get_engine(engine).table_type(facts) if engine in known else None
+        except EngineUnavailableError:  # a broken plugin's facts are still shown, as data
+            text = None
         parts.append(text if text is not None else f"{label(engine)}: {words(facts)}")
     return "; ".join(parts)
 
