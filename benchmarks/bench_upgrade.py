@@ -67,7 +67,7 @@ elif args["what"] == "functions":
         split.to_payload(batch)
         split.to_header(batch)
 else:
-    from statemigrate.upgrade import upgrade
+    from statemigrate.api import upgrade
     upgrade(args["src"], args["schema"], to="0003", digests=args["digests"])
 seconds = time.perf_counter() - t
 print(json.dumps({"seconds": seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))

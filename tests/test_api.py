@@ -113,18 +113,18 @@ def test_the_verbs_never_load_the_old_package(tmp_path: Path) -> None:
     assert proc.stdout.split() == ["False", "True"]
 
 
-def test_old_import_paths_are_the_same_modules_and_upgrade_stays_callable() -> None:
+def test_there_is_no_upgrade_package_only_the_function() -> None:
+    # The schema machinery is statemigrate.schema; the never-released shim package is gone.
     out = python(
-        "import statemigrate\n"
-        "import statemigrate.schema.runner as new\n"
-        "import statemigrate.upgrade.runner as old\n"
-        "from statemigrate.upgrade import RevisionFailedError, op, upgrade\n"
-        "from statemigrate.schema.errors import RevisionFailedError as moved\n"
-        "import statemigrate.api\n"
-        "print(old is new, RevisionFailedError is moved, op is statemigrate.schema.op,\n"
-        "      upgrade is statemigrate.api.upgrade, callable(statemigrate.upgrade))\n"
+        "import importlib, statemigrate, statemigrate.api\n"
+        "try:\n"
+        "    importlib.import_module('statemigrate.upgrade.runner')\n"
+        "    print('imported')\n"
+        "except ModuleNotFoundError:\n"
+        "    print('missing')\n"
+        "print(statemigrate.upgrade is statemigrate.api.upgrade)\n"
     )
-    assert out.split() == ["True"] * 5
+    assert out.split() == ["missing", "True"]
 
 
 def _error_classes() -> list[type[errors.StateMigrateError]]:

@@ -28,6 +28,7 @@ from statemigrate.engines.base import Engine
 from statemigrate.errors import DestinationError, SourceError
 from statemigrate.model import TableInfo, TableKind, table_name_problem
 from statemigrate.registry import engine_names, get_engine
+from statemigrate.schema.errors import RevisionFailedError
 from statemigrate.testing.safety import (
     copy_store,
     files_sha256,
@@ -37,7 +38,6 @@ from statemigrate.testing.safety import (
 )
 from statemigrate.testing.stores import read_store, write_store
 from statemigrate.testing.upgrade_conformance import revision_file, schema_with
-from statemigrate.upgrade.errors import RevisionFailedError
 
 ENGINES = engine_names()
 SQL_FAMILY = {"sqlite", "libsql", "turso"}

@@ -18,7 +18,7 @@ from statemigrate.registry import engine_names, get_engine
 from statemigrate.schema import runner
 from statemigrate.schema.heads import already_at_head, literal_head
 from statemigrate.testing.upgrade_conformance import EXAMPLE, revision_file, seeded
-from statemigrate.upgrade import current, upgrade
+from statemigrate.api import current, upgrade
 
 IN_PLACE = [n for n in engine_names() if get_engine(n).capabilities.in_place]
 
@@ -140,7 +140,7 @@ def test_a_store_stamped_elsewhere_than_the_head_gets_alembics_answer(
 ) -> None:
     """A store at an older revision is upgraded; one at a revision the schema does not
     know is refused as too new (exit 1), exactly as without this path."""
-    from statemigrate.upgrade import RevisionUnknownError
+    from statemigrate.schema.errors import RevisionUnknownError
 
     spec = seeded(get_engine("sqlite"), tmp_path, events=20)
     assert upgrade(spec, EXAMPLE, to="0003", digests=False).status == "upgraded"

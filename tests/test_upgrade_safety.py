@@ -31,10 +31,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from statemigrate.api import current, upgrade
 from statemigrate.cli import main
 from statemigrate.errors import StoreBusyError
 from statemigrate.model import TableInfo
 from statemigrate.registry import engine_names, get_engine, resolve_source
+from statemigrate.schema.errors import RevisionFailedError
+from statemigrate.schema.journal import CRASH_AT_ENV, CRASH_LOG_ENV
 from statemigrate.testing.holders import app_holding
 from statemigrate.testing.safety import (
     copy_store,
@@ -54,8 +57,6 @@ from statemigrate.testing.upgrade_conformance import (
     seeded,
     table_names,
 )
-from statemigrate.upgrade import RevisionFailedError, current, upgrade
-from statemigrate.upgrade.journal import CRASH_AT_ENV, CRASH_LOG_ENV
 
 IN_PLACE = [n for n in engine_names() if get_engine(n).capabilities.in_place]
 # Engines that switch table by table through the journal: only there can a kill leave
@@ -516,7 +517,7 @@ def test_create_refuses_before_making_anything(tmp_path) -> None:
 
 
 def test_internal_error_still_prints_one_json_object(tmp_path, monkeypatch) -> None:
-    from statemigrate.upgrade import runner
+    from statemigrate.schema import runner
 
     def broken(*_args, **_kwargs):
         raise ValueError("a bug")

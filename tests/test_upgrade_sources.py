@@ -18,7 +18,7 @@ from statemigrate.testing.upgrade_conformance import (
     schema_with,
     seeded,
 )
-from statemigrate.upgrade import upgrade
+from statemigrate.api import upgrade
 
 
 def sqlite_tables(path: Path) -> set[str]:

@@ -23,7 +23,7 @@ MAX_TABLE_NAME_BYTES = 255
 # Tables an upgrade builds aside while a revision runs (DESIGN.md: reserved names).
 TMP_TABLE_PREFIX = "__sm_tmp__"
 # Metadata entries an unfinished upgrade leaves: its journal once the revision
-# committed, the private tables it created before that (statemigrate.upgrade.journal).
+# committed, the private tables it created before that (statemigrate.schema.journal).
 UPGRADE_ENTRIES = ("upgrade_journal", "upgrade_pending")
 # Keys of the store metadata (the ``__statemigrate__`` table of each engine).
 META_SCHEMA = "schema"

@@ -32,7 +32,6 @@ from .journal import (
     finish_journal,
     plan_switch,
 )
-from .recorder import Recorder  # noqa: F401 - old imports (statemigrate.upgrade.staging)
 from .sink import Pass, Sink
 from .sort import sorted_batches
 

@@ -39,7 +39,7 @@ def seed(store: str, n_events: int, *, engine: str | None = None, batch: int = 1
     import statemigrate
     from statemigrate.model import TableInfo, TableKind
     from statemigrate.pipeline import resolve_destination
-    from statemigrate.upgrade import upgrade
+    from statemigrate.api import upgrade
 
     eng, path = resolve_destination(store, engine)
     writer = eng.create_writer(path)
