@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from statemigrate.api import upgrade
 from statemigrate.cli import main
 from statemigrate.registry import engine_names, get_engine
 from statemigrate.schema.first_install import make_store
 from statemigrate.testing.upgrade_conformance import EXAMPLE, empty_store
-from statemigrate.api import upgrade
 
 IN_PLACE = [n for n in engine_names() if get_engine(n).capabilities.in_place]
 DIRECTORY = [n for n in IN_PLACE if get_engine(n).capabilities.directory]

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from statemigrate.api import current, upgrade
 from statemigrate.registry import engine_names, get_engine
 from statemigrate.schema import runner
 from statemigrate.schema.heads import already_at_head, literal_head
 from statemigrate.testing.upgrade_conformance import EXAMPLE, revision_file, seeded
-from statemigrate.api import current, upgrade
 
 IN_PLACE = [n for n in engine_names() if get_engine(n).capabilities.in_place]
 

@@ -11,6 +11,7 @@ import py_compile
 import sqlite3
 from pathlib import Path
 
+from statemigrate.api import upgrade
 from statemigrate.registry import get_engine
 from statemigrate.testing.upgrade_conformance import (
     EXAMPLE,
@@ -18,7 +19,6 @@ from statemigrate.testing.upgrade_conformance import (
     schema_with,
     seeded,
 )
-from statemigrate.api import upgrade
 
 
 def sqlite_tables(path: Path) -> set[str]:

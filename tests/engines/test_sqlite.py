@@ -154,8 +154,8 @@ def _digest_by_hand(path: Path) -> str:
 def test_the_example_digests_are_the_contracts(tmp_path):
     """testing.example.EXPECTED (what every engine must reach at each revision of the
     example schema) equals the digest computed by hand from the records SQLite holds."""
-    from statemigrate.testing.upgrade_conformance import EXAMPLE, EXPECTED, seeded
     from statemigrate.api import upgrade
+    from statemigrate.testing.upgrade_conformance import EXAMPLE, EXPECTED, seeded
 
     spec = seeded(SqliteEngine, tmp_path)
     path = Path(spec.split(":", 1)[1])

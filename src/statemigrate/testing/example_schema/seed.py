@@ -37,9 +37,9 @@ def events(n: int):
 def seed(store: str, n_events: int, *, engine: str | None = None, batch: int = 10_000) -> None:
     """Create ``store`` at revision 0001 holding ``n_events`` events and a few settings."""
     import statemigrate
+    from statemigrate.api import upgrade
     from statemigrate.model import TableInfo, TableKind
     from statemigrate.pipeline import resolve_destination
-    from statemigrate.api import upgrade
 
     eng, path = resolve_destination(store, engine)
     writer = eng.create_writer(path)
