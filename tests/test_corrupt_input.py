@@ -27,16 +27,9 @@ from statemigrate.engines.redb import RedbEngine
 from statemigrate.engines.rocksdb import RocksdbEngine
 from statemigrate.errors import SourceError, StateMigrateError, UsageError
 from statemigrate.model import TableInfo, TableKind
-from statemigrate.testing.safety import (
-    build_store,
-    describe,
-    flip_bytes,
-    leftovers,
-    one_line_error,
-    run_cli,
-    spec,
-    store_file,
-)
+from statemigrate.testing.cli import describe, one_line_error, run_cli
+from statemigrate.testing.corruption import flip_bytes
+from statemigrate.testing.stores import build_store, leftovers, spec, store_file
 
 BOUND = 60  # seconds: a hang guard only
 REPO = Path(__file__).resolve().parents[1]

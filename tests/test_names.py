@@ -29,14 +29,9 @@ from statemigrate.errors import DestinationError, SourceError
 from statemigrate.model import TableInfo, TableKind, table_name_problem
 from statemigrate.registry import engine_names, get_engine
 from statemigrate.schema.errors import RevisionFailedError
-from statemigrate.testing.safety import (
-    copy_store,
-    files_sha256,
-    leftovers,
-    one_line_error,
-    run_cli,
-)
-from statemigrate.testing.stores import read_store, write_store
+from statemigrate.testing.cli import one_line_error, run_cli
+from statemigrate.testing.corruption import copy_store
+from statemigrate.testing.stores import files_sha256, leftovers, read_store, write_store
 from statemigrate.testing.upgrade_conformance import revision_file, schema_with
 
 ENGINES = engine_names()

@@ -27,16 +27,9 @@ from statemigrate import checksum, convert
 from statemigrate.errors import InterruptedByUser
 from statemigrate.model import TableInfo, TableKind
 from statemigrate.registry import get_engine
+from statemigrate.testing.cli import cli_command, describe, run_and_kill, run_cli
 from statemigrate.testing.phases import Phases
-from statemigrate.testing.safety import (
-    cli_command,
-    describe,
-    leftovers,
-    run_and_kill,
-    run_cli,
-    spec,
-)
-from statemigrate.testing.stores import content_digest, read_store, write_store
+from statemigrate.testing.stores import content_digest, leftovers, read_store, spec, write_store
 from statemigrate.testing.workload import write_workload
 
 ENGINES = ["sqlite", "lmdb", "rocksdb", "redb"]

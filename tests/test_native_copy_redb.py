@@ -21,8 +21,7 @@ from statemigrate.errors import StoreBusyError
 from statemigrate.model import TableInfo, TableKind
 from statemigrate.registry import get_engine
 from statemigrate.testing.phases import Phases
-from statemigrate.testing.safety import leftovers
-from statemigrate.testing.stores import read_store, write_store
+from statemigrate.testing.stores import leftovers, read_store, write_store
 
 REDB = get_engine("redb")
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "redb"

@@ -23,17 +23,9 @@ from pathlib import Path
 import pytest
 
 from statemigrate.registry import engine_names, get_engine
+from statemigrate.testing.cli import describe, one_line_error, run_cli
 from statemigrate.testing.holders import app_holding, running
-from statemigrate.testing.safety import (
-    build_store,
-    describe,
-    digest_of,
-    leftovers,
-    one_line_error,
-    run_cli,
-    spec,
-    store_file,
-)
+from statemigrate.testing.stores import build_store, digest_of, leftovers, spec, store_file
 from statemigrate.testing.upgrade_conformance import EXAMPLE, EXPECTED, seeded
 
 HANG_GUARD = 120  # seconds: a command still running then has hung on the app's lock

@@ -12,15 +12,12 @@ import re
 import pytest
 
 from statemigrate.registry import engine_names
-from statemigrate.testing.safety import (
+from statemigrate.testing.cli import describe, one_line_error, run_cli
+from statemigrate.testing.filesystems import grow, small_filesystem
+from statemigrate.testing.stores import (
     build_store,
-    describe,
     digest_of,
-    grow,
     leftovers,
-    one_line_error,
-    run_cli,
-    small_filesystem,
     spec,
     store_exists,
     store_file,

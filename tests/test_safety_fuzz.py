@@ -36,7 +36,7 @@ from statemigrate.testing.fuzz import (
     read_with_cli,
     seed_store,
 )
-from statemigrate.testing.safety import LONG
+from statemigrate.testing.killpoints import LONG
 
 EXAMPLES = 2_000 if LONG else 200
 BASE = random.SystemRandom().getrandbits(32) if LONG else 0

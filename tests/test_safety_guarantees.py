@@ -124,7 +124,7 @@ def test_the_batch_path_verifies_against_the_source_and_places_nothing(
     engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from statemigrate.errors import DestinationError
-    from statemigrate.testing.safety import leftovers
+    from statemigrate.testing.stores import leftovers
 
     src = write_store(get_engine("sqlite"), tmp_path / "src.sqlite", CONTENT, METADATA)
     eng = get_engine(engine)
@@ -152,7 +152,7 @@ def test_a_link_planted_as_the_finished_mark_is_never_written_through(tmp_path: 
     import time
 
     from statemigrate.fsutil import HOLD_ENV
-    from statemigrate.testing.safety import cli_command
+    from statemigrate.testing.cli import cli_command
 
     src = write_store(get_engine("lmdb"), tmp_path / "src.lmdb", CONTENT, METADATA)
     victim = tmp_path / "victim.txt"

@@ -18,19 +18,9 @@ from pathlib import Path
 import pytest
 
 from statemigrate.registry import engine_names, get_engine
-from statemigrate.testing.safety import (
-    build_store,
-    copy_store,
-    data_files,
-    describe,
-    flip_bytes,
-    one_line_error,
-    run_cli,
-    spec,
-    store_file,
-    truncate_file,
-)
-from statemigrate.testing.stores import read_store
+from statemigrate.testing.cli import describe, one_line_error, run_cli
+from statemigrate.testing.corruption import copy_store, data_files, flip_bytes, truncate_file
+from statemigrate.testing.stores import build_store, read_store, spec, store_file
 
 BOUND = 120  # seconds: a hang guard (a hang fails the test); generous, never a timing check
 

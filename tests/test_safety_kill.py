@@ -26,25 +26,25 @@ from pathlib import Path
 import pytest
 
 from statemigrate.registry import engine_names, get_engine
-from statemigrate.testing.safety import (
+from statemigrate.testing.cli import describe, run_and_kill, run_cli
+from statemigrate.testing.killpoints import (
     CRASH_POINTS,
     LONG,
     OVERWRITE_CRASH_POINTS,
     SLOW_ENGINES,
     KillPoint,
-    build_store,
     copies_natively,
     crash_points,
-    describe,
-    digest_of,
     engine_pairs,
     environment_for,
+    spread_points,
+)
+from statemigrate.testing.stores import (
+    build_store,
+    digest_of,
     files_sha256,
     leftovers,
-    run_and_kill,
-    run_cli,
     spec,
-    spread_points,
     store_exists,
     store_file,
 )

@@ -25,8 +25,9 @@ from pathlib import Path
 import pytest
 
 from statemigrate.registry import engine_names, get_engine
+from statemigrate.testing.cli import describe, one_line_error, run_cli
 from statemigrate.testing.example import EXAMPLE, seeded
-from statemigrate.testing.safety import describe, leftovers, one_line_error, run_cli
+from statemigrate.testing.stores import leftovers
 
 DIR_ENGINES = [n for n in engine_names() if get_engine(n).capabilities.directory]
 NOBODY = 65534

@@ -34,19 +34,17 @@ import pytest
 
 from statemigrate.engines.base import Engine
 from statemigrate.registry import engine_names, get_engine
-from statemigrate.testing.safety import (
+from statemigrate.testing.cli import describe, one_line_error, run_cli
+from statemigrate.testing.killpoints import copies_natively
+from statemigrate.testing.stores import (
     build_store,
-    copies_natively,
-    describe,
     digest_of,
     files_sha256,
     leftovers,
-    one_line_error,
-    run_cli,
     spec,
     store_file,
+    tree_sha256,
 )
-from statemigrate.testing.stores import tree_sha256
 
 HANG_GUARD = 120  # seconds: a command still running then is a hang, not slowness
 

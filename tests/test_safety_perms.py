@@ -20,8 +20,9 @@ from statemigrate.errors import UsageError
 from statemigrate.model import TableInfo, TableKind
 from statemigrate.perms import creation_umask, keep_owner, mode_of_store, no_wider_than
 from statemigrate.registry import get_engine
-from statemigrate.testing.safety import copies_natively, run_cli, spec, store_file
-from statemigrate.testing.stores import write_store
+from statemigrate.testing.cli import run_cli
+from statemigrate.testing.killpoints import copies_natively
+from statemigrate.testing.stores import spec, store_file, write_store
 from statemigrate.testing.upgrade_conformance import EXAMPLE, seeded, xfail_reason
 
 # (the source's file mode, its directories' mode, the bits nothing created may have)

@@ -18,17 +18,13 @@ import pytest
 
 from statemigrate.fsutil import HOLD_ENV
 from statemigrate.registry import engine_names
-from statemigrate.testing.safety import (
-    Run,
+from statemigrate.testing.cli import Run, cli_command, describe, one_line_error, run_cli
+from statemigrate.testing.killpoints import copies_natively
+from statemigrate.testing.stores import (
     build_store,
-    cli_command,
-    copies_natively,
-    describe,
     digest_of,
     files_sha256,
     leftovers,
-    one_line_error,
-    run_cli,
     spec,
     store_exists,
     store_file,

@@ -21,8 +21,8 @@ import pytest
 
 from statemigrate.fsutil import HOLD_ENV
 from statemigrate.registry import engine_names, get_engine
+from statemigrate.testing.cli import cli_command, describe, one_line_error, run_cli
 from statemigrate.testing.example import digest, schema_with, seeded
-from statemigrate.testing.safety import cli_command, describe, one_line_error, run_cli
 
 IN_PLACE = [n for n in engine_names() if get_engine(n).capabilities.in_place]
 HANG_GUARD = 120.0  # seconds: a hang guard only (the upgrade reaches its hold in about one)

@@ -32,8 +32,9 @@ import pytest
 
 from statemigrate.fsutil import CRASH_ENV
 from statemigrate.registry import engine_names, get_engine
+from statemigrate.testing.cli import describe, one_line_error, run_cli
 from statemigrate.testing.example import EXAMPLE, seeded
-from statemigrate.testing.safety import build_store, describe, one_line_error, run_cli, spec
+from statemigrate.testing.stores import build_store, spec
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="planting as another account needs root")
 

@@ -9,7 +9,8 @@ import pytest
 
 from statemigrate.model import TableInfo, TableKind
 from statemigrate.registry import engine_names
-from statemigrate.testing.safety import describe, run_cli, spec, store_file, write_content
+from statemigrate.testing.cli import describe, run_cli
+from statemigrate.testing.stores import spec, store_file, write_content
 
 EVENTS = TableInfo("events", TableKind.VERSIONED)
 SETTINGS = TableInfo("settings")

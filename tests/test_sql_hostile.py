@@ -26,16 +26,9 @@ import pytest
 
 from statemigrate.errors import StoreBusyError
 from statemigrate.registry import engine_names, get_engine
-from statemigrate.testing.safety import (
-    build_store,
-    describe,
-    one_line_error,
-    run_cli,
-    small_filesystem,
-    spec,
-    store_file,
-)
-from statemigrate.testing.stores import read_store, write_store
+from statemigrate.testing.cli import describe, one_line_error, run_cli
+from statemigrate.testing.filesystems import small_filesystem
+from statemigrate.testing.stores import build_store, read_store, spec, store_file, write_store
 
 # The engines that read a SQLite file, by their declared capabilities.
 SQL_ENGINES = [n for n in engine_names() if get_engine(n).capabilities.sql]

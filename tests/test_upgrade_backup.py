@@ -19,14 +19,9 @@ from pathlib import Path
 import pytest
 
 from statemigrate.registry import engine_names, get_engine
+from statemigrate.testing.cli import describe, one_line_error, run_cli
 from statemigrate.testing.example import EXAMPLE, seeded
-from statemigrate.testing.safety import (
-    describe,
-    grow,
-    one_line_error,
-    run_cli,
-    small_filesystem,
-)
+from statemigrate.testing.filesystems import grow, small_filesystem
 from statemigrate.testing.stores import store_path
 
 IN_PLACE = [n for n in engine_names() if get_engine(n).capabilities.in_place]

@@ -38,15 +38,11 @@ from statemigrate.model import TableInfo
 from statemigrate.registry import engine_names, get_engine, resolve_source
 from statemigrate.schema.errors import RevisionFailedError
 from statemigrate.schema.journal import CRASH_AT_ENV, CRASH_LOG_ENV
+from statemigrate.testing.cli import one_line_error, run_cli
+from statemigrate.testing.corruption import copy_store
+from statemigrate.testing.filesystems import small_filesystem
 from statemigrate.testing.holders import app_holding
-from statemigrate.testing.safety import (
-    copy_store,
-    files_sha256,
-    one_line_error,
-    run_cli,
-    small_filesystem,
-    store_exists,
-)
+from statemigrate.testing.stores import files_sha256, store_exists
 from statemigrate.testing.upgrade_conformance import (
     EXAMPLE,
     digest,

@@ -21,7 +21,7 @@ _SYNC_FILE_RANGE_WRITE = 2
 # A copy's step: its write-back is started after each (copy_file_written_back).
 _COPY_STEP = 16 << 20
 
-# Fault injection for the kill -9 harness (statemigrate.testing.safety): the process
+# Fault injection for the kill -9 harness (statemigrate.testing.killpoints): the process
 # SIGKILLs itself when it reaches the named step, so that steps too short to hit with
 # a timer (between sync and rename, between the two renames of a swap) are tested.
 CRASH_ENV = "STATEMIGRATE_CRASH_AT"

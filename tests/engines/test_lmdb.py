@@ -19,7 +19,7 @@ from statemigrate.engines.lmdb import LmdbEngine
 from statemigrate.errors import DestinationError, SourceError, StoreBusyError
 from statemigrate.model import TableInfo, TableKind
 from statemigrate.registry import get_engine
-from statemigrate.testing.safety import run_cli
+from statemigrate.testing.cli import run_cli
 from statemigrate.testing.stores import read_store, tree_sha256, write_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -27,7 +27,7 @@ from statemigrate.engines.lmdb import LmdbEngine
 from statemigrate.engines.sqlite import SqliteEngine
 from statemigrate.errors import SourceError
 from statemigrate.model import TableInfo
-from statemigrate.testing.safety import run_cli
+from statemigrate.testing.cli import run_cli
 from statemigrate.testing.stores import write_store
 
 # LMDB 0.9's meta page (mdb.c's MDB_meta after the 16-byte page header): the page size

@@ -22,9 +22,9 @@ from statemigrate import convert
 from statemigrate.engines.redb import RedbEngine, read_header
 from statemigrate.errors import DestinationError, StoreBusyError, UsageError
 from statemigrate.model import MAX_VERSION, TableInfo, TableKind
+from statemigrate.testing.cli import DROP_DAC
 from statemigrate.testing.holders import app_holding
 from statemigrate.testing.phases import Phases
-from statemigrate.testing.safety import DROP_DAC
 from statemigrate.testing.stores import read_store, write_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "redb"

@@ -15,8 +15,8 @@ from statemigrate import convert
 from statemigrate.engines.rocksdb import RocksdbEngine
 from statemigrate.errors import StoreBusyError
 from statemigrate.model import TableInfo, TableKind
+from statemigrate.testing.cli import run_cli
 from statemigrate.testing.holders import app_holding
-from statemigrate.testing.safety import run_cli
 from statemigrate.testing.stores import read_store, tree_sha256, write_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

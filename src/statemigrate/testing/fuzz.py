@@ -32,7 +32,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .safety import copy_store, data_files, mutate, run_cli, spec
+from .cli import run_cli
+from .corruption import copy_store, data_files, mutate
+from .stores import spec
 
 ROOT = Path(__file__).resolve().parents[3]
 
