@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 DEMO := build/demo
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install system-deps demo test test-long mutants bench scorecard fixtures lint docs wheel standalone
+.PHONY: install system-deps demo test test-standalone test-long mutants bench scorecard fixtures lint docs wheel standalone
 
 $(PYTHON):  ## the project's virtual environment (Debian's python3-venv installed if missing)
 	@$(BOOTSTRAP_PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -44,6 +44,9 @@ TEST_WORKERS ?= 2
 
 test: install system-deps  ## the whole test suite (kill harness and fuzzers bounded; deterministic)
 	$(PYTHON) -m pytest -q -p no:cacheprovider -rxs --durations=20 -n $(TEST_WORKERS) --dist loadgroup
+
+test-standalone: install  ## the standalone build, tested where no Python is (builds it; minutes)
+	STATEMIGRATE_STANDALONE=1 $(PYTHON) -m pytest -q -p no:cacheprovider -rxs tests/test_standalone.py
 
 test-long: install system-deps  ## the same with the long kill harness and random exploration
 	STATEMIGRATE_LONG=1 $(PYTHON) -m pytest -q -p no:cacheprovider

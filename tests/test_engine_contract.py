@@ -284,10 +284,11 @@ def test_private_copies_are_private_named_with_the_pid_and_swept(tmp_path, monke
     source.mkdir()
     (source / "data").write_bytes(b"records")
     (source / "sub").mkdir()
-    _snapshot.link(source / "data", made / "data")
-    _snapshot.link(source / "sub", made / "sub", fallback="symlink")  # no hard link to a dir
-    assert (made / "data").read_bytes() == b"records"
-    assert (made / "sub").is_symlink()
+    (source / "sub" / "more").write_bytes(b"more records")
+    image = made / "image"
+    _snapshot.replicate(source, image)  # the one way a store's files reach a private copy
+    assert (image / "data").read_bytes() == b"records"
+    assert (image / "sub" / "more").read_bytes() == b"more records"
     _snapshot.remove(made)
     assert not made.exists() and (source / "data").read_bytes() == b"records"
 
