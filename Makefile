@@ -28,9 +28,19 @@ install: $(PYTHON)  ## the package, every engine driver and the test tools (buil
 	  $(PYTHON) -m compileall -q plugins/turbokv/python >/dev/null; \
 	else echo "install: this CPU has no AES instructions: the turbokv engine is left out"; fi
 
-system-deps:  ## Debian's sqlite3 shell and RocksDB 7.8 ldb, which the compatibility tests run
-	@command -v sqlite3 >/dev/null && command -v ldb >/dev/null || \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sqlite3 rocksdb-tools >/dev/null; }
+# The real software the compatibility tests write and read stores with (tests/apps.py):
+# the sqlite3 shell, RocksDB 7.8's ldb and its headers and library (g++ builds a small
+# DB::Open app against them), Postfix's postmap with its LMDB maps, LMDB's mdb_stat/mdb_dump.
+# Postfix is preseeded "No configuration": it installs without a prompt, a main.cf or a
+# running service (the tests give postmap a configuration directory of their own).
+SYSTEM_DEPS := sqlite3 rocksdb-tools librocksdb-dev g++ postfix postfix-lmdb lmdb-utils
+
+system-deps:  ## Debian's sqlite3, ldb, librocksdb-dev, g++, postfix-lmdb, lmdb-utils (the app tests)
+	@dpkg-query -W -f='$${Status}\n' $(SYSTEM_DEPS) 2>/dev/null | grep -c '^install ok installed$$' \
+	  | grep -qx '$(words $(SYSTEM_DEPS))' || { \
+	  echo 'postfix postfix/main_mailer_type select No configuration' | debconf-set-selections \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	     --no-install-recommends $(SYSTEM_DEPS) >/dev/null; }
 
 demo: install  ## convert the bundled example store, verify it, show the digest
 	@rm -rf $(DEMO) && mkdir -p $(DEMO)
