@@ -1,12 +1,11 @@
-"""A ``[kv]`` prefix layout over the raw (key, value) pairs of one namespace.
+"""The prefix codec of a ``[kv]`` layout: stored keys of one namespace <-> tables.
 
-Engine-independent: an engine gives the pairs of its namespace (RocksDB's column
-family; LMDB's database and fjall's partition next) and this module tells tables
-apart, strips and adds prefixes, and encodes versions as the layout says
-(:class:`statemigrate.layout.KvPrefix`). A table's records are one range of the
-namespace, ``prefix ‖ after`` up to the prefix's end, read as a stream: nothing is
-buffered. The tables are found by skipping from one prefix to the next (one seek per
-table, and one per record that no table of the layout claims).
+Engine-independent (:class:`statemigrate.layout.KvPrefix`): this module tells tables
+apart, strips and adds prefixes, and encodes versions as the layout says. A table's
+records are one range of the namespace, ``prefix ‖ after`` up to the prefix's end, read
+as a stream: nothing is buffered. The tables are found by skipping from one prefix to
+the next (one seek per table, and one per record that no table of the layout claims).
+The reader and writer built on it are :mod:`._kv_mapping`.
 """
 
 from __future__ import annotations
@@ -14,10 +13,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ..errors import DestinationError, SourceError
-from ..layout import METADATA_NAMESPACE, VERSION_ENCODINGS, KvPrefix, Layout, load_layout
+from ..layout import METADATA_NAMESPACE, VERSION_ENCODINGS, KvPrefix, Layout
 from ..model import META_KIND_PREFIX, Batch, Record, TableInfo, TableKind
 
 __all__ = [
@@ -30,7 +28,6 @@ __all__ = [
     "find_tables",
     "guess_prefix",
     "guess_text",
-    "kv_layout",
     "layout_tables",
     "may_be_versioned",
     "parse_name",
@@ -193,16 +190,6 @@ def find_tables(
         if after is None:
             return found
         position = after
-
-
-def kv_layout(engine: type, options: Mapping[str, Any]) -> Layout | None:
-    """The prefix layout an engine's options name, loaded and checked (exit 2); None for
-    none, or for a layout file that describes the engine's default layout."""
-    given = options.get("layout")
-    if not given:
-        return None
-    layout = load_layout(given, engine.name)  # type: ignore[attr-defined]
-    return None if layout.kv.mode == "namespace-per-table" else layout
 
 
 def layout_tables(

@@ -500,7 +500,7 @@ class SqlFileEngine(Engine):
             return None
         from ..layout import load_layout
 
-        return load_layout(given, cls.name)
+        return load_layout(given, cls.name, cls.layout_family)
 
     @classmethod
     def _layout_reader(cls, path: Path, options: Mapping[str, Any], layout: Layout) -> Reader:

@@ -171,6 +171,14 @@ class Engine(ABC):
     capabilities: ClassVar[Capabilities]
     # The engine's options, typed (see statemigrate.engines.options); none by default.
     options: ClassVar[type[EngineOptions]] = EngineOptions
+    # Which layout files describe this engine's stores (statemigrate.layout): "sql" (a
+    # [sql] section, mapped by engines/_sql_layout.py) or "kv" (a [kv] section, mapped
+    # by engines/_kv_mapping.py over the engine's raw namespaces); None: its default
+    # layout only.
+    layout_family: ClassVar[str | None] = None
+    # The name by which a layout may also call the engine's main namespace ("" in a
+    # [kv] layout): RocksDB's "default" column family.
+    main_namespace: ClassVar[str | None] = None
     # Destination bytes per payload byte, for the pre-flight free-space check.
     space_factor: ClassVar[float] = 1.5
     # Table-name rules beyond the model's, declared (never probed) and checked before
@@ -277,9 +285,15 @@ class Engine(ABC):
 
     @classmethod
     def store_paths(cls, path: Path) -> list[Path]:
-        """The store's file or directory and the sidecar files that exist beside it."""
+        """The store's file or directory and the sidecar files that exist beside it (a
+        layout's metadata side file too, :func:`._kv_mapping.metadata_side_file`)."""
+        from ._side_metadata import metadata_side_file
+
         out = [path] if path.exists() or path.is_symlink() else []
         out += [p for p in (Path(str(path) + s) for s in cls.sidecar_suffixes) if p.exists()]
+        side = metadata_side_file(path)  # a layout's metadata kept out of the store
+        if side.exists():
+            out.append(side)
         return out
 
     @classmethod

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..engines._side_metadata import metadata_side_file
 from ..engines.base import Engine
 from ..errors import DestinationError, StoreBusyError, UsageError
 from ..fsutil import crash_point, is_within, kind_of, lexists, place, remove_path, store_size
@@ -64,6 +65,7 @@ def owned_paths(engine: type[Engine], final: Path) -> list[Path]:
     names += [final.with_name(final.name + s) for s in (".lock", ".swap", ".replaced")]
     for store in (final, partial):
         names += [Path(str(store) + s) for s in engine.sidecar_suffixes]
+    names.append(metadata_side_file(partial))
     return names
 
 

@@ -25,7 +25,7 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ...errors import DestinationError, SourceError, StoreBusyError
 from ...fsutil import crash_point
@@ -79,8 +79,14 @@ LMDB_FACTS = StoreFacts(
 )
 
 
-def _table_dbs(env: Any, txn: Any, lmdb: Any, where: Path) -> dict[str, Any]:
-    """Named databases of the environment (table name -> handle), metadata included."""
+def _table_dbs(env: Any, txn: Any, lmdb: Any, where: Path, raw: bool = False) -> dict[str, Any]:
+    """Named databases of the environment (table name -> handle), metadata included.
+
+    ``raw``: the unnamed database's own records are allowed (the layouts read them as
+    the main namespace, :func:`_named_among`); the default layout refuses them.
+    """
+    if raw:
+        return _named_among(env, txn, lmdb)
     out: dict[str, Any] = {}
     plain: list[bytes] = []
     for key in txn.cursor().iternext(keys=True, values=False):
@@ -95,6 +101,34 @@ def _table_dbs(env: Any, txn: Any, lmdb: Any, where: Path) -> dict[str, Any]:
             f"{where}: records in LMDB's unnamed database are not in statemigrate's layout "
             f"(first key {plain[0][:64]!r}); each table must be a named database"
         )
+    return out
+
+
+# A named database's entry in the unnamed database is LMDB's MDB_db record: 48 bytes
+# on every 64-bit build (and the node flagged F_SUBDATA, which py-lmdb does not show).
+_SUBDB_RECORD_BYTES = 48
+
+
+def _named_among(env: Any, txn: Any, lmdb: Any) -> dict[str, Any]:
+    """The named databases of an unnamed database that may hold records of its own.
+
+    A key is a database's name only if it is UTF-8 without NUL, its value has the size
+    of LMDB's database record, and LMDB opens it: LMDB answers ``MDB_INCOMPATIBLE`` for
+    a record that is no database (only a subdatabase's node carries ``F_SUBDATA``), so
+    a record never opens as one.
+    """
+    out: dict[str, Any] = {}
+    for key, value in txn.cursor().iternext(keys=True, values=True):
+        if len(value) != _SUBDB_RECORD_BYTES or b"\x00" in key:
+            continue
+        try:
+            name = bytes(key).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        try:
+            out[name] = env.open_db(bytes(key), txn=txn, create=False)
+        except (lmdb.IncompatibleError, lmdb.NotFoundError, lmdb.BadValsizeError):
+            continue
     return out
 
 
@@ -122,6 +156,7 @@ class LmdbReader(Reader):
     """One read transaction over the whole read; see the module notes on locking."""
 
     facts = LMDB_FACTS
+    raw: ClassVar[bool] = False  # the layouts' raw reader: the unnamed database's records too
 
     def __init__(self, engine: type[LmdbEngine], path: Path):
         self.lmdb = lmdb = engine.require_driver()
@@ -134,7 +169,7 @@ class LmdbReader(Reader):
             self.txn = self.env.begin(buffers=False)
             self.snapshot_id = int(self.txn.id())
             self.txnid = self._last_txnid()
-            self.dbs = _table_dbs(self.env, self.txn, lmdb, path)
+            self.dbs = _table_dbs(self.env, self.txn, lmdb, path, raw=self.raw)
             self.snapshot_metadata = self._read_meta()
         self.snapshot_tables = recorded_tables(self.snapshot_metadata, self.dbs)
 
@@ -228,6 +263,7 @@ class LmdbWriter(Writer):
     """One write transaction per batch; the map grows when it fills."""
 
     facts = LMDB_FACTS
+    raw: ClassVar[bool] = False  # the layouts' raw writer: no metadata database of its own
 
     def __init__(self, engine: type[LmdbEngine], path: Path, create: bool):
         self.lmdb = lmdb = engine.require_driver()
@@ -277,8 +313,8 @@ class LmdbWriter(Writer):
                     create=False,
                 )
                 with self.env.begin(write=True) as txn:
-                    self.dbs = _table_dbs(self.env, txn, self.lmdb, self.path)
-                    if METADATA_TABLE not in self.dbs:
+                    self.dbs = _table_dbs(self.env, txn, self.lmdb, self.path, raw=self.raw)
+                    if METADATA_TABLE not in self.dbs and not self.raw:
                         self.dbs[METADATA_TABLE] = self.env.open_db(META_DB, txn=txn)
         except SourceError as exc:
             raise DestinationError(exc.message) from exc
@@ -460,6 +496,7 @@ class LmdbEngine(LmdbEntryPoints):
         transactional_ddl=True,
     )
     options = LmdbOptions
+    layout_family = "kv"
     space_factor = 1.6
     # A table's name is a key of LMDB's main database (1-511 bytes; a NUL would end it,
     # which the model's rules already refuse).

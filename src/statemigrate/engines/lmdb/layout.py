@@ -1,218 +1,206 @@
-"""LMDB in an app's own ``[kv]`` prefix layout: every table in one named database.
+"""LMDB's namespaces as they are (its named databases and the unnamed one), for the layouts.
 
-Stored key = the table's prefix ‖ key (:mod:`.._kv_layout`), the version where the
-layout's ``kv.version`` puts it. A table is one cursor range of the namespace, read in
-the reader's one transaction; the tables are found by skipping from one prefix to the
-next. The metadata stays in the ``__statemigrate__`` named database as in the default
-layout, with a ``kind:<table>`` entry for every table written (an empty table's only
-trace). Records of the namespace that no table claims and other named databases are
-refused (exit 4) unless ``skip_foreign_tables``. The namespace is a named database:
-LMDB's unnamed database also lists the named ones, so a layout there is not
-implemented (refused with exit 2).
+The raw reader and writer of :mod:`.._kv_mapping`: a named database is a namespace,
+LMDB's unnamed database the main one (``""``; its entries that name the named
+databases are LMDB's, never records). The reader reads in its one read transaction
+and refuses a read a writer changed under it, as the default reader; the writer
+commits each step in one write transaction (inside an upgrade's transaction, there).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import contextlib
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from ...errors import DestinationError, SourceError
-from ...layout import Layout
-from ...model import META_KIND_PREFIX, METADATA_TABLE, Batch, TableInfo
-from .._kv_layout import (
-    SEPARATORS,
-    Found,
-    decode_records,
-    encode_batch,
-    find_tables,
-    guess_prefix,
-    guess_text,
-    layout_tables,
-    may_be_versioned,
-    shown_key,
-)
-from ..access import take_batches
+from ...errors import SourceError
+from ...model import METADATA_TABLE
+from .._kv_layout import SEPARATORS, guess_prefix, guess_text, may_be_versioned
+from .._kv_mapping import MAIN, Op, RawKv, RawKvWriter
 from . import LmdbEngine, LmdbReader, LmdbWriter
 
-
-def _records(
-    layout: Layout, table: TableInfo, cur: Any, after: bytes | None, where: str
-) -> Iterator[Any]:
-    """The table's records from a cursor of the namespace, strictly after ``after``."""
-    prefix = layout.kv.table_prefix(table.name)
-    start = prefix + (after or b"")
-    if not cur.set_range(start):
-        return iter(())
-    if after is not None and cur.key() == start and not cur.next():
-        return iter(())
-    return decode_records(layout.kv, table, cur.iternext(), where)
+_CHECK_EVERY = 4096  # pairs between two checks that no writer changed the snapshot
 
 
-def _walk(layout: Layout, cur: Any, stop_at_foreign: bool) -> Found:
-    """The tables a cursor over the namespace shows (:func:`.._kv_layout.find_tables`)."""
+class _RawCursors(RawKv):
+    """The raw reads both sides share, over a transaction each side provides."""
 
-    def seek(key: bytes) -> bytes | None:
-        return bytes(cur.key()) if cur.set_range(key) else None
+    dbs: dict[str, Any]
 
-    def count(start: bytes, end: bytes | None) -> int:
-        n = 0
-        more = cur.set_range(start)
-        while more and (end is None or cur.key() < end):
-            n += 1
+    def _txn(self) -> Any:
+        raise NotImplementedError
+
+    def _checked(self) -> None:
+        """Refuse a read a writer changed (the reader's check; nothing for the writer)."""
+
+    def _main_has_records(self, txn: Any) -> bool:
+        cur = txn.cursor()
+        more = cur.first()
+        while more:
+            if cur.key().decode("utf-8", "replace") not in self.dbs:
+                return True
             more = cur.next()
-        return n
+        return False
 
-    return find_tables(layout.kv, seek, count, stop_at_foreign)
+    def raw_namespaces(self) -> list[str]:
+        with self._using() as txn:
+            main = [MAIN] if self._main_has_records(txn) else []
+        return main + list(self.dbs)
 
+    def _using(self) -> AbstractContextManager[Any]:
+        return contextlib.nullcontext(self._txn())
 
-class LayoutLmdbReader(LmdbReader):
-    """A read-only LMDB store in a prefix layout (one read transaction, as the default)."""
+    def _cursor(self, txn: Any, ns: str) -> Any:
+        return txn.cursor() if ns == MAIN else txn.cursor(self.dbs[ns])
 
-    def __init__(self, engine: type[LmdbEngine], path: Path, layout: Layout, skip_foreign: bool):
-        self.layout = layout
-        self.skipped_records = 0
-        super().__init__(engine, path)
-        spec = layout.kv
-        others = [n for n in self.dbs if n not in (spec.namespace, METADATA_TABLE)]
-        if others and not skip_foreign:
-            self.close()
-            raise SourceError(
-                f"{path}: named databases not in the layout: {', '.join(map(repr, others))}",
-                hint="--skip-foreign-tables leaves them out",
-            )
-        meta = self.snapshot_metadata
-        if spec.namespace not in self.dbs:
-            if not any(k.startswith(META_KIND_PREFIX) for k in meta):
-                self.close()
-                raise SourceError(
-                    f"{path}: no named database {spec.namespace!r}, which {layout.describe()} names"
-                )
-            self.snapshot_tables = layout_tables(layout, meta, [])
-            return
-        found = _walk(layout, self.txn.cursor(self.dbs[spec.namespace]), not skip_foreign)
-        if found.foreign and not skip_foreign:
-            self.close()
-            raise SourceError(
-                f"{path}: named database {spec.namespace!r} holds key "
-                f"{shown_key(found.first_foreign or b'')}, which no table of the layout claims "
-                f"(prefix {spec.head + '{name}' + spec.separator!r})",
-                hint="--skip-foreign-tables leaves such records out; or correct the layout",
-            )
-        self.skipped_records = found.foreign
-        self.snapshot_tables = layout_tables(layout, meta, found.names)
-
-    def scan(
-        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
-    ) -> Iterator[Batch]:
-        cur = self.txn.cursor(self.dbs[self.layout.kv.namespace])
-        records = _records(self.layout, table, cur, after, f"{self.path} table {table.name!r}")
-        for batch in take_batches(records, max_records, max_bytes):
-            self._check_unchanged()
-            yield batch
-
-    def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
-        return None  # the namespace's count holds every table's records
-
-    def native_digests(self, tables: list[TableInfo]) -> list[tuple[int, int, int]] | None:
-        return None  # the walk reads one named database per table, not prefixes
-
-
-class LayoutLmdbWriter(LmdbWriter):
-    """Writes the layout's named database; the metadata and transactions as the default."""
-
-    def __init__(self, engine: type[LmdbEngine], path: Path, create: bool, layout: Layout):
-        super().__init__(engine, path, create)
-        self.layout = layout
-        self.engine_max_key = engine.capabilities.max_key_len or 511
-        ns = layout.kv.namespace
-        if ns not in self.dbs:
-            if not create:
-                self.close()
-                raise DestinationError(f"{path}: no named database {ns!r}, which the layout names")
-
-            def work(txn: Any) -> None:
-                self.dbs[ns] = self.env.open_db(ns.encode("utf-8"), txn=txn)
-
-            self._tx(work)
-
-    def _ns(self) -> Any:
-        return self.dbs[self.layout.kv.namespace]
-
-    def _read(self, fn: Callable[[Any], Any]) -> Any:
-        """``fn(txn)`` in the open transaction, or in a read transaction of its own."""
-        if self._outer is not None:
-            return fn(self._outer)
-        with self.env.begin(buffers=False) as txn:
-            return fn(txn)
-
-    def list_tables(self) -> list[TableInfo]:
-        found = self._read(lambda txn: _walk(self.layout, txn.cursor(self._ns()), False))
-        return layout_tables(self.layout, self.raw_metadata(), found.names)
-
-    def create_table(self, table: TableInfo) -> None:
-        problem = self.layout.kv.name_problem(table.name)
-        if problem:  # convert refuses it before writing (check_tables); upgrades land here
-            raise DestinationError(
-                f"{self.path}: table {table.name!r} {problem}, which {self.layout.describe()} "
-                "cannot hold"
-            )
-        kind = {META_KIND_PREFIX + table.name: table.kind.value.encode()}
-        self._tx(lambda txn: self._put_meta(txn, kind))
-
-    def write_batch(
-        self, table: TableInfo, batch: Batch, metadata: Mapping[str, bytes | None] | None = None
-    ) -> None:
-        pairs = encode_batch(self.layout.kv, table, batch)
-        cut = len(self.layout.kv.table_prefix(table.name))
-        long = next((k for k, _ in pairs if len(k) > self.engine_max_key), None)
-        if long is not None:
-            raise DestinationError(
-                f"{self.path}: LMDB cannot store key {shown_key(long[cut:])} of table "
-                f"{table.name!r}: with its prefix it is {len(long)} bytes, over "
-                f"{self.engine_max_key}"
-            )
-
-        def work(txn: Any) -> None:
-            cur = txn.cursor(self._ns())
-            # Appending is the fast path when the batch lands after the namespace's last
-            # key; tables share the namespace, so it often does not. Neither overwrites.
-            append = not pairs or not cur.last() or cur.key() < pairs[0][0]
-            _consumed, added = cur.putmulti(pairs, append=append, overwrite=False)
-            if added != len(pairs):
-                raise DestinationError(
-                    f"{self.path}: table {table.name!r}: {len(pairs) - added} record(s) out of key "
-                    "order or already present; nothing of this batch was written"
-                )
-            if metadata:
-                self._put_meta(txn, metadata)
-
-        self._tx(work)
-
-    def scan(
-        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
-    ) -> Iterator[Batch]:
-        own = self._outer is None
-        txn = self.env.begin(buffers=False) if own else self._outer
+    def _skip(self, ns: str, key: bytes) -> bool:
+        """A key of the unnamed database that names a named database (LMDB's, not a record)."""
+        if ns != MAIN or not self.dbs:
+            return False
         try:
-            where = f"{self.path} table {table.name!r}"
-            records = _records(self.layout, table, txn.cursor(self._ns()), after, where)
-            yield from take_batches(records, max_records, max_bytes)
-        finally:
-            if own:
-                txn.abort()
+            return key.decode("utf-8") in self.dbs
+        except UnicodeDecodeError:
+            return False
 
-    def drop_table(self, name: str) -> None:
-        prefix = self.layout.kv.table_prefix(name)
+    def raw_seek(self, ns: str, key: bytes) -> bytes | None:
+        with self._using() as txn:
+            cur = self._cursor(txn, ns)
+            more = cur.set_range(key)
+            while more and self._skip(ns, bytes(cur.key())):
+                more = cur.next()
+            return bytes(cur.key()) if more else None
+
+    def raw_items(self, ns: str, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        with self._using() as txn:
+            cur = self._cursor(txn, ns)
+            more = cur.set_range(start)
+            n = 0
+            while more:
+                key = bytes(cur.key())
+                if end is not None and key >= end:
+                    break
+                if not self._skip(ns, key):
+                    yield key, bytes(cur.value())
+                    n += 1
+                    if n % _CHECK_EVERY == 0:
+                        self._checked()
+                more = cur.next()
+            self._checked()
+
+    def raw_confirm(self, ns: str, start: bytes, end: bytes | None, last: bytes | None) -> None:
+        self._checked()
+
+    def raw_facts(self, ns: str) -> dict[str, Any]:
+        with self._using() as txn:
+            db = None if ns == MAIN else self.dbs[ns]
+            flags = txn.stat(db) if db is not None else txn.stat()
+        return {"entries": flags.get("entries")}
+
+
+class RawLmdbReader(_RawCursors, LmdbReader):
+    """A read-only LMDB environment (one read transaction) read as its databases are."""
+
+    raw = True
+
+    def __init__(self, engine: type[LmdbEngine], path: Path):
+        super().__init__(engine, path)
+        self.snapshot_tables = []
+        self.snapshot_metadata = {}
+
+    def _read_meta(self) -> dict[str, bytes]:
+        return {}
+
+    def _txn(self) -> Any:
+        return self.txn
+
+    def _checked(self) -> None:
+        self._check_unchanged()
+
+
+class RawLmdbWriter(_RawCursors, LmdbWriter, RawKvWriter):
+    """LMDB's writer over its databases as they are (none made but those asked for)."""
+
+    raw = True
+
+    def __init__(self, engine: type[LmdbEngine], path: Path, create: bool):
+        super().__init__(engine, path, create)
+        self.max_key_len = engine.capabilities.max_key_len
+
+    def _txn(self) -> Any:
+        return self._outer
+
+    def _using(self) -> AbstractContextManager[Any]:
+        if self._outer is not None:
+            return contextlib.nullcontext(self._outer)
+        return self._own_read()
+
+    @contextlib.contextmanager
+    def _own_read(self) -> Iterator[Any]:
+        txn = self.env.begin(buffers=False)
+        try:
+            yield txn
+        finally:
+            txn.abort()
+
+    def raw_create(self, ns: str) -> None:
+        if len(self.dbs) >= self.max_dbs and self._outer is None:
+            self._reopen(max_dbs=self.max_dbs * 2)
 
         def work(txn: Any) -> None:
-            cur = txn.cursor(self._ns())
-            more = cur.set_range(prefix)
-            while more and cur.key().startswith(prefix):
-                more = cur.delete()  # moves to the next record
-            txn.delete((META_KIND_PREFIX + name).encode(), db=self.dbs[METADATA_TABLE])
+            self.dbs[ns] = self.env.open_db(ns.encode("utf-8"), txn=txn)
 
         self._tx(work)
+
+    def raw_write(self, ops: list[Op], *, durable: bool = False) -> None:
+        def work(txn: Any) -> None:
+            i = 0
+            while i < len(ops):
+                ns = ops[i][0]
+                j = i
+                while j < len(ops) and ops[j][0] == ns and ops[j][2] is not None:
+                    j += 1
+                if j > i:  # a run of puts into one database: one call
+                    cur = self._cursor(txn, ns)
+                    cur.putmulti([(k, v) for _, k, v in ops[i:j]], overwrite=True)
+                    i = j
+                    continue
+                db = None if ns == MAIN else self.dbs[ns]
+                txn.delete(ops[i][1], db=db) if db is not None else txn.delete(ops[i][1])
+                i += 1
+
+        self._tx(work)
+
+    def raw_delete_range(self, ns: str, start: bytes, end: bytes | None) -> None:
+        if ns != MAIN and not start and end is None:
+            db = self.dbs[ns]
+            self._tx(lambda txn: txn.drop(db, delete=True))
+            del self.dbs[ns]
+            return
+
+        def work(txn: Any) -> None:
+            cur = self._cursor(txn, ns)
+            more = cur.set_range(start)
+            while more and (end is None or cur.key() < end):
+                if self._skip(ns, bytes(cur.key())):
+                    more = cur.next()
+                else:
+                    more = cur.delete()  # moves to the next record
+
+        self._tx(work)
+
+    def raw_finish(self) -> None:
+        LmdbWriter.finish(self)
+
+    def raw_sync(self) -> None:
+        LmdbWriter.finish(self)
+
+    def raw_transaction(self) -> AbstractContextManager[None]:
+        return LmdbWriter.transaction(self)
+
+    def raw_backup(self, path: Path) -> None:
+        LmdbWriter.backup(self, path)
 
 
 def guess_layout(engine: type[LmdbEngine], path: Path) -> str:

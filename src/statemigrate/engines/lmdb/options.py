@@ -44,7 +44,7 @@ class LmdbEntryPoints(Engine):
 
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        from .._kv_layout import kv_layout
+        from .._kv_mapping import KvLayoutReader, kv_layout
         from . import LmdbEngine, LmdbReader
 
         assert issubclass(cls, LmdbEngine)
@@ -53,9 +53,10 @@ class LmdbEntryPoints(Engine):
         cls.check_source(path)
         if layout is None:
             return LmdbReader(cls, path)
-        from .layout import LayoutLmdbReader
+        from .layout import RawLmdbReader
 
-        return LayoutLmdbReader(cls, path, layout, bool(opts["skip_foreign_tables"]))
+        skip = bool(opts["skip_foreign_tables"])
+        return KvLayoutReader(RawLmdbReader(cls, path), layout, skip)
 
     @classmethod
     def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
@@ -67,16 +68,16 @@ class LmdbEntryPoints(Engine):
 
     @classmethod
     def _writer(cls, path: Path, create: bool, options: Mapping[str, Any] | None) -> Writer:
-        from .._kv_layout import kv_layout
+        from .._kv_mapping import KvLayoutWriter, kv_layout
         from . import LmdbEngine, LmdbWriter
 
         assert issubclass(cls, LmdbEngine)
         layout = kv_layout(cls, check_options(cls, options, "dest"))  # before anything is made
         if layout is None:
             return LmdbWriter(cls, path, create=create)
-        from .layout import LayoutLmdbWriter
+        from .layout import RawLmdbWriter
 
-        return LayoutLmdbWriter(cls, path, create, layout)
+        return KvLayoutWriter(RawLmdbWriter(cls, path, create), layout, create)
 
     @classmethod
     def guess_layout(cls, path: Path) -> str:
@@ -91,9 +92,9 @@ class LmdbEntryPoints(Engine):
     @classmethod
     def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
         """The names (as every engine), and what the destination's layout cannot hold."""
-        from .._kv_layout import check_tables, kv_layout
+        from .._kv_mapping import check_kv_tables, kv_layout
 
         layout = kv_layout(cls, check_options(cls, options, "dest"))
         if layout is not None:
-            check_tables(layout, tables)
+            check_kv_tables(layout, tables)
         super().check_tables(tables, options)

@@ -345,6 +345,8 @@ class RocksdbEngine(Engine):
         in_place=True,
     )
     options = RocksdbOptions
+    layout_family = "kv"
+    main_namespace = DEFAULT_CF
     space_factor = 1.3
     suffixes = (".rocksdb",)
     # The database open with all its column families: its LOCK file keeps readers out.
@@ -375,9 +377,11 @@ class RocksdbEngine(Engine):
         layout = cls._layout(opts)  # a bad layout file is refused before the store is read
         cls.check_source(path)
         if layout is not None:
-            from .layout import LayoutRocksdbReader
+            from .._kv_mapping import KvLayoutReader
+            from .layout import RawRocksdbReader
 
-            return LayoutRocksdbReader(cls, path, layout, bool(opts["skip_foreign_tables"]))
+            skip = bool(opts["skip_foreign_tables"])
+            return KvLayoutReader(RawRocksdbReader(cls, path), layout, skip)
         return RocksdbReader(cls, path)
 
     @classmethod
@@ -405,9 +409,9 @@ class RocksdbEngine(Engine):
 
     @classmethod
     def _layout(cls, opts: Mapping[str, Any]) -> Layout | None:
-        """The prefix layout the options name, loaded and checked (exit 2); None for none
-        or for a layout file that describes the default layout."""
-        from .._kv_layout import kv_layout
+        """The layout the options name, loaded and checked (exit 2); None for none or
+        for a layout file that describes the default layout."""
+        from .._kv_mapping import kv_layout
 
         return kv_layout(cls, opts)
 
@@ -424,9 +428,9 @@ class RocksdbEngine(Engine):
         """The names (as every engine), and what the destination's layout cannot hold."""
         layout = cls._layout(check_options(cls, options, "dest"))
         if layout is not None:
-            from .._kv_layout import check_tables
+            from .._kv_mapping import check_kv_tables
 
-            check_tables(layout, tables)
+            check_kv_tables(layout, tables)
         super().check_tables(tables, options)
 
     @classmethod
@@ -453,9 +457,11 @@ class RocksdbEngine(Engine):
     def _writer(cls, path: Path, create: bool, options: Mapping[str, Any] | None) -> Writer:
         layout = cls._layout(check_options(cls, options, "dest"))  # before anything is made
         if layout is not None:
-            from .layout import LayoutRocksdbWriter
+            from .._kv_mapping import KvLayoutWriter
+            from .layout import RawRocksdbWriter
 
-            return LayoutRocksdbWriter(cls, path, create, cls.format_version(options), layout)
+            raw = RawRocksdbWriter(cls, path, create, cls.format_version(options))
+            return KvLayoutWriter(raw, layout, create)
         from .writer import RocksdbWriter
 
         return RocksdbWriter(cls, path, create, cls.format_version(options))

@@ -403,6 +403,7 @@ class SqliteEngine(SqlFileEngine):
     )
     detect_priority = 1  # a SQLite file is also a libSQL and a Turso file: sqlite reads any
     options = SqliteOptions
+    layout_family = "sql"
 
     @classmethod
     def _reader(cls, path: Path, options: Mapping[str, Any]) -> Reader:

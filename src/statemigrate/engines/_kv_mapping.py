@@ -1,0 +1,473 @@
+"""A ``[kv]`` layout's reader and writer, written once over every key-value engine.
+
+An engine exposes its physical namespaces as they are, through one raw scan and one
+raw write (:class:`RawKv`, :class:`RawKvWriter`): namespaces by name (``""`` is the
+engine's main one: RocksDB's default column family, LMDB's unnamed database), the
+first key at or after a key, the pairs of a key range, one atomic commit of puts and
+deletes over several namespaces. This module maps a layout's state tables onto them
+(:mod:`statemigrate.layout.kv`): ``prefix`` (every table in one namespace, the codec of
+:mod:`._kv_layout`) and ``namespaces`` (each table a namespace of its own). No engine
+is named here, and a new engine touches no layout code: it implements the raw
+methods and returns :class:`KvLayoutReader` / :class:`KvLayoutWriter` for a layout.
+
+Where the metadata lives is the layout's ``metadata``: statemigrate's own namespace
+(``store``), the layout's namespace under the reserved table name (``inline``), or
+nowhere in the store (``none``: what a writer records, a convert's checkpoint, goes to
+a side file beside the store being built, :func:`metadata_side_file`, which the
+convert removes when it places the store; the table kinds are the layout's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from abc import abstractmethod
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from ..errors import DestinationError, SourceError
+from ..layout import METADATA_NAMESPACE, KvNamespaces, KvPrefix, Layout
+from ..model import (
+    META_KIND_PREFIX,
+    VERSION_PREFIX_DECODE,
+    Batch,
+    TableInfo,
+    TableKind,
+)
+from ._kv_layout import (
+    decode_records,
+    encode_batch,
+    find_tables,
+    layout_tables,
+    prefix_end,
+    shown_key,
+)
+from ._side_metadata import metadata_side_file, read_side_metadata, write_side_metadata
+from .access import Reader, StoreAccess, Writer, take_batches
+
+__all__ = [
+    "MAIN",
+    "KvLayoutReader",
+    "KvLayoutWriter",
+    "RawKv",
+    "RawKvWriter",
+    "check_kv_tables",
+    "kv_layout",
+    "metadata_side_file",
+]
+
+MAIN = ""  # the engine's main namespace
+Op = tuple[str, bytes, bytes | None]  # (namespace, key, value; None deletes)
+
+
+def kv_layout(engine: Any, options: Mapping[str, Any]) -> Layout | None:
+    """The layout an engine's options name (``layout``), loaded and checked (exit 2);
+    None for none, or for a layout file that describes the engine's default layout."""
+    given = options.get("layout")
+    if not given:
+        return None
+    from ..layout import load_layout
+
+    layout = load_layout(given, engine.name, engine.layout_family)
+    if layout.kv.mode == "namespace-per-table":
+        return None
+    main = getattr(engine, "main_namespace", None)  # the main namespace's own name
+    if main is None:
+        return layout
+    spec = layout.kv
+    if isinstance(spec, KvPrefix) and spec.namespace == main:
+        spec = dataclasses.replace(spec, namespace=MAIN)
+    elif isinstance(spec, KvNamespaces):
+        tables = tuple((t, MAIN if ns == main else ns) for t, ns in spec.tables)
+        spec = dataclasses.replace(spec, tables=tables)
+    return dataclasses.replace(layout, spec=spec)
+
+
+class RawKv(StoreAccess):
+    """A key-value store's namespaces as they are: what an engine gives the layouts.
+
+    Implemented by an engine's reader (and, with :class:`RawKvWriter`, its writer)
+    opened in raw mode: nothing of statemigrate's default layout is read into it.
+    """
+
+    @abstractmethod
+    def raw_namespaces(self) -> list[str]:
+        """The namespaces that exist (``""`` for the main one when it holds records or
+        always exists), statemigrate's metadata namespace included when it is there."""
+
+    @abstractmethod
+    def raw_seek(self, ns: str, key: bytes) -> bytes | None:
+        """The first stored key of ``ns`` at or after ``key``, or None."""
+
+    @abstractmethod
+    def raw_items(self, ns: str, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        """The pairs of ``ns`` from ``start`` (inclusive) to ``end`` (exclusive; None: the
+        end), in key order, read from this side's snapshot."""
+
+    def raw_confirm(self, ns: str, start: bytes, end: bytes | None, last: bytes | None) -> None:
+        """Confirm that a scan of ``[start, end)`` whose last key was ``last`` reached
+        the range's real end (an engine whose iterator ends silently at damage checks)."""
+
+    def raw_count(self, ns: str, start: bytes, end: bytes | None) -> int:
+        """The number of keys of ``ns`` in ``[start, end)``."""
+        return sum(1 for _ in self.raw_items(ns, start, end))
+
+    def raw_facts(self, ns: str) -> dict[str, Any]:
+        """The namespace's physical properties (flags, comparator …) for ``inspect``."""
+        return {}
+
+
+class RawKvWriter(RawKv):
+    """A key-value store's namespaces, written: create, one atomic commit, drop."""
+
+    max_key_len: int | None = None  # the longest stored key the engine takes
+
+    @abstractmethod
+    def raw_create(self, ns: str) -> None:
+        """Create namespace ``ns`` (it does not exist yet; ``""`` always exists)."""
+
+    @abstractmethod
+    def raw_write(self, ops: list[Op], *, durable: bool = False) -> None:
+        """Commit ``ops`` (puts, and deletes where the value is None) as one atomic step.
+
+        ``durable``: through the engine's log even where bulk writes skip it.
+        """
+
+    @abstractmethod
+    def raw_delete_range(self, ns: str, start: bytes, end: bytes | None) -> None:
+        """Delete every key of ``ns`` in ``[start, end)``."""
+
+    def raw_finish(self) -> None:
+        """Make everything durable (the writer's ``finish``)."""
+
+    def raw_sync(self) -> None:
+        """Make everything committed durable before a destructive step."""
+
+    def raw_transaction(self) -> AbstractContextManager[None]:
+        """One atomic commit around the block, where the engine has one."""
+        return contextlib.nullcontext()
+
+    def raw_backup(self, path: Path) -> None:
+        """The engine's own consistent copy of the store."""
+        Writer.backup(self, path)  # type: ignore[arg-type]
+
+
+class _Mapped(StoreAccess):
+    """What the layout's reader and writer share: where a table's records are."""
+
+    raw: RawKv
+    layout: Layout
+
+    def _adopt(self, raw: RawKv, layout: Layout) -> None:
+        self.raw = raw
+        self.layout = layout
+        self.path = raw.path
+        self.facts = raw.facts  # type: ignore[misc]  # the engine's, per instance
+
+    def _place(self, name: str) -> tuple[str, bytes, bytes | None]:
+        """(namespace, first stored key, end) of state table ``name``."""
+        spec = self.layout.kv
+        if isinstance(spec, KvNamespaces):
+            ns = spec.namespace_of(name)
+            if ns is None:
+                raise DestinationError(
+                    f"{self.path}: {self.layout.describe()} has no table {name!r}"
+                )
+            return ns, b"", None
+        prefix = spec.table_prefix(name)
+        return spec.namespace, prefix, prefix_end(prefix)
+
+    def _meta_place(self) -> tuple[str, bytes, bytes | None] | None:
+        """Where the metadata is in the store, or None (``metadata = "none"``)."""
+        if self.layout.metadata == "none":
+            return None
+        spec = self.layout.kv
+        if isinstance(spec, KvPrefix) and spec.metadata_inline:
+            prefix = spec.metadata_prefix()
+            return spec.namespace, prefix, prefix_end(prefix)
+        return METADATA_NAMESPACE, b"", None
+
+    def _read_metadata(self) -> dict[str, bytes]:
+        place = self._meta_place()
+        if place is None:
+            return read_side_metadata(self.path)
+        ns, start, end = place
+        if ns not in self.raw.raw_namespaces():
+            return {}
+        where = f"{self.path} metadata"
+        with self.errors(where=where, failed="{where}: read failed ({text})"):
+            pairs = [(bytes(k), bytes(v)) for k, v in self.raw.raw_items(ns, start, end)]
+            self.raw.raw_confirm(ns, start, end, pairs[-1][0] if pairs else None)
+        try:
+            return {k[len(start) :].decode("utf-8"): v for k, v in pairs}
+        except UnicodeDecodeError as exc:
+            raise SourceError(f"{where}: a key is not UTF-8 ({exc})") from exc
+
+    def _where(self, table: TableInfo) -> str:
+        return f"{self.path} table {table.name!r}"
+
+    def scan(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
+        ns, start, end = self._place(table.name)
+        if ns != MAIN and ns not in self.raw.raw_namespaces():
+            return iter(())
+        first = start + (after or b"")
+        items: Iterator[Any] = self.raw.raw_items(ns, first, end)
+        if after is not None:
+            items = (p for p in items if p[0] != first)
+        spec = self.layout.kv
+        if not start and (not table.versioned or spec.version == "prefix-u64be"):
+            # A table that is its namespace: the engine's pairs are its records.
+            decode = VERSION_PREFIX_DECODE if table.versioned else "as_is"
+            return take_batches(items, max_records, max_bytes, decode)
+        records = decode_records(spec, table, items, self._where(table))
+        return take_batches(records, max_records, max_bytes)
+
+    def confirm_end(self, table: TableInfo, after: bytes | None, last: bytes | None) -> None:
+        ns, start, end = self._place(table.name)
+        if ns in self.raw.raw_namespaces():
+            if last is not None:
+                self.raw.raw_confirm(ns, start, end, start + last)
+            else:  # nothing read: nothing of the table after ``after`` (or at all)
+                first = start if after is None else start + after + b"\x00"
+                self.raw.raw_confirm(ns, first, end, None)
+
+    def _find(self, skip_foreign: bool) -> tuple[list[str], list[tuple[str, int]]]:
+        """The layout's tables the store shows, and what it leaves out: (what, records)."""
+        spec = self.layout.kv
+        present = self.raw.raw_namespaces()
+        meta = self._meta_place()
+        ours = {meta[0]} if meta is not None else set()
+        foreign: list[tuple[str, int]] = []
+        names: list[str] = []
+        if isinstance(spec, KvNamespaces):
+            for ns in dict.fromkeys([MAIN, *present]):  # the main namespace always exists
+                table = spec.table_of(ns)
+                if table is not None:
+                    names.append(table)
+                elif ns not in ours and ns in present:
+                    foreign.append((_shown_ns(ns), -1))
+            return names, foreign
+        ours.add(spec.namespace)
+        foreign = [(_shown_ns(ns), -1) for ns in present if ns not in ours]
+        if spec.namespace in present:
+            raw = self.raw
+            ns = spec.namespace
+            found = find_tables(
+                spec,
+                lambda key: raw.raw_seek(ns, key),
+                lambda s, e: raw.raw_count(ns, s, e),
+                stop_at_foreign=not skip_foreign,
+            )
+            if found.foreign:
+                if not skip_foreign:
+                    raise SourceError(
+                        f"{self.path}: namespace {_shown_ns(ns)} holds key "
+                        f"{shown_key(found.first_foreign or b'')}, which no table of the layout "
+                        f"claims (prefix {spec.head + '{name}' + spec.separator!r})",
+                        hint="--skip-foreign-tables leaves such records out; or correct the layout",
+                    )
+                foreign.append((f"keys of {_shown_ns(ns)} no table claims", found.foreign))
+            names = found.names
+        return names, foreign
+
+    def _tables(self, meta: Mapping[str, bytes], names: list[str]) -> list[TableInfo]:
+        spec = self.layout.kv
+        if isinstance(spec, KvNamespaces) and self.layout.metadata == "none":
+            # The layout's tables whose namespace exists are the tables; kinds are its.
+            return [
+                TableInfo(n, TableKind.VERSIONED if n in self.layout.versioned else TableKind.PLAIN)
+                for n in sorted(names, key=lambda n: n.encode("utf-8"))
+            ]
+        return layout_tables(self.layout, meta, names)
+
+
+def _shown_ns(ns: str) -> str:
+    return repr(ns) if ns else "the main namespace"
+
+
+class KvLayoutReader(_Mapped, Reader):
+    """One snapshot of a key-value store in a layout (the engine's raw reader's)."""
+
+    def __init__(self, raw: RawKv, layout: Layout, skip_foreign: bool):
+        self._adopt(raw, layout)
+        self.threadsafe_reads = getattr(raw, "threadsafe_reads", False)  # type: ignore[misc]
+        with self.opening(failed="{path}: cannot be read ({text})"):
+            self.snapshot_metadata = self._read_metadata()
+            names, self.skipped = self._find(skip_foreign)
+            if self.skipped and not skip_foreign:
+                listed = ", ".join(what for what, _ in self.skipped)
+                raise SourceError(
+                    f"{self.path}: not in {layout.describe()}: {listed}",
+                    hint="--skip-foreign-tables leaves them out; or correct the layout",
+                )
+            self.snapshot_tables = self._tables(self.snapshot_metadata, names)
+        # Records no table of the layout claims, left out (skip_foreign_tables).
+        self.skipped_records = sum(n for _, n in self.skipped if n > 0)
+        spec = layout.kv
+        if (
+            not self.snapshot_tables
+            and not self.skipped
+            and isinstance(spec, KvPrefix)
+            and spec.namespace != MAIN
+            and spec.namespace not in raw.raw_namespaces()
+        ):
+            self.close()
+            raise SourceError(
+                f"{self.path}: no namespace {_shown_ns(layout.kv.namespace)}, "
+                f"which {layout.describe()} names"
+            )
+
+    def close(self) -> None:
+        raw = getattr(self, "raw", None)
+        if raw is not None:
+            raw.close()
+
+
+def check_kv_tables(layout: Layout, tables: list[TableInfo]) -> None:
+    """Refuse, before anything is written, tables the layout cannot hold.
+
+    Raises:
+        DestinationError: a name the layout cannot hold (its separator, or none of its
+            tables), or a versioned table where the layout stores no version (exit 5).
+    """
+    spec = layout.kv
+    problems = []
+    for t in tables:
+        problem = spec.name_problem(t.name)
+        if problem is None and t.versioned and spec.version == "none":
+            problem = "is versioned, and the layout's kv.version is 'none'"
+        if (
+            problem is None
+            and t.versioned
+            and layout.metadata == "none"
+            and t.name not in layout.versioned
+        ):
+            problem = (
+                "is versioned, and the layout (metadata 'none') does not list it in `versioned`"
+            )
+        if problem is not None:
+            problems.append(f"{t.name!r} ({problem})")
+    if problems:
+        raise DestinationError(
+            f"{layout.describe()} cannot hold {', '.join(problems)}",
+            hint="rename the table in the app first, leave it out with --tables, "
+            "or correct the layout",
+        )
+
+
+class KvLayoutWriter(_Mapped, Writer):
+    """Writes a key-value store in a layout through the engine's raw writer."""
+
+    def __init__(self, raw: RawKvWriter, layout: Layout, create: bool):
+        self._adopt(raw, layout)
+        self.rawriter = raw
+        spec = layout.kv
+        try:
+            present = raw.raw_namespaces()
+            needed = [spec.namespace] if isinstance(spec, KvPrefix) else []
+            meta = self._meta_place()
+            if meta is not None:
+                needed.append(meta[0])
+            for ns in dict.fromkeys(needed):
+                if ns == MAIN or ns in present:
+                    continue
+                if not create and ns != METADATA_NAMESPACE:
+                    raise DestinationError(
+                        f"{self.path}: no namespace {_shown_ns(ns)}, which the layout names"
+                    )
+                raw.raw_create(ns)
+        except BaseException:
+            raw.close()
+            raise
+
+    def raw_metadata(self) -> dict[str, bytes]:
+        return self._read_metadata()
+
+    def list_tables(self) -> list[TableInfo]:
+        names, _ = self._find(skip_foreign=True)
+        return self._tables(self.raw_metadata(), names)
+
+    def _meta_ops(self, metadata: Mapping[str, bytes | None]) -> list[Op]:
+        place = self._meta_place()
+        if place is None:
+            return []
+        ns, head, _ = place
+        return [(ns, head + k.encode("utf-8"), v) for k, v in metadata.items()]
+
+    def _side_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
+        """``metadata = "none"``: the entries go to the side file (:mod:`._side_metadata`)."""
+        write_side_metadata(self.path, metadata, self.layout.describe())
+
+    def _commit(
+        self, ops: list[Op], metadata: Mapping[str, bytes | None] | None, durable: bool = False
+    ) -> None:
+        if metadata and self._meta_place() is not None:
+            ops = ops + self._meta_ops(metadata)
+        if ops:
+            self.rawriter.raw_write(ops, durable=durable)
+        if metadata and self._meta_place() is None:
+            # After the records: a checkpoint never runs ahead of what is written (a
+            # resume from an older one writes the same records again, as puts).
+            self._side_metadata(metadata)
+
+    def create_table(self, table: TableInfo) -> None:
+        problem = self.layout.kv.name_problem(table.name)
+        if problem:  # convert refuses it before writing (check_tables); upgrades land here
+            raise DestinationError(
+                f"{self.path}: table {table.name!r} {problem}, which {self.layout.describe()} "
+                "cannot hold"
+            )
+        ns, _, _ = self._place(table.name)
+        if ns != MAIN and ns not in self.raw.raw_namespaces():
+            self.rawriter.raw_create(ns)
+        if self._meta_place() is not None:
+            # Through the log, as the default writers' kinds: an empty table exists by its kind.
+            self._commit(
+                [], {META_KIND_PREFIX + table.name: table.kind.value.encode()}, durable=True
+            )
+
+    def write_batch(
+        self, table: TableInfo, batch: Batch, metadata: Mapping[str, bytes | None] | None = None
+    ) -> None:
+        ns, start, _ = self._place(table.name)
+        ops: list[Op] = [(ns, k, v) for k, v in encode_batch(self.layout.kv, table, batch)]
+        limit = self.rawriter.max_key_len
+        long = next((k for _, k, _ in ops if limit is not None and len(k) > limit), None)
+        if long is not None:
+            raise DestinationError(
+                f"{self.path}: cannot store key {shown_key(long[len(start) :])} of table "
+                f"{table.name!r}: with its prefix it is {len(long)} bytes, over {limit}"
+            )
+        self._commit(ops, metadata)
+
+    def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
+        self._commit([], metadata)
+
+    def finish(self) -> None:
+        self.rawriter.raw_finish()
+
+    def sync(self) -> None:
+        self.rawriter.raw_sync()
+
+    def transaction(self) -> AbstractContextManager[None]:
+        return self.rawriter.raw_transaction()
+
+    def backup(self, path: Path) -> None:
+        self.rawriter.raw_backup(path)
+
+    def drop_table(self, name: str) -> None:
+        # The kind goes first, as in the default layout; the records are one range.
+        if self._meta_place() is not None:
+            self.put_metadata({META_KIND_PREFIX + name: None})
+        ns, start, end = self._place(name)
+        if ns in self.raw.raw_namespaces():
+            self.rawriter.raw_delete_range(ns, start, end)
+
+    def close(self) -> None:
+        raw = getattr(self, "raw", None)
+        if raw is not None:
+            raw.close()
