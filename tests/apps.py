@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import json
 import random
 import re
 import shutil
@@ -589,8 +590,10 @@ tables = {{ {self.flagged} = "{self.flagged}", settings = "settings" }}
 
     @staticmethod
     def shape(path: Path) -> dict[str, Any]:
+        """The environment's files (but ``lock.mdb``, which LMDB makes again at any open)
+        and its databases with their flags."""
         return {
-            "files": sorted(p.name for p in path.iterdir()),
+            "files": sorted(p.name for p in path.iterdir() if p.name != "lock.mdb"),
             "databases": lmdb_databases(path, subdir=True),
         }
 
@@ -622,7 +625,7 @@ def rocksdb_column_families(path: Path) -> list[str]:
     """``ldb list_column_families``: the families RocksDB 7.8 finds in the MANIFEST."""
     out = _run(["ldb", f"--db={path}", "list_column_families"]).decode()
     listed = out[out.index("{") + 1 : out.rindex("}")]
-    return [name.strip() for name in listed.split(",")]
+    return sorted(name.strip() for name in listed.split(","))  # MANIFEST order is no property
 
 
 class LdbApp:
@@ -794,11 +797,13 @@ tables = { default = "", users = "users", sessions = "sessions", events = "event
 
     @staticmethod
     def shape(path: Path) -> dict[str, Any]:
+        config = path / "rocksdict-config.json"
         return {
             "column_families": rocksdb_column_families(path),
             "foreign_files": sorted(
                 p.name for p in path.iterdir() if not ROCKSDB_FILE.fullmatch(p.name)
             ),
+            "rocksdict_config": json.loads(config.read_text()) if config.exists() else None,
         }
 
 

@@ -157,7 +157,7 @@ def test_ldb_default_column_family(via, tmp_path):
     round_trip(apps.LdbApp, via, tmp_path)
 
 
-@xfail("LMDB DUPSORT databases with duplicates are refused (no multimap tables)")
+@xfail("LMDB DUPSORT with duplicates refused ('not read in key order'): no multimap tables")
 @pytest.mark.parametrize("via", [VIA_SQL, "rocksdb"])
 def test_pylmdb_dupsort_with_duplicates(via, tmp_path):
     round_trip(apps.PyLmdbApp("dupsort"), via, tmp_path)
@@ -169,7 +169,7 @@ def test_pylmdb_dupsort_unique_keys(via, tmp_path):
     round_trip(apps.PyLmdbApp("dupsort-unique"), via, tmp_path)
 
 
-@xfail("an LMDB INTEGERKEY database is refused as damaged")
+@xfail("an LMDB INTEGERKEY database is refused ('not read in key order'), not read in its order")
 @pytest.mark.parametrize("via", [VIA_SQL, "rocksdb"])
 def test_pylmdb_integerkey(via, tmp_path):
     round_trip(apps.PyLmdbApp("integerkey"), via, tmp_path)
@@ -184,7 +184,6 @@ def test_rocksdict_column_families_records(via, tmp_path):
     assert_same_answers(answers, app.read(back))
 
 
-@xfail("no RocksDB layout mapping state tables onto column families with metadata = none")
 def test_rocksdict_column_families_shape(tmp_path):
     """In a layout without in-store metadata, the store written back has rocksdict's five
     families and its own side file only (no __statemigrate__ family)."""
@@ -207,3 +206,52 @@ def test_rocksdict_default_mode_is_refused_for_its_comparator(tmp_path):
     assert "comparator" in res.stderr and "rocksdict" in res.stderr, res.stderr
     assert "damaged" not in res.stderr, res.stderr
     assert not (tmp_path / "o.sqlite").exists()
+
+
+# `verify` on stores that lost a flag or a type: both stores are made by the software
+# itself (py-lmdb, SQLite), so the difference is known without statemigrate.
+
+
+@xfail("verify says equal for an LMDB database that lost MDB_DUPSORT")
+def test_verify_tells_a_lost_dupsort_flag(tmp_path):
+    app = apps.PyLmdbApp("dupsort-unique")
+    require(app)
+    records = app.records()
+    with_flag, without = tmp_path / "dupsort.lmdb", tmp_path / "plain.lmdb"
+    app.write(with_flag, records)
+    plain = apps.PyLmdbApp("dupsort-unique")
+    plain.flags = {}  # the same records, the database opened without dupsort=True
+    plain.write(without, records)
+    assert app.shape(with_flag)["databases"]["threads"]["md_flags"] == 4
+    assert app.shape(without)["databases"]["threads"]["md_flags"] == 0
+    res = statemigrate("verify", str(with_flag), str(without))
+    assert res.returncode == 1, (res.returncode, res.stdout[-1500:], res.stderr[-1500:])
+
+
+@xfail("no single-table SQL layout, and values' storage classes are not compared")
+def test_verify_tells_a_lost_value_storage_class(tmp_path):
+    """dbm.sqlite3 answers bytes for a BLOB value and str for a TEXT one: a copy whose
+    values became TEXT breaks the app, and verify must say different."""
+    app = apps.DbmSqlite3App
+    require(app)
+    store = tmp_path / "a" / app.store_name
+    store.parent.mkdir()
+    app.write(store, app.records())
+    copy = tmp_path / "b" / app.store_name
+    copy.parent.mkdir()
+    copy.write_bytes(store.read_bytes())
+    with apps.sqlite3.connect(copy) as db:
+        changed = db.execute(
+            "UPDATE Dict SET value = CAST(value AS TEXT) WHERE key = CAST(? AS BLOB)",
+            ("user:1:名前",),
+        ).rowcount
+    assert changed == 1
+    before, after = app.read(store), app.read(copy)
+    assert before["items"]["user:1:名前".encode()] == "Jürgen 1 ✓".encode()
+    assert after["items"]["user:1:名前".encode()] == "Jürgen 1 ✓"  # the app now gets a str
+    layout = tmp_path / "dbm.toml"
+    layout.write_text(app.layout)
+    res = statemigrate(
+        "verify", "--layout-a", str(layout), "--layout-b", str(layout), str(store), str(copy)
+    )
+    assert res.returncode == 1, (res.returncode, res.stdout[-1500:], res.stderr[-1500:])
