@@ -264,6 +264,12 @@ def _count_option(flag: str, default: int, help: str, minimum: int = 1) -> Calla
     "--no-verify", is_flag=True, help="Skip reading the destination back (not recommended)."
 )
 @click.option("--force", is_flag=True, help="Skip the free-space check.")
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Convert even when --skip-foreign-tables left every part of SOURCE out "
+    "(refused by default: exit 4).",
+)
 @_layout_option("--source-layout", "the source's state")
 @_layout_option("--dest-layout", "the destination's state")
 @click.option(
@@ -297,6 +303,7 @@ def convert(
     resume: bool,
     no_verify: bool,
     force: bool,
+    allow_empty: bool,
     source_layout: str | None,
     dest_layout: str | None,
     source_opts: tuple[str, ...],
@@ -343,6 +350,7 @@ def convert(
             destination_options=dst_options,
             progress=for_stderr(quiet() or as_json),
             should_stop=stopper.poll,
+            allow_empty=allow_empty,
         )
 
     report = reported("convert", as_json, context, run)

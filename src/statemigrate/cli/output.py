@@ -458,3 +458,8 @@ def print_convert(report: Any, tables: bool = False) -> None:
             f"{state}"
         )
     echo(f"store digest {report.store_digest}")
+    if report.skipped:
+        from ..pipeline.conversion import skipped_text
+
+        listed = ", ".join(skipped_text(s) for s in report.skipped)
+        echo(f"left out (not in the layout, --skip-foreign-tables): {listed}")

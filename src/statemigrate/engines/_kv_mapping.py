@@ -249,10 +249,12 @@ class _Mapped(StoreAccess):
                 if table is not None:
                     names.append(table)
                 elif ns not in ours and ns in present:
-                    foreign.append((_shown_ns(ns), -1))
+                    foreign.append((_shown_ns(ns), self._count_all(ns, skip_foreign)))
             return names, foreign
         ours.add(spec.namespace)
-        foreign = [(_shown_ns(ns), -1) for ns in present if ns not in ours]
+        foreign = [
+            (_shown_ns(ns), self._count_all(ns, skip_foreign)) for ns in present if ns not in ours
+        ]
         if spec.namespace in present:
             raw = self.raw
             ns = spec.namespace
@@ -265,7 +267,7 @@ class _Mapped(StoreAccess):
             if found.foreign:
                 if not skip_foreign:
                     raise SourceError(
-                        f"{self.path}: namespace {_shown_ns(ns)} holds key "
+                        f"{self.path}: {_shown_ns(ns)} holds key "
                         f"{shown_key(found.first_foreign or b'')}, which no table of the layout "
                         f"claims (prefix {spec.head + '{name}' + spec.separator!r})",
                         hint="--skip-foreign-tables leaves such records out; or correct the layout",
@@ -273,6 +275,10 @@ class _Mapped(StoreAccess):
                 foreign.append((f"keys of {_shown_ns(ns)} no table claims", found.foreign))
             names = found.names
         return names, foreign
+
+    def _count_all(self, ns: str, counted: bool) -> int:
+        """The records of a namespace the layout leaves out (-1: not counted, it is refused)."""
+        return self.raw.raw_count(ns, b"", None) if counted else -1
 
     def _tables(self, meta: Mapping[str, bytes], names: list[str]) -> list[TableInfo]:
         spec = self.layout.kv
@@ -286,7 +292,7 @@ class _Mapped(StoreAccess):
 
 
 def _shown_ns(ns: str) -> str:
-    return repr(ns) if ns else "the main namespace"
+    return f"namespace {ns!r}" if ns else "the main namespace"
 
 
 class KvLayoutReader(_Mapped, Reader):
@@ -317,9 +323,12 @@ class KvLayoutReader(_Mapped, Reader):
         ):
             self.close()
             raise SourceError(
-                f"{self.path}: no namespace {_shown_ns(layout.kv.namespace)}, "
-                f"which {layout.describe()} names"
+                f"{self.path}: no {_shown_ns(spec.namespace)}, which {layout.describe()} names"
             )
+
+    def skipped_tables(self) -> list[tuple[str, int | None]]:
+        """The namespaces, and the keys of the layout's namespace, no table claims."""
+        return [(what, n if n >= 0 else None) for what, n in self.skipped]
 
     def close(self) -> None:
         raw = getattr(self, "raw", None)
@@ -377,7 +386,7 @@ class KvLayoutWriter(_Mapped, Writer):
                     continue
                 if not create and ns != METADATA_NAMESPACE:
                     raise DestinationError(
-                        f"{self.path}: no namespace {_shown_ns(ns)}, which the layout names"
+                        f"{self.path}: no {_shown_ns(ns)}, which the layout names"
                     )
                 raw.raw_create(ns)
         except BaseException:

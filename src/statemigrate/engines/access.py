@@ -390,6 +390,12 @@ class Reader(StoreAccess):
         """The store's tables (not the metadata table), in any order."""
         return list(self.snapshot_tables)
 
+    def skipped_tables(self) -> list[tuple[str, int | None]]:
+        """What the reader left out of the store (``skip_foreign_tables``): what each
+        part is ("table 'users'", "column family 'x'") and its record count (None: not
+        counted). The default names the SQL readers' ``foreign_tables``."""
+        return [(f"table {n!r}", None) for n in getattr(self, "foreign_tables", [])]
+
     def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
         """The table's record count where it is cheap to know, for progress only.
 

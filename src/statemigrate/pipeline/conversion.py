@@ -20,7 +20,7 @@ from ..engines.base import (
     Reader,
     Writer,
 )
-from ..errors import DestinationError, InterruptedByUser, UsageError
+from ..errors import DestinationError, InterruptedByUser, SourceError, UsageError
 from ..fsutil import crash_point, fsync_tree, lexists, recover_placement
 from ..model import META_CHECKPOINT_DONE, TableInfo, check_source_tables
 from ..perms import keep_owner, no_wider_than
@@ -71,6 +71,7 @@ def convert(
     destination_options: dict[str, Any] | None = None,
     progress: Progress | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    allow_empty: bool = False,
 ) -> ConvertReport:
     """Convert a store to another engine (or the same one), verified, never in place.
 
@@ -90,6 +91,8 @@ def convert(
         destination_options: engine options for the writer.
         progress: receives progress events.
         should_stop: polled between batches; True stops with a resumable checkpoint.
+        allow_empty: convert even when the reader left every part of the source out
+            (``skip_foreign_tables``); refused otherwise (exit 4).
 
     Returns:
         A :class:`ConvertReport`.
@@ -118,6 +121,7 @@ def convert(
         force,
         progress or Progress(),
         should_stop,
+        allow_empty,
     )
     _refuse_before_locking(job)
     # Everything made from here (lock, .partial, side files) is no wider than the
@@ -127,6 +131,26 @@ def convert(
     report.seconds = time.monotonic() - started
     job.progress.close()
     return report
+
+
+def refuse_all_skipped(job: Job, chosen: list[TableInfo], report: ConvertReport) -> None:
+    """Refuse (exit 4) a convert that would copy nothing because the reader left every
+    part of the source out (``skip_foreign_tables``), unless ``allow_empty``."""
+    if chosen or not report.skipped or job.allow_empty:
+        return
+    listed = ", ".join(skipped_text(s) for s in report.skipped)
+    raise SourceError(
+        f"{job.src_path}: nothing to convert: every part of the store was left out "
+        f"as not in its layout ({listed})",
+        hint="give the layout that describes the app's tables (`statemigrate layout init "
+        "SRC` prints one), or pass --allow-empty",
+    )
+
+
+def skipped_text(skipped: dict[str, Any]) -> str:
+    """A part the reader left out, for messages: "table 'users' (12 records)"."""
+    n = skipped["records"]
+    return skipped["what"] + ("" if n is None else f" ({n:,} records)")
 
 
 def _refuse_before_locking(job: Job) -> None:
@@ -154,6 +178,8 @@ def _convert_locked(job: Job) -> ConvertReport:
         contextlib.ExitStack() as later,  # closed first: a source walk ends before the reader
     ):
         chosen = select_tables(reader.tables(), job.tables)
+        report.skipped = [{"what": w, "records": n} for w, n in reader.skipped_tables()]
+        refuse_all_skipped(job, chosen, report)
         source_digests = _build(job, plan, reader, chosen, source_fp, later)
         report.resumed = plan.start in (Start.CONTINUE, Start.COMPLETE)
         if plan.start is Start.CONTINUE:

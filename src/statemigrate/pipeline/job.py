@@ -34,6 +34,8 @@ class Job:
         force: skip the free-space check.
         progress: receives progress events.
         should_stop: polled between batches.
+        allow_empty: a source whose every part the reader left out (``skip_foreign_tables``)
+            may be converted into an empty store.
         sizes: each source table's payload bytes, from the last whole read of it.
     """
 
@@ -52,6 +54,7 @@ class Job:
     force: bool
     progress: Progress
     should_stop: Callable[[], bool]
+    allow_empty: bool = False
     sizes: dict[str, int] = field(default_factory=dict)
 
     @property

@@ -40,6 +40,8 @@ class ConvertReport:
     # run that placed it was killed after the rename): nothing was written.
     already_complete: bool = False
     seconds: float = 0.0
+    # What the reader left out (skip_foreign_tables): {"what": "table 'x'", "records": n}.
+    skipped: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def records(self) -> int:
