@@ -805,25 +805,3 @@ tables = { default = "", users = "users", sessions = "sessions", events = "event
             ),
             "rocksdict_config": json.loads(config.read_text()) if config.exists() else None,
         }
-
-
-def tool_versions() -> dict[str, str]:
-    """The versions of the software above, for a report."""
-    versions = {"python": sys.version.split()[0], "sqlite": sqlite3.sqlite_version}
-    for module in ("sqlitedict", "lmdb", "rocksdict"):
-        try:
-            from importlib.metadata import version
-
-            versions[module] = version(module)
-        except Exception:  # noqa: BLE001 - a missing module is reported by available()
-            versions[module] = "missing"
-    if shutil.which("dpkg-query"):
-        for package in ("postfix-lmdb", "rocksdb-tools", "librocksdb-dev", "lmdb-utils"):
-            res = subprocess.run(
-                ["dpkg-query", "-W", "-f=${Version}", package],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            versions[package] = res.stdout if res.returncode == 0 else "missing"
-    return versions
