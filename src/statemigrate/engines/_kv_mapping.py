@@ -35,6 +35,7 @@ from ..model import (
     Batch,
     TableInfo,
     TableKind,
+    encode_versioned,
 )
 from ._kv_layout import (
     decode_records,
@@ -71,6 +72,23 @@ def kv_layout(engine: Any, options: Mapping[str, Any]) -> Layout | None:
     from ..layout import load_layout
 
     layout = load_layout(given, engine.name, engine.layout_family)
+    # A field of the store's file shape is the engine's own (LMDB's ``subdir``).
+    if layout.kv.subdir is not None and "subdir" not in getattr(engine, "layout_shape_fields", ()):
+        from ..errors import UsageError
+
+        raise UsageError(
+            f"layout {layout.path}: kv.subdir is LMDB's (a single file or a directory), "
+            f"not a field of {engine.name}'s stores"
+        )
+    if layout.kv.rocksdict_config and "rocksdict_config" not in getattr(
+        engine, "layout_shape_fields", ()
+    ):
+        from ..errors import UsageError
+
+        raise UsageError(
+            f"layout {layout.path}: kv.rocksdict_config is RocksDB's (rocksdict's own file "
+            f"in the store), not a field of {engine.name}'s stores"
+        )
     if layout.kv.mode == "namespace-per-table":
         return None
     main = getattr(engine, "main_namespace", None)  # the main namespace's own name
@@ -118,6 +136,16 @@ class RawKv(StoreAccess):
         """The namespace's physical properties (flags, comparator …) for ``inspect``."""
         return {}
 
+    def raw_checked(self) -> None:
+        """Called after each batch is taken, before it is used: refuse a read that a
+        writer changed under this side's snapshot (LMDB without its lock)."""
+
+    def raw_native_digests(self, tables: list[tuple[str, TableInfo]]) -> list[Any] | None:
+        """Whole namespaces' ``(count, digest sum, payload bytes)`` read natively, each
+        ``(namespace, table)`` with the table's kind (:meth:`Reader.native_digests`);
+        None: read through the batches."""
+        return None
+
 
 class RawKvWriter(RawKv):
     """A key-value store's namespaces, written: create, one atomic commit, drop."""
@@ -134,6 +162,13 @@ class RawKvWriter(RawKv):
 
         ``durable``: through the engine's log even where bulk writes skip it.
         """
+
+    def raw_put_sorted(self, ns: str, pairs: list[tuple[bytes, bytes]], extra: list[Op]) -> None:
+        """Put ``pairs`` (ascending keys) into ``ns`` and apply ``extra``, one atomic commit.
+
+        The bulk path of a batch; the default is :meth:`raw_write`.
+        """
+        self.raw_write([(ns, k, v) for k, v in pairs] + extra)
 
     @abstractmethod
     def raw_delete_range(self, ns: str, start: bytes, end: bytes | None) -> None:
@@ -222,9 +257,27 @@ class _Mapped(StoreAccess):
         if not start and (not table.versioned or spec.version == "prefix-u64be"):
             # A table that is its namespace: the engine's pairs are its records.
             decode = VERSION_PREFIX_DECODE if table.versioned else "as_is"
-            return take_batches(items, max_records, max_bytes, decode)
+            return self._checked(take_batches(items, max_records, max_bytes, decode))
         records = decode_records(spec, table, items, self._where(table))
-        return take_batches(records, max_records, max_bytes)
+        return self._checked(take_batches(records, max_records, max_bytes))
+
+    def _checked(self, batches: Iterator[Batch]) -> Iterator[Batch]:
+        for batch in batches:
+            self.raw.raw_checked()
+            yield batch
+
+    def _whole_namespaces(self, tables: list[TableInfo]) -> list[tuple[str, TableInfo]] | None:
+        """Each table's namespace where every table is one in the default encoding."""
+        spec = self.layout.kv
+        if not isinstance(spec, KvNamespaces) or spec.version != "prefix-u64be":
+            return None
+        out = []
+        for t in tables:
+            ns = spec.namespace_of(t.name)
+            if ns is None or ns == MAIN:
+                return None
+            out.append((ns, t))
+        return out
 
     def confirm_end(self, table: TableInfo, after: bytes | None, last: bytes | None) -> None:
         ns, start, end = self._place(table.name)
@@ -325,6 +378,11 @@ class KvLayoutReader(_Mapped, Reader):
             raise SourceError(
                 f"{self.path}: no {_shown_ns(spec.namespace)}, which {layout.describe()} names"
             )
+
+    def native_digests(self, tables: list[TableInfo]) -> list[tuple[int, int, int]] | None:
+        """The engine's native walk, where every table is a namespace of its own."""
+        placed = self._whole_namespaces(tables)
+        return self.raw.raw_native_digests(placed) if placed is not None else None
 
     def skipped_tables(self) -> list[tuple[str, int | None]]:
         """The namespaces, and the keys of the layout's namespace, no table claims."""
@@ -443,15 +501,28 @@ class KvLayoutWriter(_Mapped, Writer):
         self, table: TableInfo, batch: Batch, metadata: Mapping[str, bytes | None] | None = None
     ) -> None:
         ns, start, _ = self._place(table.name)
-        ops: list[Op] = [(ns, k, v) for k, v in encode_batch(self.layout.kv, table, batch)]
-        limit = self.rawriter.max_key_len
-        long = next((k for _, k, _ in ops if limit is not None and len(k) > limit), None)
-        if long is not None:
-            raise DestinationError(
-                f"{self.path}: cannot store key {shown_key(long[len(start) :])} of table "
-                f"{table.name!r}: with its prefix it is {len(long)} bytes, over {limit}"
-            )
-        self._commit(ops, metadata)
+        spec = self.layout.kv
+        if start:
+            pairs = encode_batch(spec, table, batch)
+            limit = self.rawriter.max_key_len  # the engine checked the keys, not the prefixes
+            long = next((k for k, _ in pairs if limit is not None and len(k) > limit), None)
+            if long is not None:
+                raise DestinationError(
+                    f"{self.path}: cannot store key {shown_key(long[len(start) :])} of table "
+                    f"{table.name!r}: with its prefix it is {len(long)} bytes, over {limit}"
+                )
+        elif not table.versioned:
+            pairs = batch  # type: ignore[assignment]  # plain records are the pairs
+        elif spec.version == "prefix-u64be":
+            pairs = encode_versioned(batch)
+        else:
+            pairs = encode_batch(spec, table, batch)
+        inline = self._meta_place() is not None
+        self.rawriter.raw_put_sorted(
+            ns, pairs, self._meta_ops(metadata) if metadata and inline else []
+        )
+        if metadata and not inline:
+            self._side_metadata(metadata)
 
     def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
         self._commit([], metadata)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import SourceError
-from ...model import METADATA_TABLE
+from ...model import METADATA_TABLE, TableInfo
 from .._kv_layout import SEPARATORS, guess_prefix, guess_text, may_be_versioned
 from .._kv_mapping import MAIN, Op, RawKv, RawKvWriter
 from . import LmdbEngine, LmdbReader, LmdbWriter
@@ -73,6 +73,12 @@ class _RawCursors(RawKv):
             return bytes(cur.key()) if more else None
 
     def raw_items(self, ns: str, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        if ns != MAIN and end is None:  # a whole named database from a key: LMDB's own loop
+            with self._using() as txn:
+                cur = self._cursor(txn, ns)
+                if cur.set_range(start):
+                    yield from cur.iternext()
+            return
         with self._using() as txn:
             cur = self._cursor(txn, ns)
             more = cur.set_range(start)
@@ -90,6 +96,9 @@ class _RawCursors(RawKv):
             self._checked()
 
     def raw_confirm(self, ns: str, start: bytes, end: bytes | None, last: bytes | None) -> None:
+        self._checked()
+
+    def raw_checked(self) -> None:
         self._checked()
 
     def raw_facts(self, ns: str) -> dict[str, Any]:
@@ -118,14 +127,20 @@ class RawLmdbReader(_RawCursors, LmdbReader):
     def _checked(self) -> None:
         self._check_unchanged()
 
+    def raw_native_digests(self, tables: list[tuple[str, TableInfo]]) -> list[Any] | None:
+        """The page walk of :meth:`LmdbReader.native_digests`, each table's database by name."""
+        return LmdbReader.native_digests(self, [TableInfo(ns, t.kind) for ns, t in tables])
+
 
 class RawLmdbWriter(_RawCursors, LmdbWriter, RawKvWriter):
     """LMDB's writer over its databases as they are (none made but those asked for)."""
 
     raw = True
 
-    def __init__(self, engine: type[LmdbEngine], path: Path, create: bool):
-        super().__init__(engine, path, create)
+    def __init__(
+        self, engine: type[LmdbEngine], path: Path, create: bool, subdir: bool | None = None
+    ):
+        super().__init__(engine, path, create, subdir)
         self.max_key_len = engine.capabilities.max_key_len
 
     def _txn(self) -> Any:
@@ -169,6 +184,22 @@ class RawLmdbWriter(_RawCursors, LmdbWriter, RawKvWriter):
                 db = None if ns == MAIN else self.dbs[ns]
                 txn.delete(ops[i][1], db=db) if db is not None else txn.delete(ops[i][1])
                 i += 1
+
+        self._tx(work)
+
+    def raw_put_sorted(self, ns: str, pairs: list[tuple[bytes, bytes]], extra: list[Op]) -> None:
+        def work(txn: Any) -> None:
+            cur = self._cursor(txn, ns)
+            # Appending (MDB_APPEND) when the pairs land after the database's last key, as
+            # the default writer; a resume writing the same records again cannot.
+            append = bool(pairs) and ns != MAIN and (not cur.last() or cur.key() < pairs[0][0])
+            cur.putmulti(pairs, append=append, overwrite=True)
+            for ens, key, value in extra:
+                db = None if ens == MAIN else self.dbs[ens]
+                if value is None:
+                    txn.delete(key, db=db) if db is not None else txn.delete(key)
+                else:
+                    txn.put(key, value, db=db) if db is not None else txn.put(key, value)
 
         self._tx(work)
 

@@ -160,6 +160,24 @@ class RawRocksdbWriter(_RawScans, RocksdbWriter, RawKvWriter):
         with self.errors(failed="{path}: write failed ({text})"):
             self.db.write(wb, self.wal_opts if durable else self.write_opts)
 
+    def raw_put_sorted(self, ns: str, pairs: list[tuple[bytes, bytes]], extra: list[Op]) -> None:
+        wb = self.rd.WriteBatch(raw_mode=True)
+        if ns == MAIN:
+            for k, v in pairs:
+                wb.put(k, v)
+        else:
+            handle = self._handle(ns)
+            for k, v in pairs:
+                wb.put(k, v, handle)
+        for ens, key, value in extra:
+            if ens == MAIN:
+                wb.put(key, value) if value is not None else wb.delete(key)
+            else:
+                h = self._handle(ens)
+                wb.put(key, value, h) if value is not None else wb.delete(key, h)
+        with self.errors(failed="{path}: write failed ({text})"):
+            self.db.write(wb, self.write_opts)
+
     def raw_delete_range(self, ns: str, start: bytes, end: bytes | None) -> None:
         if end is None and ns != MAIN:
             self._handles.pop(ns, None)
