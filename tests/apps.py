@@ -406,6 +406,7 @@ metadata = "none"
 [kv]
 mode = "namespaces"
 tables = { aliases = "" }
+subdir = false
 """
 
     _config: Path | None = None

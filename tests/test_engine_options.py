@@ -265,12 +265,17 @@ def test_engines_lists_options_with_type_default_and_help() -> None:
         "applies": "dest",
     }
     assert [(o["name"], o["applies"]) for o in rows["rocksdb"]["options"][1:]] == [
+        ("rocksdb_compat", "dest"),
         ("layout", "both"),
         ("skip_foreign_tables", "source"),
     ]
     assert [o["name"] for o in rows["redb"]["options"]] == ["redb_format", "bytewise_key_types"]
     assert rows["redb"]["options"][1]["default"] == []
-    assert [o["name"] for o in rows["lmdb"]["options"]] == ["layout", "skip_foreign_tables"]
+    assert [o["name"] for o in rows["lmdb"]["options"]] == [
+        "layout",
+        "subdir",
+        "skip_foreign_tables",
+    ]
     text = run("engines").output.splitlines()
     # The list fits 80 columns: one row per option (engine, name, where it applies, type,
     # default), its help wrapped under it.

@@ -15,8 +15,33 @@ from ..errors import SourceError
 from ..model import TableInfo
 
 
-def check_data_file(data: Path) -> None:
-    """Refuse a damaged ``data.mdb`` before LMDB maps it.
+def data_file(path: Path) -> Path:
+    """The file holding an environment's pages: ``data.mdb`` in a directory store, the
+    store itself in a single-file one (``MDB_NOSUBDIR``, py-lmdb's ``subdir=False``)."""
+    return path / "data.mdb" if path.is_dir() else path
+
+
+def lock_file(path: Path) -> Path:
+    """LMDB's lock file: ``lock.mdb`` in a directory store, ``PATH-lock`` beside a single
+    file (what ``mdb_env_open`` names with and without ``MDB_NOSUBDIR``)."""
+    return path / "lock.mdb" if path.is_dir() else Path(str(path) + "-lock")
+
+
+def is_single_file(path: Path) -> bool:
+    """Whether ``path`` is a single-file LMDB environment: a regular file whose first
+    page is an LMDB meta page (the magic, read without LMDB). Changes nothing."""
+    if not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_META_AT + 4)
+    except OSError:
+        return False
+    return len(head) == _META_AT + 4 and struct.unpack_from("<I", head, _META_AT)[0] == _MAGIC
+
+
+def check_data_file(data: Path, store: Path | None = None) -> None:
+    """Refuse a damaged ``data.mdb`` (or single-file environment) before LMDB maps it.
 
     LMDB trusts the file: reading a page past the end of a file cut short, or a value
     whose damaged size runs past the end, is a SIGBUS that kills the interpreter. The
@@ -30,11 +55,13 @@ def check_data_file(data: Path) -> None:
     problem = _native.lmdb_check(str(data))
     if problem is None:
         return
+    # A directory store is named with its data.mdb; a single file is the store itself.
+    where, what = (data.parent, "data.mdb ") if store is None else (store, "")
     if problem.startswith(("has no valid meta page", "is too short")):
-        raise SourceError(f"{data.parent}: not an LMDB store (data.mdb {problem})")
+        raise SourceError(f"{where}: not an LMDB store ({what}{problem})")
     if problem.startswith(("cannot be read", "is truncated")):
-        raise SourceError(f"{data.parent}: data.mdb {problem}")
-    raise SourceError(f"{data.parent}: data.mdb is damaged ({problem})")
+        raise SourceError(f"{where}: {what}{problem}")
+    raise SourceError(f"{where}: {what}is damaged ({problem})")
 
 
 # LMDB's meta pages (0.9, 64-bit little-endian): after the 16-byte page header, the
@@ -76,20 +103,39 @@ def keep_map_size(source: Path, fd: int) -> None:
             os.pwrite(fd, struct.pack("<Q", wanted), at)
 
 
-def open_ro(path: Path, lmdb: Any, lock: bool, max_dbs: int = 0) -> Any:
-    """The environment at ``path``, read-only, never created."""
+def open_ro(path: Path, lmdb: Any, lock: bool, max_dbs: int = 0, subdir: bool = True) -> Any:
+    """The environment at ``path``, read-only, never created (a single file: ``subdir``
+    False; read-only, LMDB opens it ``O_RDONLY`` and makes no lock file without ``lock``)."""
     return lmdb.open(
-        str(path), subdir=True, readonly=True, lock=lock, max_dbs=max_dbs, create=False
+        str(path), subdir=subdir, readonly=True, lock=lock, max_dbs=max_dbs, create=False
     )
 
 
-def count_dbs(path: Path, lmdb: Any, lock: bool) -> int:
-    """How many named databases the environment holds (its main database's entries)."""
-    env = open_ro(path, lmdb, lock)
+def count_dbs(path: Path, lmdb: Any, lock: bool, subdir: bool = True) -> int:
+    """How many named databases the environment holds at most (its main database's
+    entries: in an unnamed database holding records, those count too)."""
+    env = open_ro(path, lmdb, lock, subdir=subdir)
     try:
-        return int(env.stat()["entries"])
+        entries = int(env.stat()["entries"])
+        if entries <= _FEW_DBS:
+            return entries
+        # An unnamed database holding records (a Postfix map): only a key whose value
+        # has the size of LMDB's database record may name a database (max_dbs sizes
+        # LMDB's per-database arrays, allocated at open).
+        with env.begin(buffers=True) as txn:
+            return sum(
+                1
+                for key, value in txn.cursor()
+                if len(value) == SUBDB_RECORD_BYTES and b"\x00" not in bytes(key)
+            )
     finally:
         env.close()
+
+
+_FEW_DBS = 256
+# A named database's entry in the unnamed database is LMDB's MDB_db record: 48 bytes
+# on every 64-bit build (and the node flagged F_SUBDATA, which py-lmdb does not show).
+SUBDB_RECORD_BYTES = 48
 
 
 def walked_digests(

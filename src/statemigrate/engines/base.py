@@ -268,6 +268,13 @@ class Engine(ABC):
         directory = cls.capabilities.directory
         refuse_linked_side_files(path, cls.side_files, directory=directory, make=make)
 
+    @classmethod
+    def store_directory(cls, path: Path) -> bool:
+        """Whether the store at ``path`` (existing or not) is a directory: the engine's
+        :attr:`Capabilities.directory`, unless it has stores of both shapes (LMDB's
+        single-file environments) and says so per store."""
+        return cls.capabilities.directory
+
     @final
     @classmethod
     def open_for_writing(

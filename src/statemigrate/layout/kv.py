@@ -11,6 +11,14 @@ LMDB's unnamed database), named ``""`` here. Modes:
   replaced ‖ key.
 - ``namespace-per-table`` with the default version encoding is the default layout
   (every namespace a table, named as it): no layout file is needed.
+
+``subdir`` (LMDB only, every mode): ``false`` is a single-file environment
+(``MDB_NOSUBDIR``, Postfix's ``FILE.lmdb``), ``true`` a directory holding ``data.mdb``;
+absent: a new store is a directory, an existing one is read and written as it is.
+
+``rocksdict_config`` (RocksDB only, every mode): ``true`` when the app's store holds
+rocksdict's ``rocksdict-config.json`` (an app that opens its store with rocksdict: raw
+mode, no prefix extractor); absent or ``false``, a store written has none.
 """
 
 from __future__ import annotations
@@ -26,7 +34,18 @@ __all__ = ["MAIN", "VERSION_ENCODINGS", "KvNamespaces", "KvPrefix", "kv_section"
 # How a [kv] layout stores a versioned record's version: where, and its byte order.
 VERSION_ENCODINGS = ("prefix-u64be", "prefix-u64le", "suffix-u64be", "suffix-u64le", "none")
 MAIN = ""  # the engine's main namespace (RocksDB's default column family, LMDB's unnamed db)
-_FIELDS = {"mode", "namespace", "prefix", "version", "tables", "metadata"}
+_FIELDS = {
+    "mode",
+    "namespace",
+    "prefix",
+    "version",
+    "tables",
+    "metadata",
+    "subdir",
+    "rocksdict_config",
+}
+# Fields of the store's file shape, not of the mapping: every mode has them.
+_SHAPE_FIELDS = {"subdir", "rocksdict_config"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +66,8 @@ class KvPrefix:
     # Where statemigrate's metadata goes: its own namespace (the default layout's), or
     # the layout's namespace, under the prefix of the reserved name ``__statemigrate__``.
     metadata_inline: bool = False
+    subdir: bool | None = None  # LMDB: a directory (True) or a single file (False)
+    rocksdict_config: bool = False  # RocksDB: the store holds rocksdict-config.json
 
     def metadata_prefix(self) -> bytes:
         """The stored keys of the metadata start with these bytes (``metadata_inline``)."""
@@ -76,6 +97,8 @@ class KvNamespaces:
 
     tables: tuple[tuple[str, str], ...]
     version: str
+    subdir: bool | None = None  # LMDB: a directory (True) or a single file (False)
+    rocksdict_config: bool = False  # RocksDB: the store holds rocksdict-config.json
 
     @property
     def mode(self) -> str:
@@ -120,7 +143,7 @@ def _version(path: Path, section: dict[str, Any], versioned: list[str]) -> str:
 def _namespaces(
     path: Path, section: dict[str, Any], versioned: list[str], metadata: str
 ) -> KvNamespaces:
-    extra = sorted(set(section) - {"mode", "version", "tables"})
+    extra = sorted(set(section) - {"mode", "version", "tables"} - _SHAPE_FIELDS)
     if extra:
         raise fail(path, f"kv.{extra[0]} is not a field of kv.mode 'namespaces'")
     if metadata == "inline":
@@ -135,7 +158,26 @@ def _namespaces(
     if missing:
         raise fail(path, f"versioned table {missing[0]!r} is not in kv.tables")
     ordered = sorted(tables.items(), key=lambda tn: tn[0].encode("utf-8"))
-    return KvNamespaces(tuple(ordered), _version(path, section, versioned))
+    return KvNamespaces(
+        tuple(ordered),
+        _version(path, section, versioned),
+        _subdir(path, section),
+        _rocksdict_config(path, section),
+    )
+
+
+def _rocksdict_config(path: Path, section: dict[str, Any]) -> bool:
+    value = section.get("rocksdict_config", False)
+    if not isinstance(value, bool):
+        raise fail(path, f"kv.rocksdict_config must be true or false, not {value!r}")
+    return value
+
+
+def _subdir(path: Path, section: dict[str, Any]) -> bool | None:
+    value = section.get("subdir")
+    if value is not None and not isinstance(value, bool):
+        raise fail(path, f"kv.subdir must be true or false, not {value!r}")
+    return value
 
 
 def kv_section(
@@ -153,7 +195,7 @@ def kv_section(
         return _namespaces(path, section, versioned, metadata)
     version = _version(path, section, versioned)
     if mode == "namespace-per-table":
-        extra = sorted(set(section) - {"mode", "version"})
+        extra = sorted(set(section) - {"mode", "version"} - _SHAPE_FIELDS)
         if extra:
             raise fail(path, f"kv.{extra[0]} is a prefix-mode field (kv.mode is {mode!r})")
         if version != "prefix-u64be":
@@ -164,7 +206,15 @@ def kv_section(
             )
         if metadata != "store":
             raise fail(path, f"metadata {metadata!r} needs kv.mode 'prefix' or 'namespaces'")
-        return KvPrefix(mode, "", "", "/", version)
+        return KvPrefix(
+            mode,
+            "",
+            "",
+            "/",
+            version,
+            subdir=_subdir(path, section),
+            rocksdict_config=_rocksdict_config(path, section),
+        )
     if mode != "prefix":
         raise fail(
             path, f"kv.mode must be 'prefix', 'namespaces' or 'namespace-per-table', not {mode!r}"
@@ -203,6 +253,8 @@ def kv_section(
         version,
         frozenset(tables) if tables is not None else None,
         metadata_inline=inline,
+        subdir=_subdir(path, section),
+        rocksdict_config=_rocksdict_config(path, section),
     )
     if spec.metadata_inline and spec.name_problem(METADATA_NAMESPACE):
         raise fail(

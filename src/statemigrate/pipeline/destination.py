@@ -198,7 +198,7 @@ def _check_partial(engine: type[Engine], partial: Path) -> None:
     Anything else there (a link, which ``--resume`` would write through; a FIFO, which
     would block; a directory where the engine makes a file) is not statemigrate's.
     """
-    want = "a directory" if engine.capabilities.directory else "a regular file"
+    want = "a directory" if engine.store_directory(partial) else "a regular file"
     sides = [Path(str(partial) + s) for s in engine.sidecar_suffixes] + [done_mark(partial)]
     for p in [partial, *sides]:
         if not lexists(p):

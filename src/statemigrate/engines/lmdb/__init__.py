@@ -22,6 +22,8 @@ mutex layout on Linux) and refuse with exit 3 naming the pid.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -31,7 +33,16 @@ from ...errors import DestinationError, SourceError, StoreBusyError
 from ...fsutil import crash_point
 from ...locks import LockProbe, SideFile, busy_message, lock_holder, refuse_if_held
 from ...model import METADATA_TABLE, VERSION_PREFIX_DECODE, Batch, TableInfo, encode_versioned
-from .._lmdb_file import check_data_file, count_dbs, keep_map_size, open_ro, walked_digests
+from .._lmdb_file import (
+    SUBDB_RECORD_BYTES,
+    check_data_file,
+    count_dbs,
+    data_file,
+    is_single_file,
+    keep_map_size,
+    open_ro,
+    walked_digests,
+)
 from ..base import META_KIND_PREFIX as KIND_PREFIX
 from ..base import (
     AppHolder,
@@ -53,6 +64,10 @@ LOCK_FILE = "lock.mdb"
 # also owns the writer mutex inside it (a second writer would wait for it forever).
 OPEN_PROBES = (LockProbe(LOCK_FILE, "any"),)
 LOCK_PROBES = (LockProbe(LOCK_FILE, "lmdb_writer"), *OPEN_PROBES)
+# A single-file environment (MDB_NOSUBDIR): its lock file is PATH-lock, beside it.
+SINGLE_LOCK_SUFFIX = "-lock"
+SINGLE_OPEN_PROBES = (LockProbe(SINGLE_LOCK_SUFFIX, "any"),)
+SINGLE_LOCK_PROBES = (LockProbe(SINGLE_LOCK_SUFFIX, "lmdb_writer"), *SINGLE_OPEN_PROBES)
 _FULL = "{path}: disk full: not enough free space ({text})"
 _KEY_REFUSED = "{path}: LMDB refused a key: empty or over 511 bytes"
 _MAP_FULL = "{path}: the map filled inside one upgrade transaction ({map_size} bytes)"
@@ -77,6 +92,15 @@ LMDB_FACTS = StoreFacts(
     private_metadata=(KIND_PREFIX,),
     busy_hint="stop the app, then run the same command",
 )
+SINGLE_FILE_FACTS = dataclasses.replace(LMDB_FACTS, locks=SINGLE_LOCK_PROBES)
+
+
+def probes(
+    path: Path, *, single: bool | None = None
+) -> tuple[tuple[LockProbe, ...], tuple[LockProbe, ...]]:
+    """(every probe, the probes of an open environment) for the store at ``path``."""
+    single = not path.is_dir() if single is None else single
+    return (SINGLE_LOCK_PROBES, SINGLE_OPEN_PROBES) if single else (LOCK_PROBES, OPEN_PROBES)
 
 
 def _table_dbs(env: Any, txn: Any, lmdb: Any, where: Path, raw: bool = False) -> dict[str, Any]:
@@ -89,24 +113,30 @@ def _table_dbs(env: Any, txn: Any, lmdb: Any, where: Path, raw: bool = False) ->
         return _named_among(env, txn, lmdb)
     out: dict[str, Any] = {}
     plain: list[bytes] = []
-    for key in txn.cursor().iternext(keys=True, values=False):
+    for key, value in txn.cursor().iternext(keys=True, values=True):
+        if len(value) != _SUBDB_RECORD_BYTES or b"\x00" in key:
+            plain.append(key)  # a record of the unnamed database (a Postfix map's)
+            continue
         try:
             out[key.decode("utf-8")] = env.open_db(key, txn=txn, create=False)
-        except lmdb.IncompatibleError:
+        except (lmdb.IncompatibleError, lmdb.NotFoundError, lmdb.BadValsizeError):
             plain.append(key)
-        except UnicodeDecodeError as exc:
-            raise SourceError(f"{where}: database name {key[:64]!r} is not UTF-8") from exc
+        except UnicodeDecodeError:
+            plain.append(key)
     if plain:
         raise SourceError(
-            f"{where}: records in LMDB's unnamed database are not in statemigrate's layout "
-            f"(first key {plain[0][:64]!r}); each table must be a named database"
+            f"{where}: records in LMDB's unnamed database are not in statemigrate's default "
+            f"layout (first key {bytes(plain[0][:64])!r}), which keeps each table in a named "
+            "database",
+            hint="read it in a layout that names the unnamed database: "
+            "`statemigrate layout init` prints one "
+            '([kv] mode = "namespaces", tables = { map = "" })',
         )
     return out
 
 
-# A named database's entry in the unnamed database is LMDB's MDB_db record: 48 bytes
-# on every 64-bit build (and the node flagged F_SUBDATA, which py-lmdb does not show).
-_SUBDB_RECORD_BYTES = 48
+_SUBDB_RECORD_BYTES = SUBDB_RECORD_BYTES
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def _named_among(env: Any, txn: Any, lmdb: Any) -> dict[str, Any]:
@@ -161,11 +191,16 @@ class LmdbReader(Reader):
     def __init__(self, engine: type[LmdbEngine], path: Path):
         self.lmdb = lmdb = engine.require_driver()
         self.path = path
-        self.locked = lock_holder(path, OPEN_PROBES) is not None
-        check_data_file(path / "data.mdb")
+        self.single = not path.is_dir()  # a single-file environment (MDB_NOSUBDIR)
+        if self.single:
+            self.facts = SINGLE_FILE_FACTS  # type: ignore[misc]  # its lock file is PATH-lock
+        self.data = data_file(path)
+        self.open_probes = probes(path, single=self.single)[1]
+        self.locked = lock_holder(path, self.open_probes) is not None
+        check_data_file(self.data, path if self.single else None)
         with self.opening(failed="{path}: not a readable LMDB store ({text})"):
-            n = count_dbs(path, lmdb, self.locked)
-            self.env = open_ro(path, lmdb, self.locked, n + 1)
+            n = count_dbs(path, lmdb, self.locked, subdir=not self.single)
+            self.env = open_ro(path, lmdb, self.locked, n + 1, subdir=not self.single)
             self.txn = self.env.begin(buffers=False)
             self.snapshot_id = int(self.txn.id())
             self.txnid = self._last_txnid()
@@ -189,7 +224,7 @@ class LmdbReader(Reader):
         last transaction id: checked after each batch is taken, before it is used.
         """
         if not self.locked and self._last_txnid() != self.txnid:
-            pid = lock_holder(self.path, OPEN_PROBES)
+            pid = lock_holder(self.path, self.open_probes)
             raise StoreBusyError(
                 busy_message(self.path, pid) + ": it wrote to the store while it was being read",
                 hint="stop the app (or let it finish) and run again",
@@ -211,7 +246,7 @@ class LmdbReader(Reader):
         """
         if self.locked:
             return None
-        found = walked_digests(self.path / "data.mdb", self.snapshot_id, tables)
+        found = walked_digests(self.data, self.snapshot_id, tables)
         if found is not None:
             self._check_unchanged()
         return found
@@ -222,8 +257,9 @@ class LmdbReader(Reader):
             return int(self.txn.stat(self.dbs[table.name])["entries"]), True
         return None
 
-    def copy_into(self, path: Path) -> None:
-        """LMDB's compacting copy of this read's transaction into a new directory ``path``.
+    def copy_into(self, path: Path, subdir: bool = True) -> None:
+        """LMDB's compacting copy of this read's transaction into a new directory ``path``
+        (a new single file, without ``subdir``).
 
         ``mdb_env_copyfd3`` walks the transaction's pages (free pages left out), so the
         copy is the snapshot the batches are read from; without LMDB's lock, a writer
@@ -233,8 +269,10 @@ class LmdbReader(Reader):
         pages took ten times the copy), and the pipeline syncs it.
         """
         try:
-            path.mkdir()
-            fd = os.open(path / "data.mdb", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+            if subdir:
+                path.mkdir()
+            target = path / "data.mdb" if subdir else path
+            fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666)
         except OSError as exc:
             raise DestinationError(f"{path}: cannot create ({exc.strerror})") from exc
         try:
@@ -243,7 +281,7 @@ class LmdbReader(Reader):
             failed = "{path}: copy failed ({text})"
             with self.facts.mapped(path, "copying", writing=True, source=False, failed=failed):
                 self.env.copyfd(fd, compact=True, txn=self.txn)
-            keep_map_size(self.path / "data.mdb", fd)
+            keep_map_size(self.data, fd)
         finally:
             os.close(fd)
         self._check_unchanged()
@@ -265,27 +303,47 @@ class LmdbWriter(Writer):
     facts = LMDB_FACTS
     raw: ClassVar[bool] = False  # the layouts' raw writer: no metadata database of its own
 
-    def __init__(self, engine: type[LmdbEngine], path: Path, create: bool):
+    def __init__(
+        self, engine: type[LmdbEngine], path: Path, create: bool, subdir: bool | None = None
+    ):
+        """``subdir``: a directory store (True) or a single file (False, ``MDB_NOSUBDIR``);
+        None: a new store is a directory, an existing one as it is. An existing store of
+        the other shape than ``subdir`` asks is refused."""
         self.lmdb = lmdb = engine.require_driver()
         self.path = path
         if create:
+            self.single = subdir is False
             try:
-                path.mkdir()
+                if self.single:  # LMDB takes an empty file for a new environment
+                    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666))
+                else:
+                    path.mkdir()
             except OSError as exc:
                 raise DestinationError(f"{path}: cannot create ({exc.strerror})") from exc
             self.max_dbs, self.map_size = 16, MIN_MAP_SIZE
         else:
-            if not (path / "data.mdb").is_file():
-                raise DestinationError(f"{path}: not an LMDB store (no data.mdb)")
+            self.single = is_single_file(path)
+            if not self.single and not (path / "data.mdb").is_file():
+                raise DestinationError(
+                    f"{path}: not an LMDB store (no data.mdb, nor a single-file environment)"
+                )
+            if subdir is not None and subdir == self.single:
+                shapes = ("a single-file", "a directory")
+                raise DestinationError(
+                    f"{path}: {shapes[not self.single]} LMDB environment, but "
+                    f"subdir = {str(subdir).lower()} asks for {shapes[self.single]} one"
+                )
             try:
-                check_data_file(path / "data.mdb")
+                check_data_file(data_file(path), path if self.single else None)
             except SourceError as exc:
                 raise DestinationError(exc.message) from exc
             self._refuse_if_open()
             with self.errors(failed="{path}: not a writable LMDB store ({text})"):
-                self.max_dbs = count_dbs(path, lmdb, True) + 16
+                self.max_dbs = count_dbs(path, lmdb, True, subdir=not self.single) + 16
             # Room for an upgrade's single transaction (address space only, not disk).
-            self.map_size = max(1 << 30, 4 * (path / "data.mdb").stat().st_size)
+            self.map_size = max(1 << 30, 4 * data_file(path).stat().st_size)
+        if self.single:
+            self.facts = SINGLE_FILE_FACTS  # type: ignore[misc]  # its lock file is PATH-lock
         self.env: Any = None
         self._outer: Any = None
         self.private = create
@@ -294,7 +352,7 @@ class LmdbWriter(Writer):
     def _refuse_if_open(self) -> None:
         # Even an idle app: it holds handles (DBIs) of the tables it knows, which change or
         # vanish under it (its next write can bring back a dropped table, or MDB_BAD_DBI).
-        refuse_if_held(self.path, LOCK_PROBES, hint=self.facts.busy_hint)
+        refuse_if_held(self.path, self.facts.locks, hint=self.facts.busy_hint)
 
     def _open(self) -> None:
         try:
@@ -304,7 +362,7 @@ class LmdbWriter(Writer):
                 # into place. An existing store (resume, upgrade) commits durably.
                 self.env = self.lmdb.open(
                     str(self.path),
-                    subdir=True,
+                    subdir=not self.single,
                     max_dbs=self.max_dbs,
                     map_size=self.map_size,
                     sync=not self.private,
@@ -460,13 +518,26 @@ class LmdbWriter(Writer):
         self.finish()
 
     def backup(self, path: Path) -> None:
-        """LMDB's own consistent copy (``mdb_env_copy``) into a new directory."""
+        """LMDB's own consistent copy (``mdb_env_copy``) into a new directory (into a new
+        file, for a single-file environment)."""
+        fd = -1
         try:
-            path.mkdir()
+            if self.single:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666)
+            else:
+                path.mkdir()
         except OSError as exc:
             raise DestinationError(f"{path}: cannot write the backup ({exc.strerror})") from exc
-        with self.errors(where=path, failed="{where}: backup failed ({text})"):
-            self.env.copy(str(path))
+        try:
+            with self.errors(where=path, failed="{where}: backup failed ({text})"):
+                if self.single:
+                    self.env.copyfd(fd)
+                    os.fsync(fd)
+                else:
+                    self.env.copy(str(path))
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
     def finish(self) -> None:
         with self.errors(failed="{path}: sync failed ({text})"):
@@ -497,46 +568,84 @@ class LmdbEngine(LmdbEntryPoints):
     )
     options = LmdbOptions
     layout_family = "kv"
+    # [kv] subdir: a single-file environment or a directory (kv_layout refuses it elsewhere).
+    layout_shape_fields = ("subdir",)
     space_factor = 1.6
     # A table's name is a key of LMDB's main database (1-511 bytes; a NUL would end it,
     # which the model's rules already refuse).
     max_table_name_bytes = 511
     suffixes = (".lmdb",)
-    # The environment open (lmdb.open), one read transaction done.
+    # The environment open (lmdb.open), one read transaction done; a single file
+    # (MDB_NOSUBDIR) opened as one.
     app_holder = AppHolder(
-        "import lmdb\n"
-        "env = lmdb.open(sys.argv[1], subdir=True, max_dbs=64)\n"
+        "import lmdb, os\n"
+        "env = lmdb.open(sys.argv[1], subdir=os.path.isdir(sys.argv[1]), max_dbs=64)\n"
         "with env.begin() as txn:\n"
         "    txn.stat()\n"
         "if sys.argv[2] == 'write':\n"
         "    held = env.begin(write=True)\n"
     )
-    # The reader table, which an app holding the environment rewrites.
-    volatile_files = ("lock.mdb",)
+    # The reader table, which an app holding the environment rewrites (a directory
+    # store's lock.mdb, a single file's PATH-lock).
+    volatile_files = ("lock.mdb", "*" + SINGLE_LOCK_SUFFIX)
+    # Beside a single-file environment: its lock file (LMDB makes it at every open with
+    # a lock). A convert's DST.partial-lock is removed before the store is placed.
+    sidecar_suffixes = (SINGLE_LOCK_SUFFIX,)
     # mdb_env_open opens both O_CREAT|O_RDWR, and writes the lock table at every open.
     side_files = (
         SideFile(LOCK_FILE, "LMDB's lock file", made=True),
         SideFile("data.mdb", "LMDB's data file"),
     )
+    # A single-file environment's: its lock file beside it (the data file is the store).
+    single_file_side_files = (SideFile(SINGLE_LOCK_SUFFIX, "LMDB's lock file", made=True),)
 
     @classmethod
     def detect(cls, path: Path) -> bool:
-        return path.is_dir() and (path / "data.mdb").is_file()
+        """A directory holding ``data.mdb``, or a single-file environment (``MDB_NOSUBDIR``,
+        Postfix's ``FILE.lmdb``): a regular file that starts with an LMDB meta page."""
+        return (path.is_dir() and (path / "data.mdb").is_file()) or is_single_file(path)
+
+    @classmethod
+    def refuse_linked_side_files(cls, path: Path, *, make: bool = False) -> None:
+        """As every engine's, with the side files of the store's own shape: ``lock.mdb``
+        and ``data.mdb`` inside a directory, ``PATH-lock`` beside a single file. A store
+        that does not exist yet is checked as both (nothing is inside it; ``PATH-lock``
+        must not be a link)."""
+        from ...locks import refuse_linked_side_files
+
+        if path.is_dir() and not path.is_symlink():
+            refuse_linked_side_files(path, cls.side_files, directory=True, make=make)
+        else:
+            files = cls.single_file_side_files
+            refuse_linked_side_files(path, files, directory=False, make=make and path.exists())
+
+    @classmethod
+    def store_directory(cls, path: Path) -> bool:
+        """Whether the store at ``path`` is a directory: LMDB's are by default
+        (``capabilities.directory``), a single-file environment is one file."""
+        return not (path.exists() and not path.is_dir())
 
     @classmethod
     def native_copy(
         cls, reader: Reader, options: Mapping[str, Any] | None = None
     ) -> NativeCopy | None:
-        """LMDB's compacting copy (what ``mdb_copy -c`` does) of the reader's transaction."""
+        """LMDB's compacting copy (what ``mdb_copy -c`` does) of the reader's transaction,
+        into a directory or, with ``subdir = false`` alone, a single file."""
+        options = dict(options or {})
+        subdir = options.pop("subdir", None)
         if options or not isinstance(reader, LmdbReader):
             return None
+        flat = subdir is not None and str(subdir).lower() in ("false", "0", "no")
         # py-lmdb leaves the GIL while LMDB copies; the page walk reads the file.
-        return NativeCopy("LMDB compacting copy", reader.copy_into, digest_alongside=True)
+        run = functools.partial(reader.copy_into, subdir=not flat)
+        return NativeCopy("LMDB compacting copy", run, digest_alongside=True)
 
     @classmethod
     def format_info(cls, path: Path) -> dict[str, Any]:
+        every, opened = probes(path)
         return {
-            "data_bytes": (path / "data.mdb").stat().st_size,
-            "open_by_pid": lock_holder(path, OPEN_PROBES),
-            "writer_pid": lock_holder(path, LOCK_PROBES[:1]),
+            "single_file": not path.is_dir(),
+            "data_bytes": data_file(path).stat().st_size,
+            "open_by_pid": lock_holder(path, opened),
+            "writer_pid": lock_holder(path, every[:1]),
         }

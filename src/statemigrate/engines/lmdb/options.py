@@ -27,6 +27,13 @@ class LmdbOptions(EngineOptions):
         "key prefixes in one named database (README: Your app's own layout)",
         expects="the path of a layout file",
     )
+    subdir: bool | None = option(
+        None,
+        "false: write a single-file environment (MDB_NOSUBDIR, py-lmdb's subdir=False, "
+        "Postfix's FILE.lmdb) instead of a directory holding data.mdb; default: as the "
+        "layout says ([kv] subdir), else a directory (an existing store: as it is)",
+        applies="dest",
+    )
     skip_foreign_tables: bool = skip_foreign_tables_option(
         "with a layout: leave out records and named databases the layout does not claim "
         "instead of refusing"
@@ -40,7 +47,10 @@ class LmdbEntryPoints(Engine):
     def check_source(cls, path: Path) -> None:
         """Refuse a path that is not an LMDB store directory (exit 4)."""
         if not cls.detect(path):
-            raise SourceError(f"{path}: not an LMDB store (a directory holding data.mdb)")
+            raise SourceError(
+                f"{path}: not an LMDB store (a directory holding data.mdb, or a single-file "
+                "environment)"
+            )
 
     @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
@@ -72,12 +82,27 @@ class LmdbEntryPoints(Engine):
         from . import LmdbEngine, LmdbWriter
 
         assert issubclass(cls, LmdbEngine)
-        layout = kv_layout(cls, check_options(cls, options, "dest"))  # before anything is made
+        opts = check_options(cls, options, "dest")
+        layout = kv_layout(cls, opts)  # before anything is made
+        subdir = cls.wanted_subdir(opts)
         if layout is None:
-            return LmdbWriter(cls, path, create=create)
+            return LmdbWriter(cls, path, create=create, subdir=subdir)
         from .layout import RawLmdbWriter
 
-        return KvLayoutWriter(RawLmdbWriter(cls, path, create), layout, create)
+        return KvLayoutWriter(RawLmdbWriter(cls, path, create, subdir), layout, create)
+
+    @classmethod
+    def wanted_subdir(cls, opts: Mapping[str, Any]) -> bool | None:
+        """The shape a writer is asked for: the ``subdir`` option, else the layout's
+        ``[kv] subdir``, else None (a new store a directory, an existing one as it is)."""
+        if opts.get("subdir") is not None:
+            return bool(opts["subdir"])
+        if opts.get("layout"):
+            from ...layout import load_layout
+
+            spec = load_layout(opts["layout"], cls.name, cls.layout_family).kv
+            return getattr(spec, "subdir", None)
+        return None
 
     @classmethod
     def guess_layout(cls, path: Path) -> str:
