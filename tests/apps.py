@@ -722,6 +722,7 @@ metadata = "none"
 [kv]
 mode = "namespaces"
 tables = { default = "", users = "users", sessions = "sessions", events = "events", settings = "settings" }
+rocksdict_config = true
 """
 
     @staticmethod

@@ -161,9 +161,6 @@ def test_postmap_lmdb_map(via, tmp_path):
     round_trip(apps.PostmapApp, via, tmp_path)
 
 
-@xfail(
-    "a RocksDB store written back gains __statemigrate__ and an OPTIONS file RocksDB 7.8 refuses"
-)
 @pytest.mark.parametrize("via", [VIA_SQL, "lmdb"])
 def test_ldb_default_column_family(via, tmp_path):
     """ldb scan and DB::Open (default column family only) read every record as before."""
@@ -278,11 +275,9 @@ LAYOUT_INIT_MISSING = {
     "sqlitedict": "layout init does not recognise sqlitedict's tables (one per dict, TEXT keys)",
     "dbm.sqlite3": "layout init does not recognise dbm.sqlite3's Dict table",
     "postmap": "layout init does not read a single-file LMDB map's unnamed database",
-    "ldb": "layout init prints no layout for a store of the default column family alone",
     "py-lmdb dupsort": "layout init prints no layout for named databases (seeks prefixes)",
     "py-lmdb dupsort-unique": "layout init prints no layout for named databases (seeks prefixes)",
     "py-lmdb integerkey": "layout init prints no layout for named databases (seeks prefixes)",
-    "rocksdict": "layout init prints no layout for one column family per table (seeks prefixes)",
 }
 LAYOUT_INIT_APPS = [
     apps.SqliteDictApp,

@@ -46,6 +46,8 @@ def rocksdb_format_versions(store: Path) -> set[str]:
 
 # RocksDB's options for an app's own layout (README: Your app's own layout), unset.
 ROCKSDB_LAYOUT_DEFAULTS = {"layout": None, "skip_foreign_tables": False}
+# The writer's: the oldest RocksDB to stay readable by (Debian 12's).
+ROCKSDB_DEST_DEFAULTS = {"rocksdb_compat": "7.8", **ROCKSDB_LAYOUT_DEFAULTS}
 
 
 # --- parsing and conversion --------------------------------------------------------------
@@ -54,11 +56,11 @@ ROCKSDB_LAYOUT_DEFAULTS = {"layout": None, "skip_foreign_tables": False}
 def test_values_are_converted_to_the_declared_type() -> None:
     assert check_options(RocksdbEngine, {"rocksdb_format_version": "6"}, "dest") == {
         "rocksdb_format_version": 6,
-        **ROCKSDB_LAYOUT_DEFAULTS,
+        **ROCKSDB_DEST_DEFAULTS,
     }
     assert check_options(RocksdbEngine, {"rocksdb_format_version": 3}, "dest") == {
         "rocksdb_format_version": 3,
-        **ROCKSDB_LAYOUT_DEFAULTS,
+        **ROCKSDB_DEST_DEFAULTS,
     }
     for text, value in (("true", True), ("YES", True), ("1", True), ("off", False), ("0", False)):
         got = check_options(SqliteEngine, {"skip_foreign_tables": text}, "source")
@@ -72,7 +74,7 @@ def test_values_are_converted_to_the_declared_type() -> None:
 def test_defaults_fill_what_is_not_given() -> None:
     assert check_options(RocksdbEngine, None, "dest") == {
         "rocksdb_format_version": 5,
-        **ROCKSDB_LAYOUT_DEFAULTS,
+        **ROCKSDB_DEST_DEFAULTS,
     }
     assert check_options(RedbEngine, {}, "dest") == {"redb_format": None, "bytewise_key_types": ()}
     assert check_options(SqliteEngine, None, "source") == {
@@ -90,7 +92,7 @@ def test_the_dataclass_itself_is_accepted() -> None:
     opts = RocksdbEngine.options(rocksdb_format_version=6)  # type: ignore[call-arg]
     assert check_options(RocksdbEngine, opts, "dest") == {
         "rocksdb_format_version": 6,
-        **ROCKSDB_LAYOUT_DEFAULTS,
+        **ROCKSDB_DEST_DEFAULTS,
     }
     with pytest.raises(
         UsageError, match="the rocksdb engine takes RocksdbOptions, not RedbOptions"
@@ -169,8 +171,11 @@ def test_every_engine_declares_its_options(name: str) -> None:
 
 def test_rocksdb_format_version_old_flag_and_new_spelling_agree(src: Path, tmp_path: Path) -> None:
     old, new, plain = tmp_path / "old.rocksdb", tmp_path / "new.rocksdb", tmp_path / "d.rocksdb"
-    assert run("convert", "-q", src, old, "--rocksdb-format-version", "6").exit_code == 0
-    res = run("convert", "-q", src, new, "--dest-option", "rocksdb_format_version=6")
+    # Table format 6 is newer than RocksDB 7.8 reads (the default rocksdb_compat).
+    newest = ("--dest-option", "rocksdb_compat=newest")
+    res = run("convert", "-q", src, old, "--rocksdb-format-version", "6", *newest)
+    assert res.exit_code == 0, res.output
+    res = run("convert", "-q", src, new, "--dest-option", "rocksdb_format_version=6", *newest)
     assert res.exit_code == 0, res.output
     assert run("convert", "-q", src, plain).exit_code == 0
     assert rocksdb_format_versions(old) == rocksdb_format_versions(new) == {"6"}

@@ -45,12 +45,13 @@ def test_older_rocksdb_ldb_scans_every_table(tmp_path):
 
 
 def test_format_version_6_is_what_old_rocksdb_refuses(tmp_path):
-    """The reason for the default: a format-6 store fails in RocksDB 7.8's ldb."""
+    """The reason for the default: a format-6 store fails in RocksDB 7.8's ldb (written
+    with ``rocksdb_compat=newest``: the default, 7.8, refuses format 6 before writing)."""
     out = tmp_path / "v6.rocksdb"
     convert(
         str(FIXTURES / "sqlite" / "app.sqlite"),
         str(out),
-        destination_options={"rocksdb_format_version": 6},
+        destination_options={"rocksdb_format_version": 6, "rocksdb_compat": "newest"},
     )
     res = _ldb(out, "--column_family=events", "scan")
     assert res.returncode != 0 and "format_version" in (res.stderr + res.stdout)

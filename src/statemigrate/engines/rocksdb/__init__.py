@@ -8,6 +8,13 @@ versioned codec). The writer uses WriteBatches with the WAL off and ``atomic_flu
 on, so that whatever survives a crash of the private ``.partial`` directory is a
 consistent prefix: the records of a batch and its checkpoint are flushed together or
 not at all. Tables are written in table format 5 by default (readable since RocksDB 6.6).
+
+A store written is readable by the RocksDB option ``rocksdb_compat`` names (default 7.8,
+Debian 12's): its OPTIONS files keep only the keys that release knows
+(:mod:`.._rocksdb_options`), and a table format it cannot read is refused. rocksdict's
+own ``rocksdict-config.json``, which it writes in every directory it opens, is removed
+from a store the writer made (and put back as it was in a store it opened). A store
+whose comparator is not RocksDB's bytewise one is refused: its keys are not in byte order.
 """
 
 from __future__ import annotations
@@ -21,12 +28,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import DestinationError, SourceError
+from ...errors import DestinationError, SourceError, UsageError
 from ...fsutil import crash_point
 from ...locks import LockProbe, SideFile, lock_holder, refuse_if_held
 from ...model import METADATA_TABLE, Batch, TableInfo
 from .. import _snapshot
 from .._rocksdb_manifest import check_manifest
+from .._rocksdb_options import (
+    COMPAT_CHOICES,
+    MAX_FORMAT_VERSION,
+    NEWEST,
+    comparators,
+    rewrite_options,
+)
 from .._rocksdb_scan import checked_items, checked_read_options, confirm_scan_end, scan_batches
 from ..base import META_KIND_PREFIX as KIND_PREFIX
 from ..base import (
@@ -50,6 +64,8 @@ if TYPE_CHECKING:
 DEFAULT_CF = "default"
 CONFIG = "rocksdict-config.json"
 DEFAULT_FORMAT_VERSION = 5
+DEFAULT_COMPAT = "7.8"  # Debian 12's RocksDB
+BYTEWISE = "leveldb.BytewiseComparator"  # RocksDB's default comparator: keys in byte order
 # Block-based table formats the bundled RocksDB writes (it refuses 7 and up; 0 and 1
 # are legacy formats that newer RocksDB releases no longer write).
 FORMAT_VERSIONS = range(2, 7)
@@ -67,6 +83,13 @@ class RocksdbOptions(EngineOptions):
         expects=f"a whole number from {FORMAT_VERSIONS[0]} to {FORMAT_VERSIONS[-1]}",
         choices=FORMAT_VERSIONS,
         flag="--rocksdb-format-version",
+    )
+    rocksdb_compat: str = option(
+        DEFAULT_COMPAT,
+        "the oldest RocksDB that must read the store written: its OPTIONS file keeps only "
+        f"the keys that release knows ({NEWEST!r}: the bundled RocksDB's file as it is)",
+        applies="dest",
+        choices=COMPAT_CHOICES,
     )
     layout: str | None = option(
         None,
@@ -87,6 +110,13 @@ ROCKSDB_ERRORS = DriverErrors(
             Meaning.OUTSIDE_MODEL,
             types=("builtins.ValueError", "builtins.OverflowError"),
             message="{where}: {text}",
+        ),
+        # A store whose OPTIONS file is gone, opened with the bytewise comparator.
+        Rule(
+            Meaning.UNSUPPORTED,
+            words=("does not match existing comparator",),
+            message="{path}: the store's RocksDB comparator is not bytewise: not supported "
+            "({text})",
         ),
         Rule(Meaning.DAMAGED, words=("corruption", "checksum mismatch")),
         Rule(Meaning.BUSY, words=("while lock file", "resource temporarily unavailable")),
@@ -126,6 +156,33 @@ def _options(
     opts.set_atomic_flush(True)
     opts.set_paranoid_checks(True)
     return opts
+
+
+def check_comparators(store: Path, shown: Path, error: type[SourceError] = SourceError) -> None:
+    """Refuse a store whose column families are not ordered by RocksDB's bytewise
+    comparator, as its newest OPTIONS file names them (statemigrate's model is keys in
+    byte order; rocksdict's default mode, for one, orders its encoded objects with its
+    own comparator, "rocksdict"). A store without OPTIONS file is RocksDB's to refuse
+    when opened (:data:`ROCKSDB_ERRORS`).
+
+    Raises:
+        SourceError: (or ``error``) a comparator that is not bytewise (exit 4).
+    """
+    try:
+        found = comparators(store)
+    except (OSError, ValueError):
+        return  # no readable OPTIONS file: the open says what the comparator is
+    for family, name in sorted(found.items()):
+        if name != BYTEWISE:
+            raise error(_comparator_refusal(shown, name, family))
+
+
+def _comparator_refusal(path: Path, name: str, family: str | None = None) -> str:
+    where = f" (column family {family!r})" if family else ""
+    return (
+        f"{path}: RocksDB comparator {name!r}{where} is not bytewise: not supported "
+        f"(statemigrate reads and writes keys in byte order, RocksDB's {BYTEWISE})"
+    )
 
 
 def _shadow(path: Path) -> Path:
@@ -198,6 +255,7 @@ class RocksdbReader(_Scans, Reader):
             # The image's files, checked regular as they were linked or copied: what
             # RocksDB reads next (the store's could be swapped for a link meanwhile).
             check_manifest(self.shadow, shown=path)
+            check_comparators(self.shadow, path)
         except BaseException:
             self.close()
             raise
@@ -301,6 +359,10 @@ class RocksdbReader(_Scans, Reader):
             for entry in os.scandir(staging):
                 _own_file(Path(entry.path), path / entry.name, self.path)
             staging.rmdir()
+        try:
+            rewrite_options(path, DEFAULT_COMPAT)  # a native copy is one without options
+        except (OSError, ValueError) as exc:
+            raise DestinationError(f"{path}: cannot finish the store's own files ({exc})") from exc
 
     def close(self) -> None:
         db = getattr(self, "db", None)
@@ -346,6 +408,7 @@ class RocksdbEngine(Engine):
     )
     options = RocksdbOptions
     layout_family = "kv"
+    layout_shape_fields = ("rocksdict_config",)  # the store's own files: rocksdict's config
     main_namespace = DEFAULT_CF
     space_factor = 1.3
     suffixes = (".rocksdb",)
@@ -446,6 +509,26 @@ class RocksdbEngine(Engine):
         return int(check_options(cls, options, "dest")["rocksdb_format_version"])
 
     @classmethod
+    def compat(cls, options: Mapping[str, Any] | None) -> str:
+        """The ``rocksdb_compat`` option, checked against the table format asked for.
+
+        Raises:
+            UsageError: a table format that RocksDB release cannot read (exit 2).
+        """
+        opts = check_options(cls, options, "dest")
+        compat = str(opts["rocksdb_compat"])
+        most = MAX_FORMAT_VERSION.get(compat)
+        fmt = int(opts["rocksdb_format_version"])
+        if most is not None and fmt > most:
+            raise UsageError(
+                f"rocksdb_format_version={fmt} is not readable by RocksDB {compat} "
+                f"(rocksdb_compat; it reads table formats up to {most})",
+                hint=f"use rocksdb_format_version={most}, or rocksdb_compat={NEWEST} if no "
+                f"RocksDB {compat} reads the store",
+            )
+        return compat
+
+    @classmethod
     def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
         return cls._writer(path, True, options)
 
@@ -455,18 +538,54 @@ class RocksdbEngine(Engine):
 
     @classmethod
     def _writer(cls, path: Path, create: bool, options: Mapping[str, Any] | None) -> Writer:
-        layout = cls._layout(check_options(cls, options, "dest"))  # before anything is made
+        opts = check_options(cls, options, "dest")
+        layout = cls._layout(opts)  # before anything is made
+        config = cls._keeps_config(opts)
+        fmt, compat = cls.format_version(options), cls.compat(options)
         if layout is not None:
             from .._kv_mapping import KvLayoutWriter
             from .layout import RawRocksdbWriter
 
-            raw = RawRocksdbWriter(cls, path, create, cls.format_version(options))
+            raw = RawRocksdbWriter(cls, path, create, fmt, compat, config)
             return KvLayoutWriter(raw, layout, create)
         from .writer import RocksdbWriter
 
-        return RocksdbWriter(cls, path, create, cls.format_version(options))
+        return RocksdbWriter(cls, path, create, fmt, compat, config)
+
+    @classmethod
+    def _keeps_config(cls, opts: Mapping[str, Any]) -> bool:
+        """Whether the layout says the store holds rocksdict's ``rocksdict-config.json``
+        (``kv.rocksdict_config``; the default layout's file too, which ``_layout`` reads
+        as no layout)."""
+        if not opts.get("layout"):
+            return False
+        from ...layout import load_layout
+
+        return bool(load_layout(opts["layout"], cls.name, cls.layout_family).kv.rocksdict_config)
 
     @classmethod
     def format_info(cls, path: Path) -> dict[str, Any]:
+        """The MANIFEST, the lock holder, the column families (as the MANIFEST lists
+        them) and each family's comparator (as the newest OPTIONS file names them; a
+        family missing there shows as ``?``)."""
         current = (path / "CURRENT").read_text(errors="replace").strip()
-        return {"manifest": current, "lock_holder_pid": lock_holder(path, LOCK_PROBES)}
+        info: dict[str, Any] = {
+            "manifest": current,
+            "lock_holder_pid": lock_holder(path, LOCK_PROBES),
+        }
+        families: list[str] | None = None
+        with contextlib.suppress(Exception):  # a description: the read says what is wrong
+            rd = cls.require_driver()
+            families = list(rd.Rdict.list_cf(str(path), _options(rd)))  # reads the MANIFEST
+        found: dict[str, str] = {}
+        with contextlib.suppress(OSError, ValueError):
+            found = comparators(path)
+        if families is not None:
+            info["column_families"] = families
+        names = families if families is not None else sorted(found)
+        shown = {found.get(n, "?") for n in names}
+        if len(shown) == 1:
+            info["comparator"] = shown.pop()
+        elif shown:
+            info["comparators"] = {n: found.get(n, "?") for n in names}
+        return info

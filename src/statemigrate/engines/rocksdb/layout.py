@@ -9,17 +9,19 @@ default writer's, through the WAL where the layout asks it (table kinds).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ...errors import SourceError
+from ...layout import VERSION_ENCODINGS
 from ...model import METADATA_TABLE, TableInfo
 from .._kv_layout import SEPARATORS, guess_prefix, guess_text, may_be_versioned, prefix_end
 from .._kv_mapping import MAIN, Op, RawKv, RawKvWriter
 from .._rocksdb_scan import checked_read_options
-from . import DEFAULT_CF, RocksdbEngine, RocksdbReader, _options
+from . import CONFIG, DEFAULT_CF, RocksdbEngine, RocksdbReader, _options
 from .writer import RocksdbWriter
 
 
@@ -241,30 +243,95 @@ def _values(view: Any, prefix: bytes) -> Iterator[bytes]:
 
 
 def guess_layout(engine: type[RocksdbEngine], path: Path) -> str:
-    """A ``[kv]`` prefix layout guessed from an existing RocksDB store, as TOML with
-    comments saying what was seen and what cannot be (:func:`.._kv_layout.guess_text`).
+    """A ``[kv]`` layout guessed from an existing RocksDB store, as TOML with comments
+    saying what was seen and what cannot be.
+
+    Without statemigrate's metadata family (an app's own store): one family of keys
+    that split into table prefixes is a ``prefix`` layout (:func:`.._kv_layout.guess_text`);
+    otherwise each column family is one table (``namespaces``; the default family alone,
+    as ``ldb`` or ``DB::Open`` writes it, is table ``data``), with ``metadata = "none"``
+    so that a store written back has the app's families and nothing else. A store with
+    statemigrate's metadata family gets the prefix guess as before.
 
     Raises:
-        SourceError: no column family holds keys that split into table prefixes.
+        SourceError: a comparator that is not bytewise (exit 4); with statemigrate's
+            metadata, no column family holds keys that split into table prefixes.
     """
-    with RocksdbReader(engine, path) as reader:
+    rd = engine.require_driver()
+    with RocksdbReader(engine, path) as reader:  # refuses a comparator not bytewise
         assert reader.shadow is not None
-        listed = engine.require_driver().Rdict.list_cf(
-            str(reader.shadow), _options(engine.require_driver())
-        )
+        listed = list(rd.Rdict.list_cf(str(reader.shadow), _options(rd)))
         names = [n for n in listed if n != METADATA_TABLE]
         candidates = [n for n in names if not reader._is_empty(n)]
-        for ns in sorted(candidates, key=lambda n: n != DEFAULT_CF):
+        own = METADATA_TABLE in listed
+        tried = candidates if own else candidates[:1] if len(candidates) == 1 else []
+        guess = None
+        for ns in sorted(tried, key=lambda n: n != DEFAULT_CF):
             view = reader._cf(ns)
             guess = guess_prefix(ns, *_first_and_last(view), partial(_seeker, view))
             if guess is not None:
                 break
-        else:
+        if guess is None and own:
             raise SourceError(
                 f"{path}: no column family holds keys that split into table prefixes "
                 f"(a name, then one of {', '.join(map(repr, SEPARATORS))}, in every key)",
                 hint="write the layout file by hand (README: Your app's own layout)",
             )
-        roomy = may_be_versioned(guess, lambda prefix: _values(view, prefix))
-    others = [n for n in names if n != guess.spec.namespace and n in candidates]
-    return guess_text("rocksdb", path.name, guess, roomy, [f"column family {n!r}" for n in others])
+        if guess is not None:
+            roomy = may_be_versioned(guess, lambda prefix: _values(view, prefix))
+            others = [n for n in names if n != guess.spec.namespace and n in candidates]
+            return guess_text(
+                "rocksdb", path.name, guess, roomy, [f"column family {n!r}" for n in others]
+            )
+    return _namespaces_text(path, names, candidates, _rocksdict_config(path))
+
+
+def _rocksdict_config(path: Path) -> dict[str, Any] | None:
+    """The store's ``rocksdict-config.json``, read (None: there is none)."""
+    config = path / CONFIG
+    if config.is_symlink() or not config.is_file():
+        return None
+    try:
+        loaded = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _namespaces_text(
+    path: Path, names: list[str], candidates: list[str], config: dict[str, Any] | None
+) -> str:
+    """The ``namespaces`` layout of every column family: the app's shape exactly."""
+    alone = names == [DEFAULT_CF]
+    families = [n for n in names if n != DEFAULT_CF or alone or DEFAULT_CF in candidates]
+    tables = {("data" if alone else n): ("" if n == DEFAULT_CF else n) for n in families}
+    shown = ", ".join(f"{json.dumps(t)} = {json.dumps(ns)}" for t, ns in tables.items())
+    encodings = ", ".join(e for e in VERSION_ENCODINGS if e != "none")
+    lines = [
+        f"# Guessed by `statemigrate layout init rocksdb {path.name}`: check every line.",
+        'engine = "rocksdb"',
+        f"# Column families found: {', '.join(names)}"
+        + ("" if alone else " (each one table; the default family is table 'default')"),
+        "# Which tables are versioned, and how the version is stored, cannot be seen from",
+        "# the bytes: list the versioned tables here and set kv.version below.",
+        "versioned = []",
+        "# Nothing of statemigrate's in the store: a store written has these families only.",
+        'metadata = "none"',
+        "",
+        "[kv]",
+        'mode = "namespaces"',
+        f"tables = {{ {shown} }}",
+        f'version = "none"  # or one of {encodings}',
+    ]
+    if DEFAULT_CF in names and DEFAULT_CF not in families:
+        lines.insert(3, "# The default column family is empty (RocksDB always has it): no table.")
+    if config is not None:
+        if config.get("raw_mode") is True and not config.get("prefix_extractors"):
+            lines.append("# rocksdict's rocksdict-config.json is in the store: kept in one written")
+            lines.append("rocksdict_config = true")
+        else:
+            lines.append(
+                "# rocksdict-config.json is not rocksdict's raw mode without prefix extractors"
+                f" ({json.dumps(config)[:60]}): a store written here has none"
+            )
+    return "\n".join(lines) + "\n"

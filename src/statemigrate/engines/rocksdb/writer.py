@@ -7,6 +7,7 @@ the in-place methods that schema upgrades use.
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,27 +16,51 @@ from ...errors import DestinationError, SourceError
 from ...model import METADATA_TABLE, Batch, TableInfo, encode_versioned
 from .. import _snapshot
 from .._rocksdb_manifest import check_manifest
+from .._rocksdb_options import rewrite_options
 from .._rocksdb_scan import checked_items
 from ..base import META_KIND_PREFIX as KIND_PREFIX
 from ..base import Writer, recorded_tables
-from . import DEFAULT_CF, _options, _Scans
+from . import CONFIG, DEFAULT_CF, DEFAULT_COMPAT, _options, _Scans, check_comparators
 
 if TYPE_CHECKING:
     from . import RocksdbEngine
 
 
+def _read_config(store: Path) -> bytes | None:
+    """rocksdict's ``rocksdict-config.json`` in ``store`` (None: there is none)."""
+    config = store / CONFIG
+    if config.is_symlink() or not config.is_file():
+        return None
+    return config.read_bytes()
+
+
 class RocksdbWriter(_Scans, Writer):
     """Large WriteBatches, WAL off, atomic flushes; flushed and closed in finish()."""
 
-    def __init__(self, engine: type[RocksdbEngine], path: Path, create: bool, format_version: int):
+    def __init__(
+        self,
+        engine: type[RocksdbEngine],
+        path: Path,
+        create: bool,
+        format_version: int,
+        compat: str = DEFAULT_COMPAT,
+        keep_config: bool = False,
+    ):
         self.rd = rd = engine.require_driver()
         self.path = path
+        self.compat = compat
         self.opts = _options(rd, format_version, create=create, writer=True)
+        # rocksdict's config as the store had it before the driver (re)writes it: a
+        # store made here has none, and an app's own file is put back as it was.
+        self._app_config: bytes | None = None
+        self._keep_config = keep_config  # the layout's kv.rocksdict_config
         if not create:
             try:
                 check_manifest(path)
+                check_comparators(path, path)
             except SourceError as exc:
                 raise DestinationError(exc.message) from exc
+            self._app_config = _read_config(path)
         self._open(create)
         self.write_opts = rd.WriteOptions()
         self.write_opts.disable_wal = True
@@ -145,6 +170,28 @@ class RocksdbWriter(_Scans, Writer):
                     db.close()  # flushes what is left: a full disk can meet it here
             finally:
                 gc.collect()
+            self._leave_the_apps_files()
+
+    def _leave_the_apps_files(self) -> None:
+        """After the driver closed: rocksdict's config as the layout says (kept where the
+        app's store holds one: ``kv.rocksdict_config``) or as it was before (none in a
+        store made here), the OPTIONS files in the form RocksDB ``compat`` reads."""
+        config = self.path / CONFIG
+        try:
+            if self._keep_config:
+                pass  # the app's store holds the file: rocksdict's own, as it just wrote it
+            elif self._app_config is None:
+                if config.is_file() and not config.is_symlink():
+                    config.unlink()
+            elif _read_config(self.path) != self._app_config:
+                tmp = config.with_name(config.name + ".sm-tmp")
+                tmp.write_bytes(self._app_config)
+                os.replace(tmp, config)
+            rewrite_options(self.path, self.compat)
+        except (OSError, ValueError) as exc:
+            raise DestinationError(
+                f"{self.path}: cannot finish the store's own files ({exc})"
+            ) from exc
 
     # In-place methods (schema upgrades; scan and confirm_end come from _Scans).
     # RocksDB creates and drops column families outside its WriteBatches and cannot
