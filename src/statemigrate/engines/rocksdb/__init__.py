@@ -360,6 +360,11 @@ class RocksdbReader(_Scans, Reader):
                 _own_file(Path(entry.path), path / entry.name, self.path)
             staging.rmdir()
         try:
+            # rocksdict saves its config into a checkpoint: the copy has the source's
+            # own file (an app that opens its store with rocksdict), or none.
+            (path / CONFIG).unlink(missing_ok=True)
+            if (self.path / CONFIG).is_file() and not (self.path / CONFIG).is_symlink():
+                _snapshot.copy_file(self.path, Path(CONFIG), path / CONFIG)
             rewrite_options(path, DEFAULT_COMPAT)  # a native copy is one without options
         except (OSError, ValueError) as exc:
             raise DestinationError(f"{path}: cannot finish the store's own files ({exc})") from exc
