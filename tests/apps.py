@@ -269,6 +269,10 @@ name = "dict"
 key = "key"
 value = "value"
 rowid = true
+create = '''CREATE TABLE Dict (
+    key BLOB UNIQUE NOT NULL,
+    value BLOB NOT NULL
+  )'''
 """
 
     @staticmethod

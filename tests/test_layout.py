@@ -161,7 +161,10 @@ version = "ver"
         (GOOD.replace('key = "k"\n', ""), "sqlite.key must be a non-empty string"),
         (GOOD.replace('"kv"', '"kv; DROP TABLE x"'), "not a plain SQL identifier"),
         (GOOD.replace('engine = "sqlite"', 'engine = "rocksdb"'), "describes engine 'rocksdb'"),
-        (GOOD.replace('"one-table"', '"table-per-table"'), "not implemented yet"),
+        (
+            GOOD.replace('"one-table"', '"table-per-table"'),
+            "is not a field of mode 'table-per-table'",
+        ),
         (GOOD + '[kv]\nmode = "prefix"\n', "a [kv] section describes a key-value engine"),
         (GOOD.replace('version = "ver"\n', ""), "versioned tables need a version column"),
         (GOOD.replace('value = "v"', 'value = "k"'), "are not all different"),
@@ -291,7 +294,7 @@ def test_layout_init_refuses_what_it_cannot_guess(tmp_path: Path) -> None:
     src = app_store(tmp_path / "app.sqlite")
     assert run("convert", "-q", "--source-layout", EXAMPLE_LAYOUT, src, plain).exit_code == 0
     r = run("layout", "init", "sqlite", plain)  # the default layout: nothing to guess
-    assert r.exit_code == 4 and "no table looks like one table" in r.stderr
+    assert r.exit_code == 4 and "statemigrate's own SQL layout" in r.stderr
     r = run("layout", "init", "fjall3", src)
     assert r.exit_code == 2 and "sqlite, rocksdb and lmdb only so far" in r.stderr
     r = run("layout", "init", "rocksdb", src)  # a SQLite file is no RocksDB store

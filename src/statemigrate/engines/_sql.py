@@ -449,6 +449,11 @@ class SqlFileEngine(Engine):
         listed = ", ".join(f"{shown_name(n)} ({why})" for n, why in problems if why)
         if listed:
             raise DestinationError(f"the {cls.name} engine cannot hold these tables: {listed}")
+        from ._sql_layout import check_sql_tables
+
+        layout = cls._layout(check_options(cls, options, "dest"))
+        assert layout is not None
+        check_sql_tables(layout, tables)
 
     @classmethod
     def detect(cls, path: Path) -> bool:
@@ -504,12 +509,31 @@ class SqlFileEngine(Engine):
 
     @classmethod
     def _layout_reader(cls, path: Path, options: Mapping[str, Any], layout: Layout) -> Reader:
-        """The reader of a store in an app's own layout (engines with a ``layout`` option)."""
-        raise NotImplementedError
+        """The reader of a store in an app's own layout (:mod:`._sql_layout`), over the
+        engine's raw read (:meth:`_raw_read`)."""
+        from ._sql_layout import SqlLayoutReader
+
+        skip = bool(options.get("skip_foreign_tables", False))
+        return SqlLayoutReader(cls._raw_read(path), layout, skip)
 
     @classmethod
     def _layout_writer(cls, path: Path, create: bool, layout: Layout) -> Writer:
-        """The writer of a store in an app's own layout (engines with a ``layout`` option)."""
+        """The writer of a store in an app's own layout (:mod:`._sql_layout`), over the
+        engine's own writer (:meth:`_raw_writer`)."""
+        from ._sql_layout import SqlLayoutWriter
+
+        raw = cls._raw_writer(path, create, layout.metadata_in_store)
+        return SqlLayoutWriter(raw, layout, create)  # type: ignore[arg-type]
+
+    @classmethod
+    def _raw_read(cls, path: Path) -> Any:
+        """One snapshot of the file for a layout's reader (a :class:`._sql_layout.RawSqlRead`;
+        engines with layouts)."""
+        raise NotImplementedError
+
+    @classmethod
+    def _raw_writer(cls, path: Path, create: bool, metadata_table: bool) -> Writer:
+        """The engine's own writer for a layout's writer (``sql_tx``; engines with layouts)."""
         raise NotImplementedError
 
     @classmethod
@@ -579,10 +603,13 @@ def read_only_open(path: Path) -> ReadOnlyOpen:
     cannot on read-only media (a read-only mount, a directory this process cannot
     write): opening fails. SQLite documents ``immutable=1`` for such a file
     (https://www.sqlite.org/wal.html, "Read-Only Databases"); it is used only when the
-    directory cannot be written, the file is in WAL mode, no ``-shm`` is there and the
-    ``-wal`` is absent or empty, so that every commit is in the file itself. As an
+    file is in WAL mode, no ``-shm`` is there and the ``-wal`` is absent or empty, so
+    that every commit is in the file itself. As an
     immutable read takes no lock, the file is confirmed unchanged after each table
-    (:meth:`ReadOnlyOpen.confirm_unchanged`).
+    (:meth:`ReadOnlyOpen.confirm_unchanged`). The same holds in a writable directory for
+    a WAL-mode file without a ``-shm`` and with no commits in a ``-wal`` (no connection has
+    it open; an app such as ``dbm.sqlite3`` closed it): a read-only open through SQLite
+    would leave a ``-wal`` and a ``-shm`` beside the app's file, which it cannot remove.
 
     Raises:
         SourceError: a WAL-mode file on read-only media whose ``-wal`` holds commits,
@@ -590,11 +617,14 @@ def read_only_open(path: Path) -> ReadOnlyOpen:
     """
     uri = "file:" + uri_path(path) + "?mode=ro"
     directory = path.absolute().parent
-    if os.access(directory, os.W_OK) or not _wal_mode(path):
+    if not _wal_mode(path):
         return ReadOnlyOpen(uri)
     if _size(Path(f"{path}-shm")) is not None:
         return ReadOnlyOpen(uri)  # SQLite reads through an existing -shm (3.22 and later)
-    if _size(Path(f"{path}-wal")):
+    wal = _size(Path(f"{path}-wal"))
+    if wal and os.access(directory, os.W_OK):
+        return ReadOnlyOpen(uri)  # commits in the -wal: read through a -shm SQLite makes
+    if wal:
         raise SourceError(
             f"{path}: its WAL ({path.name}-wal) holds commits that SQLite reads only through "
             f"a {path.name}-shm, which cannot be created in {directory} (not writable)",

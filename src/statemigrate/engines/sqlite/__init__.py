@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import InterruptedByUser, StateMigrateError
 from ...fsutil import crash_point
@@ -34,12 +34,10 @@ from .._sql import (
     versioned_rows,
     write_metadata,
 )
+from .._sql_layout import RawSqlRead
 from ..base import AppHolder, NativeCopy, Reader, StoreFacts, Writer, take_batches
 from ..errors import DriverErrors, Meaning, Rule
 from ..options import option
-
-if TYPE_CHECKING:
-    from ...layout import Layout
 
 # What apsw's errors mean; a key or value that is not a BLOB is refused while reading.
 APSW_ERRORS = DriverErrors(
@@ -83,6 +81,23 @@ def select_batches(
     yield from take_batches(
         cur, max_records, max_bytes, "signed_version" if table.versioned else "as_is"
     )
+
+
+def raw_read(engine: type[SqliteEngine], path: Path) -> RawSqlRead:
+    """The file opened read-only, inside one read transaction (its first read done)."""
+    apsw = engine.require_driver()
+    opened = read_only_open(path)
+    failed = "{path}: not a readable SQLite database ({text})"
+    with SQLITE_FACTS.mapped(path, "opening", writing=False, failed=failed):
+        conn = apsw.Connection(opened.uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        conn.set_busy_timeout(3000)
+        conn.execute("BEGIN")
+        table_names(conn)  # the first read fixes the snapshot
+
+    def close() -> None:
+        conn.close()
+
+    return RawSqlRead(path, conn, SQLITE_FACTS, lambda: opened.confirm_unchanged(path), close)
 
 
 class SqliteReader(Reader):
@@ -231,7 +246,9 @@ class SqliteWriter(Writer):
 
     facts = SQLITE_FACTS
 
-    def __init__(self, engine: type[SqliteEngine], path: Path, create: bool):
+    def __init__(
+        self, engine: type[SqliteEngine], path: Path, create: bool, metadata_table: bool = True
+    ):
         apsw = engine.require_driver()
         self.apsw = apsw
         self.path = path
@@ -252,7 +269,8 @@ class SqliteWriter(Writer):
             self.conn.execute("PRAGMA synchronous=OFF")
             self.conn.execute("PRAGMA cache_size=-65536")
             self.conn.execute("PRAGMA wal_autocheckpoint=10000")
-            self.conn.execute(SqlLayout.META_CREATE)
+            if metadata_table:
+                self.conn.execute(SqlLayout.META_CREATE)
 
     def _final_journal_mode(self) -> str:
         """The mode to leave: an in-place upgrade leaves the mode it found, a built store DELETE."""
@@ -261,6 +279,10 @@ class SqliteWriter(Writer):
     def _tx(self, fn: Any) -> None:
         with self.errors("writing", failed="{path}: write failed ({text})"), self.conn:
             fn()  # one transaction (a savepoint inside transaction()); rolled back on error
+
+    def sql_tx(self, work: Callable[[], None]) -> None:
+        """``work`` in one transaction (what a layout's writer is given, :mod:`.._sql_layout`)."""
+        self._tx(work)
 
     def list_tables(self) -> list[TableInfo]:
         return layout_tables(self.conn, table_names(self.conn))[0]
@@ -410,24 +432,27 @@ class SqliteEngine(SqlFileEngine):
         return SqliteReader(cls, path, options)
 
     @classmethod
-    def _layout_reader(cls, path: Path, options: Mapping[str, Any], layout: Layout) -> Reader:
-        from .layout import LayoutSqliteReader
-
-        return LayoutSqliteReader(cls, path, options, layout)
+    def _raw_read(cls, path: Path) -> RawSqlRead:
+        """A read of one snapshot of the file, for a layout's reader (:mod:`.._sql_layout`)."""
+        return raw_read(cls, path)
 
     @classmethod
     def guess_layout(cls, path: Path) -> str:
         """A layout file guessed from an existing file (``statemigrate layout init``)."""
-        from .layout import guess_layout
+        from .._sql_layout import guess_sql_layout
 
         cls.check_source(path)
-        return guess_layout(path, cls.require_driver())
+        raw = cls._raw_read(path)
+        try:
+            return guess_sql_layout(raw.conn, path, cls.name)
+        finally:
+            raw.close()
 
     @classmethod
-    def _layout_writer(cls, path: Path, create: bool, layout: Layout) -> Writer:
-        from .layout import LayoutSqliteWriter
-
-        return LayoutSqliteWriter(cls, path, create, layout)
+    def _raw_writer(cls, path: Path, create: bool, metadata_table: bool) -> Writer:
+        """The engine's own writer, for a layout's writer (without statemigrate's
+        metadata table when the layout keeps none in the store)."""
+        return SqliteWriter(cls, path, create, metadata_table=metadata_table)
 
     @classmethod
     def _writer(cls, path: Path, create: bool) -> Writer:
