@@ -167,19 +167,16 @@ def test_ldb_default_column_family(via, tmp_path):
     round_trip(apps.LdbApp, via, tmp_path)
 
 
-@xfail("LMDB DUPSORT with duplicates refused ('not read in key order'): no multimap tables")
 @pytest.mark.parametrize("via", [VIA_SQL, "rocksdb"])
 def test_pylmdb_dupsort_with_duplicates(via, tmp_path):
     round_trip(apps.PyLmdbApp("dupsort"), via, tmp_path)
 
 
-@xfail("an LMDB DUPSORT database comes back without its MDB_DUPSORT flag")
 @pytest.mark.parametrize("via", [VIA_SQL, "rocksdb"])
 def test_pylmdb_dupsort_unique_keys(via, tmp_path):
     round_trip(apps.PyLmdbApp("dupsort-unique"), via, tmp_path)
 
 
-@xfail("an LMDB INTEGERKEY database is refused ('not read in key order'), not read in its order")
 @pytest.mark.parametrize("via", [VIA_SQL, "rocksdb"])
 def test_pylmdb_integerkey(via, tmp_path):
     round_trip(apps.PyLmdbApp("integerkey"), via, tmp_path)
@@ -224,7 +221,6 @@ def test_rocksdict_default_mode_is_refused_for_its_comparator(tmp_path):
 # itself (py-lmdb, SQLite), so the difference is known without statemigrate.
 
 
-@xfail("verify says equal for an LMDB database that lost MDB_DUPSORT")
 def test_verify_tells_a_lost_dupsort_flag(tmp_path):
     app = apps.PyLmdbApp("dupsort-unique")
     require(app)

@@ -140,6 +140,12 @@ class RawKv(StoreAccess):
         """Called after each batch is taken, before it is used: refuse a read that a
         writer changed under this side's snapshot (LMDB without its lock)."""
 
+    def raw_table_meta(self, ns: str) -> dict[str, Any]:
+        """The physical properties a state table in namespace ``ns`` carries in its
+        ``TableInfo.meta`` so that a conversion back restores them (LMDB's database
+        flags); empty by default."""
+        return {}
+
     def raw_native_digests(self, tables: list[tuple[str, TableInfo]]) -> list[Any] | None:
         """Whole namespaces' ``(count, digest sum, payload bytes)`` read natively, each
         ``(namespace, table)`` with the table's kind (:meth:`Reader.native_digests`);
@@ -151,6 +157,10 @@ class RawKvWriter(RawKv):
     """A key-value store's namespaces, written: create, one atomic commit, drop."""
 
     max_key_len: int | None = None  # the longest stored key the engine takes
+
+    def raw_declare(self, ns: str, meta: dict[str, Any]) -> None:
+        """Before :meth:`raw_create`: the meta of the table namespace ``ns`` is made for
+        (LMDB's flags come back from it); nothing by default."""
 
     @abstractmethod
     def raw_create(self, ns: str) -> None:
@@ -337,11 +347,21 @@ class _Mapped(StoreAccess):
         spec = self.layout.kv
         if isinstance(spec, KvNamespaces) and self.layout.metadata == "none":
             # The layout's tables whose namespace exists are the tables; kinds are its.
-            return [
+            tables = [
                 TableInfo(n, TableKind.VERSIONED if n in self.layout.versioned else TableKind.PLAIN)
                 for n in sorted(names, key=lambda n: n.encode("utf-8"))
             ]
-        return layout_tables(self.layout, meta, names)
+        else:
+            tables = layout_tables(self.layout, meta, names)
+        if not isinstance(spec, KvNamespaces):
+            return tables
+        # A namespace's physical properties (LMDB's flags) travel in its table's meta.
+        out = []
+        for t in tables:
+            ns = spec.namespace_of(t.name)
+            extra = self.raw.raw_table_meta(ns) if ns is not None else {}
+            out.append(TableInfo(t.name, t.kind, {**t.meta, **extra}) if extra else t)
+        return out
 
 
 def _shown_ns(ns: str) -> str:
@@ -489,6 +509,7 @@ class KvLayoutWriter(_Mapped, Writer):
                 "cannot hold"
             )
         ns, _, _ = self._place(table.name)
+        self.rawriter.raw_declare(ns, table.meta)
         if ns != MAIN and ns not in self.raw.raw_namespaces():
             self.rawriter.raw_create(ns)
         if self._meta_place() is not None:

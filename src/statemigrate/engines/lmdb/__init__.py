@@ -55,6 +55,7 @@ from ..base import (
     take_batches,
 )
 from ..errors import DriverErrors, Meaning, Rule
+from .flags import Codec, db_flags, flags_of, open_kwargs, refuse_unreadable, table_meta
 from .options import LmdbEntryPoints, LmdbOptions
 
 META_DB = METADATA_TABLE.encode()
@@ -162,6 +163,35 @@ def _named_among(env: Any, txn: Any, lmdb: Any) -> dict[str, Any]:
     return out
 
 
+def database_codecs(env: Any, txn: Any, dbs: Mapping[str, Any], where: Path) -> dict[str, Codec]:
+    """The flagged databases' codecs (:mod:`.flags`); REVERSEDUP refused (exit 4)."""
+    out: dict[str, Codec] = {}
+    for name, db in dbs.items():
+        if name == METADATA_TABLE:
+            continue
+        flags = db_flags(db, txn)
+        if flags:
+            refuse_unreadable(name, bytes(txn.get(name.encode("utf-8")) or b""), where)
+            out[name] = Codec(flags)
+    return out
+
+
+def flagged_tables(tables: list[TableInfo], codecs: Mapping[str, Codec]) -> list[TableInfo]:
+    """``tables`` with each flagged database's flags in its meta."""
+    out = []
+    for t in tables:
+        codec = codecs.get(t.name)
+        if codec is not None:
+            if t.versioned:
+                raise SourceError(
+                    f"table {t.name!r}: a versioned table in a database with flags "
+                    f"({', '.join(codec.flags)}) is not supported"
+                )
+            t = TableInfo(t.name, t.kind, {**t.meta, **table_meta(codec.flags)})
+        out.append(t)
+    return out
+
+
 def cursor_batches(
     cur: Any,
     table: TableInfo,
@@ -169,9 +199,23 @@ def cursor_batches(
     max_records: int,
     max_bytes: int,
     check: Callable[[], None] | None = None,
+    codec: Codec | None = None,
 ) -> Iterator[Batch]:
     """Bounded batches of a table's cursor in key order, strictly after ``after``, taken
-    natively; ``check`` runs after each batch is taken, before it is yielded."""
+    natively; ``check`` runs after each batch is taken, before it is yielded. A flagged
+    database's pairs go through its ``codec`` (in LMDB's order, the model's)."""
+    if codec is not None:
+        more = cur.first() if after is None else codec.seek(cur, after)
+        if not more:
+            return
+        pairs = codec.pairs(cur.iternext())
+        if after is not None:
+            pairs = (p for p in pairs if p[0] != after)
+        for batch in take_batches(pairs, max_records, max_bytes):
+            if check is not None:
+                check()
+            yield batch
+        return
     more = cur.first() if after is None else cur.set_range(after)
     if not more or (after is not None and cur.key() == after and not cur.next()):
         return
@@ -180,6 +224,31 @@ def cursor_batches(
         if check is not None:
             check()
         yield batch
+
+
+def stored_pairs(codec: Codec, batch: Batch, where: str) -> list[tuple[bytes, bytes]]:
+    """The stored pairs of a batch of a flagged database's records.
+
+    Raises:
+        DestinationError: a record no such database can hold (exit 5).
+    """
+    try:
+        return [codec.from_model(bytes(r[0]), bytes(r[1])) for r in batch]
+    except ValueError as exc:
+        raise DestinationError(
+            f"{where}: a record does not fit the database's flags ({', '.join(codec.flags)}): {exc}"
+        ) from exc
+
+
+def put_flagged(cur: Any, codec: Codec, pairs: list[tuple[bytes, bytes]]) -> int:
+    """Put ``pairs`` into a flagged database at ``cur``; how many were added.
+
+    A DUPSORT database takes a key's further values (MDB_NODUPDATA refuses only a
+    pair already there); any other refuses a key already there.
+    """
+    if codec.dupsort:
+        return int(cur.putmulti(pairs, dupdata=False, overwrite=True)[1])
+    return int(cur.putmulti(pairs, overwrite=False)[1])
 
 
 class LmdbReader(Reader):
@@ -205,8 +274,10 @@ class LmdbReader(Reader):
             self.snapshot_id = int(self.txn.id())
             self.txnid = self._last_txnid()
             self.dbs = _table_dbs(self.env, self.txn, lmdb, path, raw=self.raw)
+            self.codecs = database_codecs(self.env, self.txn, self.dbs, path)
             self.snapshot_metadata = self._read_meta()
-        self.snapshot_tables = recorded_tables(self.snapshot_metadata, self.dbs)
+        tables = recorded_tables(self.snapshot_metadata, self.dbs)
+        self.snapshot_tables = flagged_tables(tables, self.codecs)
 
     def _last_txnid(self) -> int:
         return int(self.env.info()["last_txnid"])
@@ -234,7 +305,9 @@ class LmdbReader(Reader):
         self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
     ) -> Iterator[Batch]:
         cur = self.txn.cursor(self.dbs[table.name])
-        return cursor_batches(cur, table, after, max_records, max_bytes, self._check_unchanged)
+        codec = self.codecs.get(table.name)
+        check = self._check_unchanged
+        return cursor_batches(cur, table, after, max_records, max_bytes, check, codec)
 
     def native_digests(self, tables: list[TableInfo]) -> list[tuple[int, int, int]] | None:
         """The tables' digests from ``data.mdb``'s pages (``_native.lmdb_digests``).
@@ -244,8 +317,8 @@ class LmdbReader(Reader):
         such a commit moves the last transaction id, checked after the walk as after
         every batch. Any store the walk does not read is read through the cursor.
         """
-        if self.locked:
-            return None
+        if self.locked or any(t.name in self.codecs for t in tables):
+            return None  # the walk reads records as stored: a flagged database's are not
         found = walked_digests(self.data, self.snapshot_id, tables)
         if found is not None:
             self._check_unchanged()
@@ -372,6 +445,7 @@ class LmdbWriter(Writer):
                 )
                 with self.env.begin(write=True) as txn:
                     self.dbs = _table_dbs(self.env, txn, self.lmdb, self.path, raw=self.raw)
+                    self.codecs = database_codecs(self.env, txn, self.dbs, self.path)
                     if METADATA_TABLE not in self.dbs and not self.raw:
                         self.dbs[METADATA_TABLE] = self.env.open_db(META_DB, txn=txn)
         except SourceError as exc:
@@ -409,7 +483,7 @@ class LmdbWriter(Writer):
                 self.env.set_mapsize(self.map_size)
 
     def list_tables(self) -> list[TableInfo]:
-        return recorded_tables(self.raw_metadata(), self.dbs)
+        return flagged_tables(recorded_tables(self.raw_metadata(), self.dbs), self.codecs)
 
     def raw_metadata(self) -> dict[str, bytes]:
         if self._outer is not None:
@@ -421,13 +495,21 @@ class LmdbWriter(Writer):
         if len(self.dbs) >= self.max_dbs and self._outer is None:
             self._reopen(max_dbs=self.max_dbs * 2)
         name, kind = table.name.encode("utf-8"), (KIND_PREFIX + table.name).encode()
+        flags = flags_of(table.meta, self.path)
+        if flags and table.versioned:
+            raise DestinationError(
+                f"{self.path}: table {table.name!r} is versioned: an LMDB database with "
+                f"flags ({', '.join(flags)}) cannot hold versions"
+            )
 
         def work(txn: Any) -> None:
-            self.dbs[table.name] = self.env.open_db(name, txn=txn)
+            self.dbs[table.name] = self.env.open_db(name, txn=txn, **open_kwargs(flags))
             if table.versioned:
                 txn.put(kind, b"versioned", db=self.dbs[METADATA_TABLE])
 
         self._tx(work)
+        if flags:
+            self.codecs[table.name] = Codec(flags)
 
     def _put_meta(self, txn: Any, metadata: Mapping[str, bytes | None]) -> None:
         db = self.dbs[METADATA_TABLE]
@@ -440,6 +522,10 @@ class LmdbWriter(Writer):
     def write_batch(
         self, table: TableInfo, batch: Batch, metadata: Mapping[str, bytes | None] | None = None
     ) -> None:
+        codec = self.codecs.get(table.name)
+        if codec is not None:
+            self._write_flagged(table, codec, batch, metadata)
+            return
         pairs = encode_versioned(batch) if table.versioned else batch
 
         def work(txn: Any) -> None:
@@ -453,6 +539,28 @@ class LmdbWriter(Writer):
                 raise DestinationError(
                     f"{self.path}: table {table.name!r}: {len(pairs) - added} record(s) out of key "
                     "order or already present; nothing of this batch was written"
+                )
+            if metadata:
+                self._put_meta(txn, metadata)
+
+        self._tx(work)
+
+    def _write_flagged(
+        self,
+        table: TableInfo,
+        codec: Codec,
+        batch: Batch,
+        metadata: Mapping[str, bytes | None] | None,
+    ) -> None:
+        """A batch into a flagged database: each record as the stored pair it stands for."""
+        pairs = stored_pairs(codec, batch, f"{self.path}: table {table.name!r}")
+
+        def work(txn: Any) -> None:
+            added = put_flagged(txn.cursor(self.dbs[table.name]), codec, pairs)
+            if added != len(pairs):
+                raise DestinationError(
+                    f"{self.path}: table {table.name!r}: {len(pairs) - added} record(s) "
+                    "already present; nothing of this batch was written"
                 )
             if metadata:
                 self._put_meta(txn, metadata)
@@ -473,7 +581,9 @@ class LmdbWriter(Writer):
         try:
             db = self.dbs.get(table.name)
             if db is not None:
-                yield from cursor_batches(txn.cursor(db), table, after, max_records, max_bytes)
+                codec = self.codecs.get(table.name)
+                cur = txn.cursor(db)
+                yield from cursor_batches(cur, table, after, max_records, max_bytes, None, codec)
         finally:
             if own:
                 txn.abort()
@@ -489,6 +599,7 @@ class LmdbWriter(Writer):
 
         self._tx(work)
         del self.dbs[name]
+        self.codecs.pop(name, None)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -618,6 +729,32 @@ class LmdbEngine(LmdbEntryPoints):
         else:
             files = cls.single_file_side_files
             refuse_linked_side_files(path, files, directory=False, make=make and path.exists())
+
+    @classmethod
+    def check_key(cls, table: TableInfo, key: bytes) -> None:
+        """A flagged database's record is checked as the pair it is stored as (a
+        multimap record's key and value, each 511 bytes at most), others as any key."""
+        flags = flags_of(table.meta, table.name)
+        if not flags:
+            super().check_key(table, key)
+            return
+        codec = Codec(flags)
+        where = f"the lmdb engine cannot store a record of table {table.name!r}"
+        try:
+            stored, dup = codec.from_model(key, b"")
+        except ValueError as exc:
+            raise DestinationError(f"{where} ({key[:64].hex()}): {exc}") from exc
+        limit = cls.capabilities.max_key_len or 511
+        if not 1 <= len(stored) <= limit:
+            raise DestinationError(
+                f"{where}: its key {stored[:64].hex() or '(empty)'} is {len(stored)} bytes, "
+                f"outside 1..{limit}"
+            )
+        if codec.dupsort and len(dup) > limit:
+            raise DestinationError(
+                f"{where}: a DUPSORT database's value is a key of LMDB's, and "
+                f"{dup[:64].hex()} is {len(dup)} bytes, over {limit}"
+            )
 
     @classmethod
     def store_directory(cls, path: Path) -> bool:

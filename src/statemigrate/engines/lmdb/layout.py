@@ -15,11 +15,12 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from ...errors import SourceError
+from ...errors import DestinationError, SourceError
 from ...model import METADATA_TABLE, TableInfo
 from .._kv_layout import SEPARATORS, guess_prefix, guess_text, may_be_versioned
 from .._kv_mapping import MAIN, Op, RawKv, RawKvWriter
-from . import LmdbEngine, LmdbReader, LmdbWriter
+from . import LmdbEngine, LmdbReader, LmdbWriter, put_flagged, stored_pairs
+from .flags import Codec, flags_of, open_kwargs, table_meta
 
 _CHECK_EVERY = 4096  # pairs between two checks that no writer changed the snapshot
 
@@ -28,6 +29,9 @@ class _RawCursors(RawKv):
     """The raw reads both sides share, over a transaction each side provides."""
 
     dbs: dict[str, Any]
+    # A flagged database's codec (:mod:`.flags`): its pairs are shown as the model's
+    # records (a DUPSORT database's as a multimap table's), in LMDB's order.
+    codecs: dict[str, Codec]
 
     def _txn(self) -> Any:
         raise NotImplementedError
@@ -64,7 +68,30 @@ class _RawCursors(RawKv):
         except UnicodeDecodeError:
             return False
 
+    def raw_table_meta(self, ns: str) -> dict[str, Any]:
+        """A flagged database's flags, as its table's meta."""
+        codec = self.codecs.get(ns)
+        return table_meta(codec.flags) if codec is not None else {}
+
+    def _flagged_items(
+        self, ns: str, codec: Codec, start: bytes, end: bytes | None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        with self._using() as txn:
+            cur = self._cursor(txn, ns)
+            if not codec.seek(cur, start):
+                return
+            for n, (key, value) in enumerate(codec.pairs(cur.iternext()), 1):
+                if end is not None and key >= end:
+                    break
+                yield key, value
+                if n % _CHECK_EVERY == 0:
+                    self._checked()
+            self._checked()
+
     def raw_seek(self, ns: str, key: bytes) -> bytes | None:
+        codec = self.codecs.get(ns)
+        if codec is not None:
+            return next((k for k, _ in self._flagged_items(ns, codec, key, None)), None)
         with self._using() as txn:
             cur = self._cursor(txn, ns)
             more = cur.set_range(key)
@@ -73,6 +100,10 @@ class _RawCursors(RawKv):
             return bytes(cur.key()) if more else None
 
     def raw_items(self, ns: str, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        codec = self.codecs.get(ns)
+        if codec is not None:
+            yield from self._flagged_items(ns, codec, start, end)
+            return
         if ns != MAIN and end is None:  # a whole named database from a key: LMDB's own loop
             with self._using() as txn:
                 cur = self._cursor(txn, ns)
@@ -105,7 +136,8 @@ class _RawCursors(RawKv):
         with self._using() as txn:
             db = None if ns == MAIN else self.dbs[ns]
             flags = txn.stat(db) if db is not None else txn.stat()
-        return {"entries": flags.get("entries")}
+        codec = self.codecs.get(ns)
+        return {"entries": flags.get("entries"), "flags": codec.flags if codec else []}
 
 
 class RawLmdbReader(_RawCursors, LmdbReader):
@@ -128,7 +160,8 @@ class RawLmdbReader(_RawCursors, LmdbReader):
         self._check_unchanged()
 
     def raw_native_digests(self, tables: list[tuple[str, TableInfo]]) -> list[Any] | None:
-        """The page walk of :meth:`LmdbReader.native_digests`, each table's database by name."""
+        """The page walk of :meth:`LmdbReader.native_digests`, each table's database by name
+        (none where a database has flags: the walk reads pairs as stored)."""
         return LmdbReader.native_digests(self, [TableInfo(ns, t.kind) for ns, t in tables])
 
 
@@ -142,6 +175,7 @@ class RawLmdbWriter(_RawCursors, LmdbWriter, RawKvWriter):
     ):
         super().__init__(engine, path, create, subdir)
         self.max_key_len = engine.capabilities.max_key_len
+        self.declared: dict[str, list[str]] = {}  # flags of databases about to be made
 
     def _txn(self) -> Any:
         return self._outer
@@ -159,14 +193,38 @@ class RawLmdbWriter(_RawCursors, LmdbWriter, RawKvWriter):
         finally:
             txn.abort()
 
+    def raw_declare(self, ns: str, meta: dict[str, Any]) -> None:
+        """The flags database ``ns`` gets when it is made: those its table's meta records."""
+        flags = flags_of(meta, self.path)
+        if flags and ns == MAIN:
+            raise DestinationError(
+                f"{self.path}: LMDB's unnamed database cannot be given flags "
+                f"({', '.join(flags)}) here; name a database for the table in the layout"
+            )
+        self.declared[ns] = flags
+
     def raw_create(self, ns: str) -> None:
         if len(self.dbs) >= self.max_dbs and self._outer is None:
             self._reopen(max_dbs=self.max_dbs * 2)
+        flags = self.declared.get(ns, [])
 
         def work(txn: Any) -> None:
-            self.dbs[ns] = self.env.open_db(ns.encode("utf-8"), txn=txn)
+            self.dbs[ns] = self.env.open_db(ns.encode("utf-8"), txn=txn, **open_kwargs(flags))
 
         self._tx(work)
+        if flags:
+            self.codecs[ns] = Codec(flags)
+
+    def _put_flagged(self, txn: Any, ns: str, pairs: list[tuple[bytes, bytes]]) -> None:
+        codec = self.codecs[ns]
+        stored = stored_pairs(codec, pairs, f"{self.path}: database {ns!r}")  # type: ignore[arg-type]
+        put_flagged(txn.cursor(self.dbs[ns]), codec, stored)
+
+    def _delete_flagged(self, txn: Any, ns: str, key: bytes) -> None:
+        codec = self.codecs[ns]
+        stored = stored_pairs(codec, [(key, b"")], f"{self.path}: database {ns!r}")  # type: ignore[list-item]
+        k, v = stored[0]
+        txn.delete(k, v if codec.dupsort else b"", db=self.dbs[ns])
 
     def raw_write(self, ops: list[Op], *, durable: bool = False) -> None:
         def work(txn: Any) -> None:
@@ -176,6 +234,14 @@ class RawLmdbWriter(_RawCursors, LmdbWriter, RawKvWriter):
                 j = i
                 while j < len(ops) and ops[j][0] == ns and ops[j][2] is not None:
                     j += 1
+                if j > i and ns in self.codecs:
+                    self._put_flagged(txn, ns, [(k, v) for _, k, v in ops[i:j] if v is not None])
+                    i = j
+                    continue
+                if j == i and ns in self.codecs:
+                    self._delete_flagged(txn, ns, ops[i][1])
+                    i += 1
+                    continue
                 if j > i:  # a run of puts into one database: one call
                     cur = self._cursor(txn, ns)
                     cur.putmulti([(k, v) for _, k, v in ops[i:j]], overwrite=True)
@@ -188,6 +254,10 @@ class RawLmdbWriter(_RawCursors, LmdbWriter, RawKvWriter):
         self._tx(work)
 
     def raw_put_sorted(self, ns: str, pairs: list[tuple[bytes, bytes]], extra: list[Op]) -> None:
+        if ns in self.codecs:
+            self.raw_write([(ns, k, v) for k, v in pairs] + extra)
+            return
+
         def work(txn: Any) -> None:
             cur = self._cursor(txn, ns)
             # Appending (MDB_APPEND) when the pairs land after the database's last key, as
@@ -208,10 +278,20 @@ class RawLmdbWriter(_RawCursors, LmdbWriter, RawKvWriter):
             db = self.dbs[ns]
             self._tx(lambda txn: txn.drop(db, delete=True))
             del self.dbs[ns]
+            self.codecs.pop(ns, None)
             return
+        codec = self.codecs.get(ns)
 
         def work(txn: Any) -> None:
             cur = self._cursor(txn, ns)
+            if codec is not None:  # the model's range, pair by pair
+                more = codec.seek(cur, start)
+                while more:
+                    key = codec.to_model(bytes(cur.key()), bytes(cur.value()))[0]
+                    if end is not None and key >= end:
+                        break
+                    more = cur.delete()
+                return
             more = cur.set_range(start)
             while more and (end is None or cur.key() < end):
                 if self._skip(ns, bytes(cur.key())):
