@@ -185,8 +185,8 @@ def test_without_fcntl_checksum_verify_inspect_and_upgrade_run(tmp_path) -> None
 # A process that holds a destination's lock the way a convert does, until stdin closes.
 HOLD_LOCK = (
     "from pathlib import Path\n"
-    "from statemigrate.pipeline import destination_lock\n"
-    "with destination_lock(Path(sys.argv[1])):\n"
+    "from statemigrate.stores.lockfile import writer_lock\n"
+    "with writer_lock(Path(sys.argv[1])):\n"
     "    print('ready', flush=True); sys.stdin.read()\n"
 )
 # msvcrt.locking (Windows) for this test, over POSIX byte-range locks (fcntl.lockf) on

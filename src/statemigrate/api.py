@@ -128,7 +128,7 @@ def inspect(
         report.schema = meta[META_SCHEMA].decode("utf-8", "replace")
     if META_REVISION in meta:
         report.revision = json.loads(meta[META_REVISION])
-    from .schema.journal import interrupted
+    from .stores.interrupted import interrupted
 
     report.upgrade_interrupted = interrupted(meta)
     return report

@@ -77,3 +77,11 @@ class MissingDriverError(UsageError):
             f"the {engine} engine needs its driver, which is not installed",
             hint=f"pip install 'statemigrate[{extra}]'",
         )
+
+
+class UpgradeInterruptedError(SourceError):
+    """A read-only command met a store whose upgrade was interrupted (exit 4).
+
+    Its tables are between two revisions until ``statemigrate upgrade`` (or
+    ``downgrade``) finishes the revision; reading it now would copy or digest that.
+    """

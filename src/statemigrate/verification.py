@@ -20,11 +20,12 @@ from .digest import Digest, store_digest
 from .engines.base import Reader
 from .errors import UsageError
 from .model import Record, TableInfo, TableKind, check_source_tables
-from .pipeline.copy import digest_checked, digest_store
-from .pipeline.source import open_source
 from .prefetch import prefetch
 from .progress import Progress, table_total
 from .registry import StorePath, resolve_source
+from .stores.interrupted import refuse_interrupted
+from .stores.opening import open_source
+from .stores.walk import digest_checked, digest_store
 
 MANIFEST_FORMAT = 1
 
@@ -111,8 +112,6 @@ def checksum(
     eng, path = resolve_source(store, engine)
     with open_source(eng, path, options) as reader:
         tables = reader.tables()
-        from .schema.journal import refuse_interrupted  # lazy, as in pipeline.convert
-
         refuse_interrupted(path, reader.metadata())  # a half-switched upgrade has no digest
         check_source_tables(tables, reader.metadata(), str(path))
         digests = digest_store(reader, tables, str(path), progress)
@@ -283,8 +282,6 @@ def verify(
     with open_source(ea, pa, options_a) as ra, open_source(eb, pb, options_b) as rb:
         ta = {t.name: t for t in ra.tables()}
         tb = {t.name: t for t in rb.tables()}
-        from .schema.journal import refuse_interrupted  # lazy, as in pipeline.convert
-
         # Before the tables' names: a private table of a running upgrade is its, busy.
         refuse_interrupted(pa, ra.metadata())
         refuse_interrupted(pb, rb.metadata())

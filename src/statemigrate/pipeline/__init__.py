@@ -19,15 +19,14 @@ their facts (suffixes, side files, capabilities, limits).
 from __future__ import annotations
 
 from ..model import TableKind
+from ..stores.walk import digest_checked, digest_store
 from .conversion import convert
-from .copy import check_keys, digest_checked, digest_store
+from .copy import check_keys
 from .destination import (
     check_destination,
-    destination_lock,
     owned_paths,
     partial_path,
     refuse_in_place,
-    resolve_destination,
 )
 from .report import ConvertReport, TableReport
 
@@ -38,11 +37,9 @@ __all__ = [
     "check_destination",
     "check_keys",
     "convert",
-    "destination_lock",
     "digest_checked",
     "digest_store",
     "owned_paths",
     "partial_path",
     "refuse_in_place",
-    "resolve_destination",
 ]

@@ -26,15 +26,16 @@ from ..model import META_CHECKPOINT_DONE, TableInfo, check_source_tables
 from ..perms import keep_owner, no_wider_than
 from ..progress import Progress
 from ..registry import StorePath, resolve_source
+from ..stores.interrupted import refuse_interrupted
+from ..stores.lockfile import writer_lock
+from ..stores.opening import open_source, resolve_destination
 from .copy import carried_metadata, check_keys, copy_tables
 from .destination import (
     check_destination,
     check_space,
-    destination_lock,
     put_in_place,
     refuse_in_place,
     remove_store,
-    resolve_destination,
 )
 from .job import Job
 from .native import SourceDigests, copy_natively, native_copy_for
@@ -51,7 +52,7 @@ from .resume import (
     settle_finished,
 )
 from .sidefiles import check_built_side_files
-from .source import open_source, select_tables
+from .source import select_tables
 
 
 def convert(
@@ -126,7 +127,7 @@ def convert(
     _refuse_before_locking(job)
     # Everything made from here (lock, .partial, side files) is no wider than the
     # source, nor than the store an --overwrite replaces.
-    with no_wider_than(src_path, final), destination_lock(final):
+    with no_wider_than(src_path, final), writer_lock(final):
         report = _convert_locked(job)
     report.seconds = time.monotonic() - started
     job.progress.close()
@@ -234,8 +235,6 @@ def _build(
     """Bring ``DST.partial`` to the whole source, written and synced; the source's digests
     (the engine's own copy may still be digesting the source: see :func:`copy_natively`)."""
     source_meta = reader.metadata()
-    from ..schema.journal import refuse_interrupted  # lazy: --help stays light
-
     refuse_interrupted(job.src_path, source_meta)  # a half-switched upgrade is no source
     kept = settle_finished(plan, job, reader, chosen)
     native = native_copy_for(job, plan, reader, chosen, source_meta)

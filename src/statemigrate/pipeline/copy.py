@@ -15,87 +15,12 @@ from operator import itemgetter
 from ..checkpoint import Checkpoint, is_checkpoint_entry
 from ..digest import Digest
 from ..engines.base import META_CHECKPOINT, META_TABLE_PREFIX, Engine, Reader, Writer
-from ..errors import InterruptedByUser, SourceError
+from ..errors import InterruptedByUser
 from ..fsutil import crash_point
 from ..model import Batch, TableInfo
 from ..prefetch import prefetch
 from ..progress import Progress, table_total
-
-
-def digest_checked(
-    batch: list, table: TableInfo, after: bytes | None, where: str
-) -> tuple[Digest, int]:
-    """The batch's digest and payload bytes, refusing records out of strictly ascending key order."""
-    from .. import _native
-
-    try:
-        count, total, unsorted, nbytes = _native.batch_digest(batch, table.versioned)
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise SourceError(
-            f"{where}: table {table.name!r} holds a record outside the model ({exc})"
-        ) from exc
-    if unsorted >= 0 or (after is not None and batch and batch[0][0] <= after):
-        raise SourceError(f"{where}: table {table.name!r} is not read in key order")
-    return Digest(count, total), nbytes
-
-
-def digest_store(
-    reader: Reader,
-    tables: list[TableInfo],
-    where: str,
-    progress: Progress | None = None,
-    should_stop: Callable[[], bool] | None = None,
-    hint: str | None = None,
-    sizes: dict[str, int] | None = None,
-) -> dict[str, Digest]:
-    """Per-table digests of a store, streaming; ``should_stop`` is polled between batches.
-
-    ``sizes``, when given, receives each table's payload bytes (keys and values).
-    """
-    out = {}
-    native = reader.native_digests(tables)
-    if native is not None:
-        return digests_answered(tables, native, progress, sizes)
-    for table in tables:
-        total = Digest()
-        last = None
-        nbytes_total = 0
-        if progress:
-            progress.start_table(table.name, table_total(progress, reader, table))
-        for batch in reader.read_batches(table):
-            if should_stop is not None and should_stop():
-                raise InterruptedByUser("interrupted; the work done so far is kept", hint=hint)
-            d, nbytes = digest_checked(batch, table, last, where)
-            total = total + d
-            nbytes_total += nbytes
-            last = batch[-1][0]
-            if progress:
-                progress.advance(d.count, nbytes)
-        if progress:
-            progress.end_table()
-        out[table.name] = total
-        if sizes is not None:
-            sizes[table.name] = nbytes_total
-    return out
-
-
-def digests_answered(
-    tables: list[TableInfo],
-    native: list[tuple[int, int, int]],
-    progress: Progress | None,
-    sizes: dict[str, int] | None,
-) -> dict[str, Digest]:
-    """:func:`digest_store`'s answer from a reader's :meth:`~Reader.native_digests`."""
-    out = {}
-    for table, (count, total, nbytes) in zip(tables, native, strict=True):
-        if progress:
-            progress.start_table(table.name, count)
-            progress.advance(count, nbytes)
-            progress.end_table()
-        out[table.name] = Digest(count, total)
-        if sizes is not None:
-            sizes[table.name] = nbytes
-    return out
+from ..stores.walk import digest_checked
 
 
 def check_keys(engine: type[Engine], reader: Reader, tables: list[TableInfo]) -> None:

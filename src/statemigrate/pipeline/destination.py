@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from ..engines._side_metadata import metadata_side_file
@@ -20,25 +18,7 @@ from ..engines.base import Engine
 from ..errors import DestinationError, StoreBusyError, UsageError
 from ..fsutil import crash_point, is_within, kind_of, lexists, place, remove_path, store_size
 from ..locks import busy_message
-from ..registry import StorePath, engine_for_suffix, parse_store
-from .lockfile import writer_lock
 from .sidefiles import clear_side_files, refuse_stale_side_files
-
-
-def resolve_destination(spec: StorePath, engine: str | None) -> tuple[type[Engine], Path]:
-    """The destination's engine (given, ``ENGINE:PATH``, or from the file suffix) and path."""
-    eng, path = parse_store(spec, engine)
-    if path.name in ("", ".", ".."):
-        raise UsageError(f"{spec}: name the destination's file or directory, not {path}")
-    if eng is None:
-        eng = engine_for_suffix(path)
-        if eng is None:
-            raise UsageError(
-                f"cannot tell the destination engine of {path}",
-                hint=f"name it as ENGINE:PATH (sqlite:{path}), or with --to ENGINE",
-            )
-    return eng, path
-
 
 # Windows answers a file another process opened without sharing it with PermissionError.
 _WINDOWS = os.name == "nt"
@@ -101,18 +81,6 @@ def refuse_in_place(
                 raise UsageError(
                     f"{final}: holds the source {src_path}; convert never replaces the source"
                 )
-
-
-@contextmanager
-def destination_lock(final: Path) -> Iterator[None]:
-    """One convert per destination: ``DST.lock`` held for the block (see :mod:`.lockfile`).
-
-    Raises:
-        StoreBusyError: another statemigrate writes ``final`` (exit 3, naming its pid).
-        DestinationError: the lock file cannot be made, or something else is there (exit 5).
-    """
-    with writer_lock(final):
-        yield
 
 
 def check_space(engine: type[Engine], source: Path, dest_dir: Path, force: bool) -> None:

@@ -31,7 +31,7 @@ from ..engines.base import META_TABLE_PREFIX, NativeCopy, Reader
 from ..errors import InterruptedByUser
 from ..fsutil import crash_point, fsync_tree
 from ..model import TableInfo
-from .copy import digest_store, digests_answered
+from ..stores.walk import digest_store, digests_answered
 from .job import Job
 from .resume import ResumePlan, Start, mark_done
 

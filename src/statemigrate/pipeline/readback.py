@@ -12,7 +12,7 @@ from ..errors import DestinationError, SourceError
 from ..fsutil import crash_point
 from ..model import TableInfo
 from ..progress import Progress
-from .copy import digest_store
+from ..stores.walk import digest_store
 
 if TYPE_CHECKING:
     from .job import Job

@@ -32,12 +32,13 @@ from ..errors import (
 from ..fsutil import fsync_tree, remove_path
 from ..model import TableInfo
 from ..progress import Progress
-from .copy import digest_store
+from ..stores.opening import open_source
+from ..stores.walk import digest_store
 from .destination import remove_store
 from .job import Job
 from .readback import check_built, check_partial
 from .report import ConvertReport, fill_report
-from .source import open_source, select_tables
+from .source import select_tables
 
 
 class Start(Enum):

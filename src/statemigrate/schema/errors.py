@@ -59,13 +59,5 @@ class StoreMissingError(SourceError):
     """
 
 
-class UpgradeInterruptedError(SourceError):
-    """A read-only command met a store whose upgrade was interrupted (exit 4).
-
-    Its tables are between two revisions until ``statemigrate upgrade`` (or
-    ``downgrade``) finishes the revision; reading it now would copy or digest that.
-    """
-
-
 class SchemaError(UsageError):
     """The schema directory is missing, broken, or a revision target does not resolve."""

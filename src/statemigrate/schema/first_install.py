@@ -39,7 +39,7 @@ def is_vacant(store: StorePath, engine: str | None) -> bool:
     directory engine goes."""
     if is_missing(store, engine):
         return True
-    from ..pipeline import resolve_destination
+    from ..stores.opening import resolve_destination
 
     try:
         eng, path = resolve_destination(store, engine)
@@ -57,9 +57,9 @@ def make_store(eng: type[Engine], path: Path, options: Mapping[str, Any] | None 
     """
     if not (path.exists() or path.is_symlink()):
         return create_store(eng, path, options)
-    from ..pipeline import destination_lock
+    from ..stores.lockfile import writer_lock
 
-    with destination_lock(path):
+    with writer_lock(path):
         if not _fillable(eng, path):
             return False  # another run made the store meanwhile, or put something there
         _empty(path)  # what an interrupted run left: nothing else was there

@@ -41,16 +41,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-from pathlib import Path
 from typing import Any
 
 from ..engines.base import Writer
 from ..model import TableInfo, TableKind
+from ..stores.interrupted import META_JOURNAL, META_PENDING, load_entry
 
-META_JOURNAL = "upgrade_journal"
-# JSON {"revision", "to", "direction", "tables"}: private tables a revision that has not
-# committed yet may have created (each name committed before its table exists).
-META_PENDING = "upgrade_pending"
 META_CHECKSUMS = "revision_checksums"  # JSON {revision: sha256 of its file when applied}
 TMP_PREFIX = "__sm_tmp__"
 
@@ -197,11 +193,6 @@ def _drop_recorded(writer: Writer, names: set[str]) -> list[str]:
     return present
 
 
-def _load(meta: dict[str, bytes], key: str) -> dict[str, Any] | None:
-    raw = meta.get(key)
-    return json.loads(raw) if raw is not None else None
-
-
 def recover(writer: Writer, can_rename: bool, batch_records: int, batch_bytes: int) -> str | None:
     """Finish a committed journal, or drop the tables an uncommitted revision recorded.
 
@@ -219,8 +210,8 @@ def recover(writer: Writer, can_rename: bool, batch_records: int, batch_bytes: i
         tables of an interrupted revision …"), or None when nothing was unfinished.
     """
     meta = writer.metadata()
-    journal = _load(meta, META_JOURNAL)
-    pending = _load(meta, META_PENDING)
+    journal = load_entry(meta, META_JOURNAL)
+    pending = load_entry(meta, META_PENDING)
     done = None
     if journal is not None:
         finish_journal(writer, journal, can_rename, batch_records, batch_bytes)
@@ -243,34 +234,6 @@ def needs_recovery(meta: dict[str, bytes]) -> bool:
     return META_JOURNAL in meta or META_PENDING in meta
 
 
-def interrupted(meta: dict[str, bytes]) -> dict[str, Any] | None:
-    """What an unfinished upgrade left, for read-only commands to report; None if nothing.
-
-    Returns:
-        ``{"revision", "direction", "to", "committed", "message"}``: ``committed`` is
-        True when the revision reached its commit point (finishing it completes the
-        switch) and False when finishing it rolls the revision back.
-    """
-    journal = _load(meta, META_JOURNAL)
-    entry = journal if journal is not None else _load(meta, META_PENDING)
-    if entry is None:
-        return None
-    direction = entry.get("direction", "upgrade")
-    to = entry.get("to")
-    target = ", ".join(to) if to else (entry.get("revision") or "an unknown revision")
-    article = "an" if direction == "upgrade" else "a"
-    return {
-        "revision": entry.get("revision"),
-        "direction": direction,
-        "to": to,
-        "committed": journal is not None,
-        "message": (
-            f"{article} {direction} to {target} was interrupted; run `statemigrate upgrade` "
-            "(or `downgrade`) to finish it"
-        ),
-    }
-
-
 def unrecorded_private(meta: dict[str, bytes], tables: list[TableInfo]) -> list[str]:
     """Tables named with the private prefix that no journal or pending entry records.
 
@@ -280,34 +243,7 @@ def unrecorded_private(meta: dict[str, bytes], tables: list[TableInfo]) -> list[
     """
     recorded: set[str] = set()
     for key in (META_JOURNAL, META_PENDING):
-        entry = _load(meta, key)
+        entry = load_entry(meta, key)
         if entry is not None:
             recorded |= recorded_tables(entry)
     return sorted(t.name for t in tables if is_private(t.name) and t.name not in recorded)
-
-
-def refuse_interrupted(path: Any, meta: dict[str, bytes]) -> None:
-    """Refuse to read a store whose upgrade was interrupted (for convert, verify, checksum).
-
-    Until ``upgrade`` or ``downgrade`` finishes it, its tables may be between two
-    revisions (RocksDB, redb, HelixDB switch table by table): a copy or a digest of that
-    would pass a mixed state off as the store.
-
-    An upgrade that is still running shows the same entries: while another statemigrate
-    holds the store's writer lock (``STORE.lock``), the store is busy, not interrupted.
-
-    Raises:
-        StoreBusyError: another statemigrate is upgrading the store (exit 3, its pid).
-        UpgradeInterruptedError: an upgrade of the store was interrupted (exit 4).
-    """
-    from .errors import UpgradeInterruptedError
-
-    found = interrupted(meta)
-    if found is not None:
-        from ..pipeline.lockfile import refuse_if_written
-
-        refuse_if_written(Path(path), f"statemigrate is {found['direction'][:-1]}ing it")
-        raise UpgradeInterruptedError(
-            f"{path}: {found['message'].split(';')[0]}; the store is between two revisions",
-            hint="run `statemigrate upgrade STORE --schema DIR` (or `downgrade`) to finish it first",
-        )

@@ -14,7 +14,8 @@ from typing import Any
 
 from ..engines.base import META_REVISION
 from ..registry import StorePath
-from .journal import META_CHECKSUMS, interrupted, unrecorded_private
+from ..stores.interrupted import interrupted
+from .journal import META_CHECKSUMS, unrecorded_private
 from .reports import CurrentReport
 from .scripts import Schema
 from .store import resolve_store

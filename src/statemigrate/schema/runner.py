@@ -31,6 +31,7 @@ from ..errors import StateMigrateError
 from ..model import TableInfo
 from ..progress import Progress
 from ..registry import StorePath
+from ..stores.walk import store_digest_of
 from . import op as op_module
 from .backup import write_backup
 from .errors import RevisionFailedError, RevisionUnknownError, with_adoption_hint
@@ -53,7 +54,6 @@ from .store import (
     FULL_DISK_ERRNOS,
     MISSING_HINT,
     atomic,
-    digest_tables,
     digest_writer,
     in_place_engine,
     is_missing,
@@ -106,7 +106,7 @@ def _recover(
 
 
 def _digest_reader(reader: Reader) -> str:
-    return digest_tables(reader.tables(), reader.read_batches)
+    return store_digest_of(reader.tables(), reader.read_batches, str(reader.path))
 
 
 def _migrate(

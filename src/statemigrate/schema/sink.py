@@ -5,7 +5,7 @@ Every batch an operation produces is checked before it is written: records of th
 table's shape (bytes, and a u64 version in a versioned table), keys strictly
 ascending across batches (``op.rewrite`` must keep the order; ``op.rekey``'s sort
 output repeats a key only when two records were given one), and keys the engine can
-hold. The check runs in Rust (``_native.batch_digest``).
+hold. The check runs in Rust (:func:`statemigrate.stores.walk.batch_facts`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _native
 from ..engines.base import Engine, Writer
 from ..errors import DestinationError
 from ..model import TableInfo
+from ..stores.walk import batch_facts
 from .errors import RevisionFailedError
 from .journal import crash_point
 
@@ -64,14 +64,14 @@ class Sink:
             return 0
         dst = self.dst
         try:
-            _count, _total, unsorted, nbytes = _native.batch_digest(batch, dst.versioned)
+            _digest, nbytes, unsorted = batch_facts(batch, dst.versioned, self.last)
         except (TypeError, ValueError, OverflowError) as exc:
             shape = "(key, value, version)" if dst.versioned else "(key, value)"
             raise self.fail(
                 f"{self.what} produced a record that is not {shape} of bytes ({exc})"
             ) from exc
-        if unsorted >= 0 or (self.last is not None and batch[0][0] <= self.last):
-            key = batch[max(unsorted, 0)][0]
+        if unsorted >= 0:
+            key = batch[unsorted][0]
             if self.duplicates is not None:
                 raise self.fail(f"{self.duplicates} {key[:64].hex() or '(empty)'}")
             raise self.fail(

@@ -10,18 +10,19 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import _native
-from ..digest import Digest, store_digest
 from ..engines.base import META_REVISION, Engine, Reader, Writer
 from ..errors import DestinationError, StateMigrateError, StoreBusyError, UsageError
-from ..model import Batch, TableInfo
+from ..model import TableInfo
 from ..perms import no_wider_than
 from ..progress import Progress
 from ..registry import StorePath, parse_store, resolve_source
+from ..stores.lockfile import writer_lock
+from ..stores.opening import resolve_destination
+from ..stores.walk import store_digest_of
 from .errors import StoreMissingError
 
 MISSING_HINT = "check the path"
@@ -72,8 +73,6 @@ def require_in_place(eng: type[Engine]) -> None:
 
 def new_store_engine(store: str, engine: str | None) -> tuple[type[Engine], Path]:
     """The engine of a store ``--create`` will make: named, or from the path's suffix."""
-    from ..pipeline import resolve_destination
-
     eng, path = resolve_destination(store, engine)
     require_in_place(eng)
     if not path.parent.is_dir():
@@ -89,9 +88,7 @@ def create_store(eng: type[Engine], path: Path, options: Mapping[str, Any] | Non
     """
     import shutil
 
-    from ..pipeline import destination_lock
-
-    with _refusing_full_disk(path), destination_lock(path):
+    with _refusing_full_disk(path), writer_lock(path):
         if path.exists() or path.is_symlink():
             return False
         try:
@@ -178,10 +175,8 @@ def open_writer(
         StoreBusyError: another process has the store open (exit 3).
         DestinationError: the disk is full or refuses writes (exit 5).
     """
-    from ..pipeline import destination_lock
-
     # What the upgrade creates (lock, new files, spills, --backup) is no wider than the store.
-    with _refusing_full_disk(path), no_wider_than(path), destination_lock(path):
+    with _refusing_full_disk(path), no_wider_than(path), writer_lock(path):
         _refuse_if_held(eng, path)
         writer = eng.open_for_writing(path, options)
         try:
@@ -215,29 +210,9 @@ def stamped_revisions(
     return sorted(json.loads(raw)) if raw else []
 
 
-def digest_tables(
-    tables: list[TableInfo],
-    read_batches: Callable[[TableInfo], Iterable[Batch]],
-    progress: Progress | None = None,
-) -> str:
-    """The store digest of ``tables``, each read through ``read_batches``."""
-    progress = progress or Progress()
-    parts = []
-    for table in tables:
-        total = Digest()
-        progress.start_table(table.name, None)
-        for batch in read_batches(table):
-            count, part, _unsorted, nbytes = _native.batch_digest(batch, table.versioned)
-            total = total + Digest(count, part)
-            progress.advance(count, nbytes)
-        progress.end_table()
-        parts.append((table.name, table.kind, total))
-    return store_digest(parts)
-
-
 def digest_writer(writer: Writer, progress: Progress | None = None) -> str:
     """The store digest, read through the writer (it sees what the writer sees)."""
-    return digest_tables(writer.list_tables(), writer.read_batches, progress)
+    return store_digest_of(writer.list_tables(), writer.read_batches, str(writer.path), progress)
 
 
 def peek(

@@ -17,7 +17,7 @@ from typing import Any
 from ..engines.base import Engine
 from ..errors import UsageError
 from ..registry import resolve_source
-from ..schema.store import digest_tables
+from ..stores.walk import store_digest_of
 from .stores import store_path, tree_sha256
 
 EXAMPLE = Path(__file__).resolve().parent / "example_schema"
@@ -81,7 +81,7 @@ def digest(spec: str) -> str:
     except UsageError:  # an engine without the option
         reader = eng.open_reader(path)
     with reader:
-        return digest_tables(reader.tables(), reader.read_batches)
+        return store_digest_of(reader.tables(), reader.read_batches, str(reader.path))
 
 
 def table_names(spec: str) -> list[str]:

@@ -39,7 +39,7 @@ def seed(store: str, n_events: int, *, engine: str | None = None, batch: int = 1
     import statemigrate
     from statemigrate.api import upgrade
     from statemigrate.model import TableInfo, TableKind
-    from statemigrate.pipeline import resolve_destination
+    from statemigrate.stores.opening import resolve_destination
 
     eng, path = resolve_destination(store, engine)
     writer = eng.create_writer(path)
