@@ -75,12 +75,14 @@ scorecard: install  ## issue 13's targets, met or missed, from one run (1M recor
 fixtures: install  ## remake the small fixture stores made by the Python drivers
 	$(PYTHON) fixtures/make_fixtures.py
 
-lint: install  ## the gate CI runs before the tests: ruff (lint, format), mypy and clippy
+lint: install  ## the gate CI runs before the tests: ruff (lint, format), mypy, cargo fmt and clippy
 	$(PYTHON) -m ruff check src tests benchmarks plugins/turbokv/python docs/hooks
 	$(PYTHON) -m ruff format --check src tests benchmarks plugins/turbokv/python docs/hooks
 	$(PYTHON) -m mypy src/statemigrate plugins/turbokv/python/statemigrate_turbokv
-	cd rust && cargo clippy --release --quiet -- -D warnings
-	cd plugins/turbokv && cargo clippy --release --quiet -- -D warnings
+	cd rust && cargo fmt --check && cargo clippy --release --quiet -- -D warnings
+	cd rust/fixture-maker && cargo fmt --check
+	cd rust/fjall-fixture-maker && cargo fmt --check
+	cd plugins/turbokv && cargo fmt --check && cargo clippy --release --quiet -- -D warnings
 
 # The docs site. Its reference page imports the CLI (docs/hooks/commands.py), so the
 # package is installed first where it is not yet; the docs extra of pyproject.toml is

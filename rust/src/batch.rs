@@ -21,14 +21,24 @@ fn parse_decode(name: &str) -> PyResult<Decode> {
         "as_is" => Ok(Decode::AsIs),
         "be_version_prefix" => Ok(Decode::BeVersionPrefix),
         "signed_version" => Ok(Decode::SignedVersion),
-        other => Err(PyValueError::new_err(format!("unknown decode mode {other:?}"))),
+        other => Err(PyValueError::new_err(format!(
+            "unknown decode mode {other:?}"
+        ))),
     }
 }
 
 fn bytes_len(item: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
     item.cast::<PyBytes>()
         .map(|b| b.as_bytes().len())
-        .map_err(|_| PyValueError::new_err(format!("a {what} must be bytes, got {}", item.get_type().name().map(|n| n.to_string()).unwrap_or_default())))
+        .map_err(|_| {
+            PyValueError::new_err(format!(
+                "a {what} must be bytes, got {}",
+                item.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            ))
+        })
 }
 
 /// Take up to `max_records` rows from `rows` (an iterator of tuples), stopping after
@@ -50,7 +60,9 @@ pub fn take_batch<'py>(
     let mut nbytes = 0usize;
     for row in it {
         let row = row?;
-        let t = row.cast::<PyTuple>().map_err(|_| PyValueError::new_err("a row must be a tuple"))?;
+        let t = row
+            .cast::<PyTuple>()
+            .map_err(|_| PyValueError::new_err("a row must be a tuple"))?;
         if t.len() < 2 {
             return Err(PyValueError::new_err("a row must hold a key and a value"));
         }
@@ -66,12 +78,17 @@ pub fn take_batch<'py>(
             Decode::BeVersionPrefix => {
                 let raw = value.cast::<PyBytes>()?.as_bytes();
                 if raw.len() < 8 {
-                    return Err(PyValueError::new_err("a versioned record is shorter than its 8-byte version"));
+                    return Err(PyValueError::new_err(
+                        "a versioned record is shorter than its 8-byte version",
+                    ));
                 }
                 let ver = u64::from_be_bytes(raw[..8].try_into().unwrap());
                 let v = PyBytes::new(py, &raw[8..]);
                 nbytes += klen + vlen - 8;
-                out.append(PyTuple::new(py, [key, v.into_any(), ver.into_pyobject(py)?.into_any()])?)?;
+                out.append(PyTuple::new(
+                    py,
+                    [key, v.into_any(), ver.into_pyobject(py)?.into_any()],
+                )?)?;
             }
             Decode::SignedVersion => {
                 if t.len() != 3 {
@@ -79,7 +96,10 @@ pub fn take_batch<'py>(
                 }
                 let ver = t.get_item(2)?.extract::<i64>()? as u64;
                 nbytes += klen + vlen;
-                out.append(PyTuple::new(py, [key, value, ver.into_pyobject(py)?.into_any()])?)?;
+                out.append(PyTuple::new(
+                    py,
+                    [key, value, ver.into_pyobject(py)?.into_any()],
+                )?)?;
             }
         }
         if out.len() >= max_records || nbytes >= max_bytes {

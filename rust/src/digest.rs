@@ -31,11 +31,18 @@ pub fn record_hash_into(buf: &mut Vec<u8>, key: &[u8], value: &[u8], version: Op
 /// The bytes are borrowed from the Python objects (no copy); the hashing runs
 /// with the GIL released.
 #[pyfunction]
-pub fn batch_digest(py: Python<'_>, records: &Bound<'_, PyList>, versioned: bool) -> PyResult<(u64, u128, i64, u64)> {
+pub fn batch_digest(
+    py: Python<'_>,
+    records: &Bound<'_, PyList>,
+    versioned: bool,
+) -> PyResult<(u64, u128, i64, u64)> {
     let want = if versioned { 3 } else { 2 };
-    let mut owned: Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>, Option<u64>)> = Vec::with_capacity(records.len());
+    let mut owned: Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>, Option<u64>)> =
+        Vec::with_capacity(records.len());
     for item in records.iter() {
-        let t = item.cast_into::<PyTuple>().map_err(|_| PyValueError::new_err("a record must be a tuple"))?;
+        let t = item
+            .cast_into::<PyTuple>()
+            .map_err(|_| PyValueError::new_err("a record must be a tuple"))?;
         if t.len() != want {
             return Err(PyValueError::new_err(format!(
                 "a {} record has {} fields, got {}",
@@ -44,19 +51,41 @@ pub fn batch_digest(py: Python<'_>, records: &Bound<'_, PyList>, versioned: bool
                 t.len()
             )));
         }
-        let k = t.get_item(0)?.cast_into::<PyBytes>().map_err(|_| PyValueError::new_err("a key must be bytes"))?;
-        let v = t.get_item(1)?.cast_into::<PyBytes>().map_err(|_| PyValueError::new_err("a value must be bytes"))?;
-        let ver = if versioned { Some(t.get_item(2)?.extract::<u64>()?) } else { None };
+        let k = t
+            .get_item(0)?
+            .cast_into::<PyBytes>()
+            .map_err(|_| PyValueError::new_err("a key must be bytes"))?;
+        let v = t
+            .get_item(1)?
+            .cast_into::<PyBytes>()
+            .map_err(|_| PyValueError::new_err("a value must be bytes"))?;
+        let ver = if versioned {
+            Some(t.get_item(2)?.extract::<u64>()?)
+        } else {
+            None
+        };
         owned.push((k, v, ver));
     }
     let n = owned.len();
     // Python bytes are immutable and `owned` keeps them alive, so borrowing is safe.
-    let items: Vec<(&[u8], &[u8], Option<u64>)> = owned.iter().map(|(k, v, ver)| (k.as_bytes(), v.as_bytes(), *ver)).collect();
+    let items: Vec<(&[u8], &[u8], Option<u64>)> = owned
+        .iter()
+        .map(|(k, v, ver)| (k.as_bytes(), v.as_bytes(), *ver))
+        .collect();
     let (sum, unsorted, nbytes) = py.detach(|| {
         let mut buf = Vec::with_capacity(4096);
-        let sum = items.iter().fold(0u128, |acc, (k, v, ver)| acc.wrapping_add(record_hash_into(&mut buf, k, v, *ver)));
-        let unsorted = items.windows(2).position(|w| w[0].0 >= w[1].0).map(|i| i as i64 + 1).unwrap_or(-1);
-        let nbytes: u64 = items.iter().map(|(k, v, _)| (k.len() + v.len()) as u64).sum();
+        let sum = items.iter().fold(0u128, |acc, (k, v, ver)| {
+            acc.wrapping_add(record_hash_into(&mut buf, k, v, *ver))
+        });
+        let unsorted = items
+            .windows(2)
+            .position(|w| w[0].0 >= w[1].0)
+            .map(|i| i as i64 + 1)
+            .unwrap_or(-1);
+        let nbytes: u64 = items
+            .iter()
+            .map(|(k, v, _)| (k.len() + v.len()) as u64)
+            .sum();
         (sum, unsorted, nbytes)
     });
     Ok((n as u64, sum, unsorted, nbytes))

@@ -13,8 +13,8 @@ mod lmdb_check;
 mod lmdb_digest;
 mod lmdb_pages;
 mod py_sort;
-mod rocksdb_check;
 mod redb_engine;
+mod rocksdb_check;
 mod sort;
 
 #[pymodule]

@@ -12,13 +12,13 @@
 //!
 //! Layouts as in `lmdb_check.rs` (LMDB 0.9's `mdb.c`).
 use crate::digest::record_hash_into;
-use crate::lmdb_check::{
-    nodes, u16_at, u32_at, u64_at, Check, F_BIGDATA, F_DUPDATA, F_SUBDATA, INVALID_PAGE, META_MAGIC,
-    NODE_HEADER, PAGE_HEADER, P_BRANCH, P_LEAF, P_LEAF2,
-};
-use pyo3::prelude::*;
 use crate::fileio::read_exact_at;
+use crate::lmdb_check::{
+    nodes, u16_at, u32_at, u64_at, Check, F_BIGDATA, F_DUPDATA, F_SUBDATA, INVALID_PAGE,
+    META_MAGIC, NODE_HEADER, PAGE_HEADER, P_BRANCH, P_LEAF, P_LEAF2,
+};
 use crate::lmdb_pages::PageReader;
+use pyo3::prelude::*;
 use std::fs::File;
 
 /// Offsets inside a meta page: the main database's record, the snapshot's txn id.
@@ -70,7 +70,9 @@ impl Pages {
         let mut stack = vec![(root, 0usize)];
         while let Some((pgno, level)) = stack.pop() {
             if level > MAX_DEPTH {
-                return Err(format!("a tree deeper than {MAX_DEPTH} levels at page {pgno}"));
+                return Err(format!(
+                    "a tree deeper than {MAX_DEPTH} levels at page {pgno}"
+                ));
             }
             let page = self.page(pgno)?;
             let flags = u16_at(&page, 10)?;
@@ -84,26 +86,40 @@ impl Pages {
                 }
             } else if flags & P_LEAF != 0 && flags & P_LEAF2 == 0 {
                 for node in nodes(&page, page.len())? {
-                    let size = u16_at(&page, node)? as usize | (u16_at(&page, node + 2)? as usize) << 16;
+                    let size =
+                        u16_at(&page, node)? as usize | (u16_at(&page, node + 2)? as usize) << 16;
                     let nflags = u16_at(&page, node + 4)?;
                     let ksize = u16_at(&page, node + 6)? as usize;
                     let data = node + NODE_HEADER + ksize;
-                    let key = page.get(node + NODE_HEADER..data).ok_or("a key runs past its page")?;
+                    let key = page
+                        .get(node + NODE_HEADER..data)
+                        .ok_or("a key runs past its page")?;
                     if nflags & F_BIGDATA != 0 {
                         let first = u64_at(&page, data)?;
-                        let end = first.checked_add((PAGE_HEADER + size).div_ceil(self.psize) as u64);
+                        let end =
+                            first.checked_add((PAGE_HEADER + size).div_ceil(self.psize) as u64);
                         if first < 2 || end.is_none_or(|e| e > self.pages) {
-                            return Err(format!("a value on overflow page {first} runs past the file"));
+                            return Err(format!(
+                                "a value on overflow page {first} runs past the file"
+                            ));
                         }
-                        let value = read(&self.file.file, first * self.psize as u64 + PAGE_HEADER as u64, size)?;
+                        let value = read(
+                            &self.file.file,
+                            first * self.psize as u64 + PAGE_HEADER as u64,
+                            size,
+                        )?;
                         visit(key, &value, nflags)?;
                     } else {
-                        let value = page.get(data..data + size).ok_or("a value runs past its page")?;
+                        let value = page
+                            .get(data..data + size)
+                            .ok_or("a value runs past its page")?;
                         visit(key, value, nflags)?;
                     }
                 }
             } else {
-                return Err(format!("page {pgno} is not a plain branch or leaf (flags {flags:#x})"));
+                return Err(format!(
+                    "page {pgno} is not a plain branch or leaf (flags {flags:#x})"
+                ));
             }
         }
         Ok(())
@@ -115,13 +131,20 @@ type TableDigest = (u64, u128, u64);
 
 fn digests(path: &str, txnid: u64, tables: &[(Vec<u8>, bool)]) -> Check<Vec<TableDigest>> {
     let file = File::open(path).map_err(|e| format!("cannot be read ({e})"))?;
-    let size = file.metadata().map_err(|e| format!("cannot be read ({e})"))?.len();
+    let size = file
+        .metadata()
+        .map_err(|e| format!("cannot be read ({e})"))?
+        .len();
     let head = read(&file, 0, 160)?;
     let psize = u32_at(&head, 40)? as usize;
     if u32_at(&head, 16)? != META_MAGIC || !(512..=1 << 16).contains(&psize) {
         return Err("has no valid meta page".into());
     }
-    let mut pages = Pages { file: PageReader::new(file, psize), psize, pages: size / psize as u64 };
+    let mut pages = Pages {
+        file: PageReader::new(file, psize),
+        psize,
+        pages: size / psize as u64,
+    };
     // The meta page of the reader's snapshot (LMDB alternates two): gone after two
     // more commits, when the caller reads through the driver instead.
     let mut meta = None;
@@ -133,26 +156,30 @@ fn digests(path: &str, txnid: u64, tables: &[(Vec<u8>, bool)]) -> Check<Vec<Tabl
     }
     let meta = meta.ok_or_else(|| format!("no meta page holds transaction {txnid}"))?;
     let mut roots: Vec<Option<u64>> = vec![None; tables.len()];
-    pages.walk(u64_at(&meta, META_MAIN_DB + DB_ROOT)?, &mut |key, value, flags| {
-        if flags & F_SUBDATA != 0 {
-            if let Some(i) = tables.iter().position(|(name, _)| name.as_slice() == key) {
-                if value.len() < DB_SIZE {
-                    return Err("a database record is cut short".into());
+    pages.walk(
+        u64_at(&meta, META_MAIN_DB + DB_ROOT)?,
+        &mut |key, value, flags| {
+            if flags & F_SUBDATA != 0 {
+                if let Some(i) = tables.iter().position(|(name, _)| name.as_slice() == key) {
+                    if value.len() < DB_SIZE {
+                        return Err("a database record is cut short".into());
+                    }
+                    // Any flag (duplicates, integer or reversed keys) changes the order or
+                    // the records: not the layout this walk reads.
+                    if u16_at(value, DB_FLAGS)? != 0 {
+                        return Err("a table database has flags this walk does not read".into());
+                    }
+                    roots[i] = Some(u64_at(value, DB_ROOT)?);
                 }
-                // Any flag (duplicates, integer or reversed keys) changes the order or
-                // the records: not the layout this walk reads.
-                if u16_at(value, DB_FLAGS)? != 0 {
-                    return Err("a table database has flags this walk does not read".into());
-                }
-                roots[i] = Some(u64_at(value, DB_ROOT)?);
             }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     let mut out = Vec::with_capacity(tables.len());
     let mut buf = Vec::with_capacity(4096);
     for ((name, versioned), root) in tables.iter().zip(roots) {
-        let root = root.ok_or_else(|| format!("no database {:?}", String::from_utf8_lossy(name)))?;
+        let root =
+            root.ok_or_else(|| format!("no database {:?}", String::from_utf8_lossy(name)))?;
         let (mut count, mut sum, mut nbytes) = (0u64, 0u128, 0u64);
         let mut last: Vec<u8> = Vec::new();
         pages.walk(root, &mut |key, value, flags| {
@@ -166,7 +193,10 @@ fn digests(path: &str, txnid: u64, tables: &[(Vec<u8>, bool)]) -> Check<Vec<Tabl
                 if value.len() < 8 {
                     return Err("a versioned record is shorter than its 8-byte version".into());
                 }
-                (&value[8..], Some(u64::from_be_bytes(value[..8].try_into().unwrap())))
+                (
+                    &value[8..],
+                    Some(u64::from_be_bytes(value[..8].try_into().unwrap())),
+                )
             } else {
                 (value, None)
             };
@@ -188,6 +218,12 @@ fn digests(path: &str, txnid: u64, tables: &[(Vec<u8>, bool)]) -> Check<Vec<Tabl
 /// through the driver). The caller holds that snapshot (a read transaction, or no
 /// writer: a commit meanwhile moves the last transaction id, which it checks after).
 #[pyfunction]
-pub fn lmdb_digests(py: Python<'_>, path: String, txnid: u64, tables: Vec<(Vec<u8>, bool)>) -> PyResult<Vec<TableDigest>> {
-    py.detach(|| digests(&path, txnid, &tables)).map_err(pyo3::exceptions::PyValueError::new_err)
+pub fn lmdb_digests(
+    py: Python<'_>,
+    path: String,
+    txnid: u64,
+    tables: Vec<(Vec<u8>, bool)>,
+) -> PyResult<Vec<TableDigest>> {
+    py.detach(|| digests(&path, txnid, &tables))
+        .map_err(pyo3::exceptions::PyValueError::new_err)
 }

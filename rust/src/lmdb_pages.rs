@@ -74,7 +74,10 @@ impl PageReader {
             if !sequential {
                 self.alone += 1;
                 self.ramp = FIRST_WINDOW_PAGES;
-                if !self.warmed && self.alone >= ALONE_BEFORE_WARMING && self.alone * 8 >= self.asked {
+                if !self.warmed
+                    && self.alone >= ALONE_BEFORE_WARMING
+                    && self.alone * 8 >= self.asked
+                {
                     self.warm();
                 }
                 let mut buf = vec![0u8; self.psize];

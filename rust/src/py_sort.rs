@@ -19,10 +19,16 @@ fn os_error(e: SortError) -> PyErr {
 }
 
 fn bytes_of(item: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
-    item.cast::<PyBytes>().map(|b| b.as_bytes().to_vec()).map_err(|_| {
-        let name = item.get_type().name().map(|n| n.to_string()).unwrap_or_default();
-        PyValueError::new_err(format!("a record's {what} must be bytes, got {name}"))
-    })
+    item.cast::<PyBytes>()
+        .map(|b| b.as_bytes().to_vec())
+        .map_err(|_| {
+            let name = item
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default();
+            PyValueError::new_err(format!("a record's {what} must be bytes, got {name}"))
+        })
 }
 
 /// Sorts records with bounded memory (see the module's doc).
@@ -52,9 +58,7 @@ impl ExternalSort {
         let run_bytes = run_bytes.unwrap_or_else(default_run_bytes).max(1);
         let sorter = match (directory, make_directory) {
             (Some(dir), true) => Sorter::new_in_new_dir(run_bytes, dir),
-            (None, true) => {
-                return Err(PyValueError::new_err("make_directory needs a directory"))
-            }
+            (None, true) => return Err(PyValueError::new_err("make_directory needs a directory")),
             (dir, false) => Sorter::new(run_bytes, dir),
         };
         Ok(ExternalSort {
@@ -75,16 +79,20 @@ impl ExternalSort {
                 .cast::<PyTuple>()
                 .map_err(|_| PyValueError::new_err("a record must be a tuple"))?;
             if t.len() != width {
-                let shape = if self.versioned { "(key, value, version)" } else { "(key, value)" };
+                let shape = if self.versioned {
+                    "(key, value, version)"
+                } else {
+                    "(key, value)"
+                };
                 return Err(PyValueError::new_err(format!("a record must be {shape}")));
             }
             let key = bytes_of(&t.get_item(0)?, "key")?;
             let value = t.get_item(1)?;
             let value = if self.versioned {
                 let version: u64 = t.get_item(2)?.extract()?;
-                let raw = value.cast::<PyBytes>().map_err(|_| {
-                    PyValueError::new_err("a record's value must be bytes")
-                })?;
+                let raw = value
+                    .cast::<PyBytes>()
+                    .map_err(|_| PyValueError::new_err("a record's value must be bytes"))?;
                 let mut v = Vec::with_capacity(8 + raw.as_bytes().len());
                 v.extend_from_slice(&version.to_be_bytes());
                 v.extend_from_slice(raw.as_bytes());
@@ -152,7 +160,14 @@ impl ExternalSort {
             if versioned {
                 let version = u64::from_be_bytes(v[..8].try_into().expect("8 bytes"));
                 let value = PyBytes::new(py, &v[8..]);
-                out.append(PyTuple::new(py, [key.into_any(), value.into_any(), version.into_pyobject(py)?.into_any()])?)?;
+                out.append(PyTuple::new(
+                    py,
+                    [
+                        key.into_any(),
+                        value.into_any(),
+                        version.into_pyobject(py)?.into_any(),
+                    ],
+                )?)?;
             } else {
                 out.append(PyTuple::new(py, [key, PyBytes::new(py, &v)])?)?;
             }

@@ -38,7 +38,9 @@ fn io(e: std::io::Error) -> SortError {
     let text = e.to_string();
     // Python shows the number itself ("[Errno 28] ..."): not twice.
     let text = match errno {
-        Some(n) => text.trim_end_matches(&format!(" (os error {n})")).to_string(),
+        Some(n) => text
+            .trim_end_matches(&format!(" (os error {n})"))
+            .to_string(),
         None => text,
     };
     SortError {

@@ -7,11 +7,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::errors::{detach, NErr};
-use crate::digest::record_hash_into;
 use super::plan::{plan, Kind};
 use super::pyconv::{desc_from_py, metadata_to_py, recs_to_py, tables_to_py};
 use super::read::{read_table, Snapshot, SortState};
 use super::versions::{v1, v2, v4};
+use crate::digest::record_hash_into;
 
 enum ReaderImpl {
     V1(v1::Reader),
@@ -128,7 +128,10 @@ impl RedbReader {
         py: Python<'_>,
         tables: Vec<Bound<'_, PyDict>>,
     ) -> PyResult<Vec<(u64, u128, u64)>> {
-        let descs = tables.iter().map(|t| desc_from_py(t)).collect::<PyResult<Vec<_>>>()?;
+        let descs = tables
+            .iter()
+            .map(|t| desc_from_py(t))
+            .collect::<PyResult<Vec<_>>>()?;
         let format = self.format;
         self.run(py, |r, sorted| {
             let mut out = Vec::with_capacity(descs.len());
@@ -139,9 +142,17 @@ impl RedbReader {
                 let (mut count, mut sum, mut nbytes) = (0u64, 0u128, 0u64);
                 let mut add = |prev: Option<&[u8]>, k: &[u8], v: &[u8], ver: u64| {
                     if prev.is_some_and(|p| p >= k) {
-                        return Err(NErr::Corrupt(format!("table {:?}: keys out of order", d.name)));
+                        return Err(NErr::Corrupt(format!(
+                            "table {:?}: keys out of order",
+                            d.name
+                        )));
                     }
-                    sum = sum.wrapping_add(record_hash_into(&mut buf, k, v, versioned.then_some(ver)));
+                    sum = sum.wrapping_add(record_hash_into(
+                        &mut buf,
+                        k,
+                        v,
+                        versioned.then_some(ver),
+                    ));
                     nbytes += (k.len() + v.len()) as u64;
                     count += 1;
                     Ok(())
@@ -164,7 +175,11 @@ impl RedbReader {
                         ))?;
                         let Some(last) = recs.last() else { break };
                         for (i, (k, v, ver)) in recs.iter().enumerate() {
-                            let prev = if i == 0 { after.as_deref() } else { Some(recs[i - 1].0.as_slice()) };
+                            let prev = if i == 0 {
+                                after.as_deref()
+                            } else {
+                                Some(recs[i - 1].0.as_slice())
+                            };
                             add(prev, k, v, *ver)?;
                         }
                         after = Some(last.0.clone());

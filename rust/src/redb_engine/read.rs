@@ -7,8 +7,8 @@ use std::sync::Arc;
 use super::desc::{OwnedRec, PairSink, Pairs, RecordSink, TableDesc};
 use super::errors::NErr;
 use super::plan::{plan, Kind};
-use crate::sort::{default_run_bytes, Sorter};
 use super::types::TypeExpr;
+use crate::sort::{default_run_bytes, Sorter};
 
 /// What a table is read from: a reader's snapshot, or a read transaction of a writer's
 /// committed state (implemented by each redb version's read transaction).
