@@ -394,3 +394,34 @@ def test_an_alembic_init_directory_is_recognised_with_what_to_change(tmp_path: P
     hint = hint_of(res.output) or ""
     assert "from statemigrate import op" in hint and "from alembic import op" in hint, res.output
     assert not (tmp_path / "s").exists()
+
+
+def test_the_empty_key_refusal_names_tables(tmp_path: Path) -> None:
+    """The bundled example store holds an empty key (table ``odd``), which LMDB refuses:
+    the hint names ``--tables``, the way to leave that table out."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "app-state.sqlite"
+    r = run("convert", example, tmp_path / "out.lmdb")
+    assert r.exit_code == 5, r.output
+    assert "cannot store key (empty) of table 'odd'" in r.stderr
+    hint = hint_of(r.stderr)
+    assert hint is not None and "--tables" in hint and "'odd'" in hint, r.stderr
+    tables = "events,settings"
+    r = run("convert", "-q", "--tables", tables, example, tmp_path / "out.lmdb")
+    assert r.exit_code == 0, r.output
+
+
+def test_a_foreign_table_refusal_points_at_layout_init(tmp_path: Path) -> None:
+    """A SQL file whose tables are not in statemigrate's layout: the way out the hint
+    names is ``layout init`` (and the flag that leaves them out)."""
+    import apsw
+
+    store = tmp_path / "app.sqlite"
+    conn = apsw.Connection(str(store))
+    conn.execute(
+        "CREATE TABLE mail (key TEXT PRIMARY KEY, value BLOB); INSERT INTO mail VALUES ('a', x'00')"
+    )
+    conn.close()
+    r = run("convert", store, tmp_path / "out.lmdb")
+    assert r.exit_code == 4, r.output
+    hint = hint_of(r.stderr)
+    assert hint is not None and "layout init" in hint and "--skip-foreign-tables" in hint, r.stderr

@@ -333,7 +333,8 @@ class _Mapped(StoreAccess):
                         f"{self.path}: {_shown_ns(ns)} holds key "
                         f"{shown_key(found.first_foreign or b'')}, which no table of the layout "
                         f"claims (prefix {spec.head + '{name}' + spec.separator!r})",
-                        hint="--skip-foreign-tables leaves such records out; or correct the layout",
+                        hint="`statemigrate layout init STORE` prints a layout of what the store holds; "
+                        "--skip-foreign-tables leaves such records out",
                     )
                 foreign.append((f"keys of {_shown_ns(ns)} no table claims", found.foreign))
             names = found.names
@@ -381,7 +382,8 @@ class KvLayoutReader(_Mapped, Reader):
                 listed = ", ".join(what for what, _ in self.skipped)
                 raise SourceError(
                     f"{self.path}: not in {layout.describe()}: {listed}",
-                    hint="--skip-foreign-tables leaves them out; or correct the layout",
+                    hint="`statemigrate layout init STORE` prints a layout of what the store holds; "
+                    "--skip-foreign-tables leaves them out",
                 )
             self.snapshot_tables = self._tables(self.snapshot_metadata, names)
         # Records no table of the layout claims, left out (skip_foreign_tables).

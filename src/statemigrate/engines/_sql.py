@@ -287,7 +287,8 @@ def refuse_foreign(where: object, foreign: list[str]) -> None:
     listed = ", ".join(repr(n) for n in foreign)
     raise SourceError(
         f"{where}: tables not in statemigrate's layout: {listed}",
-        hint="convert them yourself, or pass --skip-foreign-tables to leave them out",
+        hint="if they are the app's state, `statemigrate layout init STORE` prints a layout "
+        "file for them (then --source-layout FILE); --skip-foreign-tables leaves them out",
     )
 
 

@@ -359,7 +359,9 @@ class Engine(ABC):
             limit = f"{caps.min_key_len}..{caps.max_key_len}"
             raise DestinationError(
                 f"the {cls.name} engine cannot store key {key[:64].hex() or '(empty)'} "
-                f"of table {table.name!r}: length {len(key)} is outside {limit} bytes"
+                f"of table {table.name!r}: length {len(key)} is outside {limit} bytes",
+                hint=f"leave table {table.name!r} out with --tables (naming the tables to "
+                "convert), or convert to an engine that stores such keys",
             )
 
     @classmethod
