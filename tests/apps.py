@@ -159,6 +159,7 @@ value = "value"
 key_codec = "text"
 value_codec = "blob"
 rowid = true
+keep_rowid = true
 """
 
     @staticmethod

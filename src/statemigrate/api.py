@@ -134,11 +134,12 @@ def inspect(
     return report
 
 
-def layout(engine: str, store: StorePath) -> str:
+def layout(engine: str | None, store: StorePath) -> str:
     """A layout file guessed from an existing store (``statemigrate layout init``).
 
     Args:
-        engine: the engine the store is read as (``sqlite``).
+        engine: the engine the store is read as (``sqlite``); None: detected from the
+            store (or named as ``ENGINE:PATH``).
         store: the store's path.
 
     Returns:
@@ -149,7 +150,11 @@ def layout(engine: str, store: StorePath) -> str:
         UsageError: the engine has no layout files yet (exit 2).
         SourceError: no part of the store looks like a layout this engine has (exit 4).
     """
-    eng = get_engine(engine)
+    if engine is None:
+        eng, path = resolve_source(store)
+        engine = eng.name
+    else:
+        eng = get_engine(engine)
     guess = getattr(eng, "guess_layout", None)
     if guess is None:
         raise UsageError(

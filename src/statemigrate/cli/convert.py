@@ -525,17 +525,22 @@ def layout() -> None:
 
 
 @layout.command("init")
-@click.argument("engine")
-@click.argument("store")
+@click.argument("engine_or_store", metavar="[ENGINE] STORE")
+@click.argument("store", required=False, metavar=" ")
 @verbosity_options()
-def layout_init(engine: str, store: str) -> None:
-    """Print a layout file guessed from STORE, an existing ENGINE store, to check and save.
+def layout_init(engine_or_store: str, store: str | None) -> None:
+    """Print a layout file guessed from STORE, an existing store, to check and save.
+
+    The engine is detected from the store (or given first, or as ENGINE:PATH).
 
     \b
     Example:
-      statemigrate layout init sqlite app.sqlite > app-layout.toml
+      statemigrate layout init app.sqlite > app-layout.toml
     """
-    click.echo(api.layout(engine, store), nl=False)
+    if store is None:
+        click.echo(api.layout(None, engine_or_store), nl=False)
+    else:
+        click.echo(api.layout(engine_or_store, store), nl=False)
 
 
 COMMANDS = (convert, verify, checksum, inspect, engines, layout)

@@ -191,6 +191,8 @@ class _Mapped:
         spec = self.spec
         sql, cond, _ = self._place(table.name)
         cols = [_select_expr(spec.key, spec.key_codec), _select_expr(spec.value, spec.value_codec)]
+        if spec.keep_rowid:
+            cols.append("rowid")
         version = self._version_of(table)
         if version:
             cols.append(quote(version))
@@ -212,11 +214,22 @@ class _Mapped:
             args = (*args, _to_sql(spec.key_codec, after))
         cur = self.conn.execute(self._select(table, after is not None), args)
         decode = "signed_version" if table.versioned else "as_is"
+        if spec.keep_rowid:
+            return take_batches(self._with_rowids(cur), max_records, max_bytes, decode)
         if spec.key_codec in ("blob", "text") and spec.value_codec in ("blob", "text"):
             return take_batches(cur, max_records, max_bytes, decode)  # converted in SQL
         kc, vc = spec.key_codec, spec.value_codec
         rows = ((_from_sql(kc, r[0]), _from_sql(vc, r[1]), *r[2:]) for r in cur)
         return take_batches(rows, max_records, max_bytes, decode)
+
+    def _with_rowids(self, cur: Any) -> Iterator[tuple[Any, ...]]:
+        """Rows whose value is the rowid's 8 bytes then the value's (``keep_rowid``)."""
+        kc, vc = self.spec.key_codec, self.spec.value_codec
+        for k, v, rowid, *rest in cur:
+            value = _from_sql(vc, v)
+            if isinstance(value, bytes):
+                value = encode_integer(rowid) + value
+            yield (_from_sql(kc, k), value, *rest)
 
     def outside_model(
         self, table: TableInfo, after: bytes | None, exc: BaseException
@@ -274,6 +287,7 @@ class _Mapped:
                 if folded == (spec.table or "").lower():
                     present = True
                     self._check_columns(n, spec.columns())
+                    self._check_rowid(n)
                 else:
                     foreign.append(n)
                 continue
@@ -282,6 +296,7 @@ class _Mapped:
                 foreign.append(n)
                 continue
             self._check_columns(n, [spec.key, spec.value])
+            self._check_rowid(n)
             present = True
             found.append(state)
         if spec.mode == "one-table" and present:
@@ -297,6 +312,19 @@ class _Mapped:
                     )
                 found.append(name)
         return found, foreign, present
+
+    def _check_rowid(self, table: str) -> None:
+        """Refuse ``keep_rowid`` on a table without rowids (``WITHOUT ROWID``)."""
+        if not self.spec.keep_rowid:
+            return
+        try:
+            self.conn.execute(f"SELECT rowid FROM {quote(table)} LIMIT 0").fetchall()
+        except Exception as exc:  # the driver's "no such column": a WITHOUT ROWID table
+            raise SourceError(
+                f"{self.path}: table {table!r} has no rowids (WITHOUT ROWID), and the layout "
+                "says keep_rowid = true",
+                hint="set keep_rowid = false in the layout",
+            ) from exc
 
     def _check_columns(self, table: str, wanted: list[str]) -> None:
         cols = {c[0].lower() for c in _columns(self.conn, table)}
@@ -584,6 +612,7 @@ class SqlLayoutWriter(_Mapped, Writer):
     def _check_created(self, sql: str) -> None:
         try:
             self._check_columns(sql, self.spec.columns())
+            self._check_rowid(sql)
         except SourceError as exc:
             raise DestinationError(str(exc)) from exc
 
@@ -591,19 +620,21 @@ class SqlLayoutWriter(_Mapped, Writer):
         spec = self.spec
         sql, _, _ = self._place(table.name)
         cols = ([spec.name_column] if spec.mode == "one-table" else []) + [spec.key, spec.value]
+        if spec.keep_rowid:
+            cols.append("rowid")
         marks = ["?"] * len(cols)
         if table.versioned and spec.version:
             cols.append(spec.version)
             marks.append("?")
         verb = "INSERT" if self.layout.metadata_in_store else "INSERT OR REPLACE"
-        names = ", ".join(quote(c or "") for c in cols)
+        names = ", ".join(c if c == "rowid" else quote(c or "") for c in cols)
         return f"{verb} INTO {quote(sql)} ({names}) VALUES ({', '.join(marks)})"
 
     def _rows(self, table: TableInfo, batch: Batch) -> list[Any]:
         spec = self.spec
         kc, vc = spec.key_codec, spec.value_codec
         head: tuple[Any, ...] = (table.name,) if spec.mode == "one-table" else ()
-        if kc == vc == "blob" and not head:
+        if kc == vc == "blob" and not head and not spec.keep_rowid:
             if table.versioned:
                 return [(k, v, to_signed(ver)) for k, v, ver in batch]
             return batch if isinstance(batch, list) else list(batch)
@@ -617,13 +648,21 @@ class SqlLayoutWriter(_Mapped, Writer):
                     f"stored with key_codec {kc!r} ({exc})"
                 ) from exc
             try:
-                v = _to_sql(vc, rec[1])
+                if spec.keep_rowid:
+                    rowid = decode_integer(bytes(rec[1][:8]))
+                    v = _to_sql(vc, rec[1][8:])
+                else:
+                    v = _to_sql(vc, rec[1])
             except ValueError as exc:
                 raise DestinationError(
                     f"{self.path}: the value of key {shown_key(rec[0])} of table "
                     f"{table.name!r} cannot be stored with value_codec {vc!r} ({exc})"
                 ) from exc
-            out.append((*head, k, v, to_signed(rec[2])) if table.versioned else (*head, k, v))
+            tail = (rowid,) if spec.keep_rowid else ()
+            if table.versioned:
+                out.append((*head, k, v, *tail, to_signed(rec[2])))
+            else:
+                out.append((*head, k, v, *tail))
         return out
 
     def _metadata_work(self, metadata: Mapping[str, bytes | None] | None) -> None:
@@ -903,6 +942,16 @@ def _kv_candidate(conn: Any, table: str) -> _KvTable | str:
     )
 
 
+def _rowids_out_of_key_order(conn: Any, t: _KvTable) -> bool:
+    """Whether some row of the table has a smaller rowid than the row before it in key order."""
+    k = quote(t.key)
+    row = conn.execute(
+        f"SELECT 1 FROM (SELECT rowid AS r, lag(rowid) OVER (ORDER BY {k} COLLATE BINARY) AS p "
+        f"FROM {quote(t.table)}) WHERE r < p LIMIT 1"
+    ).fetchall()
+    return bool(row)
+
+
 def _toml(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
@@ -1009,13 +1058,25 @@ def guess_sql_layout(conn: Any, path: Path, engine: str) -> str:
     lines.append(f"rowid = {'true' if first.rowid else 'false'}")
     if len(rowids) > 1:
         lines.append("# Some of these tables are WITHOUT ROWID: `create` below keeps each one's.")
+    shuffled = [t.table for t in chosen if t.rowid and _rowids_out_of_key_order(conn, t)]
+    if shuffled and rowids == {True}:
+        lines.append(
+            "# The rows' rowids are not in key order (an app reading ORDER BY rowid sees its\n"
+            "# own order): keep_rowid carries them, the value elsewhere being the rowid's 8\n"
+            "# bytes then the value's. Set it to false if the store moves for good."
+        )
+        lines.append("keep_rowid = true")
     if len(chosen) == 1:
         lines.append(f"create = {_multiline(first.create)}")
         if first.extra:
             lines.append("extra_sql = [" + ", ".join(_multiline(s) for s in first.extra) + "]")
     else:
-        creates = ", ".join(f"{_toml(t.table)} = {_toml(t.create)}" for t in chosen)
-        lines.append(f"create = {{ {creates} }}")
+        shared = {t.create.replace(quote(t.table), "{table}", 1) for t in chosen}
+        if len(shared) == 1 and "{table}" in next(iter(shared)):
+            lines.append(f"create = {_toml(shared.pop())}  # {{table}}: each table's quoted name")
+        else:
+            creates = ", ".join(f"{_toml(t.table)} = {_toml(t.create)}" for t in chosen)
+            lines.append(f"create = {{ {creates} }}")
         extras = [t for t in chosen if t.extra]
         if extras:
             body = ", ".join(
@@ -1027,11 +1088,8 @@ def guess_sql_layout(conn: Any, path: Path, engine: str) -> str:
     problems = [t.problem for t in chosen if t.problem]
     for p in problems:
         lines.append(f"# Note: {p}")
-    if any(t.rowid for t in chosen):
-        lines.append(
-            "# Rowid tables: rows are written back in key order, so their rowids are new "
-            "(an app\n# that iterates ORDER BY rowid sees another order)."
-        )
+    if any(t.rowid for t in chosen) and not shuffled:
+        lines.append("# Rowid tables: rows are written back in key order, with new rowids.")
     if foreign:
         lines.append(
             "# Other tables, not in this layout (--skip-foreign-tables leaves them out): "

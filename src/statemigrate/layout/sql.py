@@ -28,6 +28,11 @@ the columns and codecs (``rowid`` says a rowid table with the key ``PRIMARY KEY`
 else ``WITHOUT ROWID``); ``user_version`` and ``application_id`` are set on the file.
 The reader accepts a rowid table whose key is ``PRIMARY KEY`` or ``UNIQUE`` and a
 ``WITHOUT ROWID`` one alike.
+
+``keep_rowid = true`` carries each row's rowid (an app that iterates ``ORDER BY rowid``,
+as sqlitedict's ``keys()`` does, reads its rows in the order it wrote them): the state
+value is the rowid as 8 bytes (the integer codec's encoding) followed by the value's
+bytes, so it travels through every engine and comes back as the row's rowid.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ _FIELDS = {
     "extra_sql",
     "user_version",
     "application_id",
+    "keep_rowid",
 }
 _MODE_FIELDS = {
     "one-table": {"table", "name_column"},
@@ -94,6 +100,7 @@ class SqlSpec:
     extra_sql: tuple[str, ...] | tuple[tuple[str, tuple[str, ...]], ...] = ()
     user_version: int | None = None
     application_id: int | None = None
+    keep_rowid: bool = False
 
     @property
     def without_rowid(self) -> bool:
@@ -281,7 +288,12 @@ def sql_section(
         "rowid": rowid,
         "user_version": _int32(path, section, "user_version", where),
         "application_id": _int32(path, section, "application_id", where),
+        "keep_rowid": section.get("keep_rowid", False),
     }
+    if not isinstance(fields["keep_rowid"], bool):
+        raise fail(path, f"{where}keep_rowid must be true or false, not {fields['keep_rowid']!r}")
+    if fields["keep_rowid"] and not rowid:
+        raise fail(path, f"{where}keep_rowid needs rowid tables ({where}rowid = true)")
     names: set[str] = set()
     if mode == "one-table":
         fields["table"] = _identifier(path, section, "table", where)
