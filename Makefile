@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 DEMO := build/demo
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install system-deps demo test test-standalone test-long mutants bench scorecard fixtures lint docs wheel standalone
+.PHONY: install reinstall system-deps demo test test-standalone test-long mutants bench scorecard fixtures lint docs wheel standalone
 
 $(PYTHON):  ## the project's virtual environment (Debian's python3-venv installed if missing)
 	@$(BOOTSTRAP_PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -15,7 +15,21 @@ $(PYTHON):  ## the project's virtual environment (Debian's python3-venv installe
 	  && $(BOOTSTRAP_PYTHON) -m venv $(VENV); }
 	@$(PYTHON) -m pip install -q --disable-pip-version-check --upgrade pip
 
-install: $(PYTHON)  ## the package, every engine driver and the test tools (builds the Rust extension)
+# What the installed package is built from: a change here rebuilds it, nothing else does
+# (`make install` with nothing changed takes no time; `make reinstall` forces a rebuild).
+BUILT_FROM := pyproject.toml build_backend/statemigrate_build.py rust/Cargo.toml rust/Cargo.lock \
+  $(shell find rust/src -name '*.rs') plugins/turbokv/pyproject.toml plugins/turbokv/Cargo.toml \
+  plugins/turbokv/Cargo.lock $(shell find plugins/turbokv/src -name '*.rs')
+INSTALLED := $(VENV)/.installed
+
+install: $(INSTALLED)  ## the package, every engine driver and the test tools (builds the Rust extension once)
+
+reinstall:  ## install again from scratch (the Rust extension rebuilt)
+	@rm -f $(INSTALLED)
+	@$(MAKE) --no-print-directory install
+
+$(INSTALLED): $(PYTHON) $(BUILT_FROM)
+	@echo "install: building the Rust extension and installing the engine drivers (cargo: minutes the first time)"
 	@rm -f src/statemigrate/_native.*.so  # a stale build of another ABI tag would be loaded first
 	$(PYTHON) -m pip install -q --disable-pip-version-check -e ".[all,test]"
 	@# Bytecode, as a wheel's install compiles it: without it every process compiles the
@@ -23,17 +37,13 @@ install: $(PYTHON)  ## the package, every engine driver and the test tools (buil
 	@$(PYTHON) -m compileall -q src/statemigrate >/dev/null
 	@# TurboKV (plugins/turbokv, its own distribution) needs the CPU's AES instructions.
 	@if grep -qw aes /proc/cpuinfo 2>/dev/null; then \
+	  echo "install: building the TurboKV plugin (plugins/turbokv)"; \
 	  rm -f plugins/turbokv/python/statemigrate_turbokv/_native.*.so; \
 	  $(PYTHON) -m pip install -q --disable-pip-version-check -e plugins/turbokv; \
 	  $(PYTHON) -m compileall -q plugins/turbokv/python >/dev/null; \
 	else echo "install: this CPU has no AES instructions: the turbokv engine is left out"; fi
-
-# The real software the compatibility tests write and read stores with (tests/apps.py):
-# the sqlite3 shell, RocksDB 7.8's ldb and its headers and library (g++ builds a small
-# DB::Open app against them), Postfix's postmap with its LMDB maps, LMDB's mdb_stat/mdb_dump.
-# Postfix is preseeded "No configuration": it installs without a prompt, a main.cf or a
-# running service (the tests give postmap a configuration directory of their own).
-SYSTEM_DEPS := sqlite3 rocksdb-tools librocksdb-dev g++ postfix postfix-lmdb lmdb-utils
+	@touch $@
+	@echo "install: done ($(VENV))"
 
 system-deps:  ## Debian's sqlite3, ldb, librocksdb-dev, g++, postfix-lmdb, lmdb-utils (the app tests)
 	@dpkg-query -W -f='$${Status}\n' $(SYSTEM_DEPS) 2>/dev/null | grep -c '^install ok installed$$' \
