@@ -274,10 +274,6 @@ def test_verify_tells_a_lost_value_storage_class(tmp_path):
 # works as is: the same round trip (through SQLite) in the printed layout.
 LAYOUT_INIT_MISSING = {
     "dbm.sqlite3": "the test's own reads leave -wal/-shm beside dbm.sqlite3's WAL-mode file",
-    "postmap": "layout init does not read a single-file LMDB map's unnamed database",
-    "py-lmdb dupsort": "layout init prints no layout for named databases (seeks prefixes)",
-    "py-lmdb dupsort-unique": "layout init prints no layout for named databases (seeks prefixes)",
-    "py-lmdb integerkey": "layout init prints no layout for named databases (seeks prefixes)",
 }
 LAYOUT_INIT_APPS = [
     apps.SqliteDictApp,

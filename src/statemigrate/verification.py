@@ -293,9 +293,10 @@ def verify(
         walked = _walked(ra, list(ta.values()), rb, list(tb.values()))
         for name in sorted(set(ta) | set(tb), key=lambda n: n.encode()):
             xa, xb = ta.get(name), tb.get(name)
+            facts = _facts_differ(xa, xb)
             if name in walked and xa is not None and xb is not None:
                 da, db, nbytes = walked[name]
-                if da == db and xa.kind is xb.kind:  # equal: no record to list
+                if da == db and xa.kind is xb.kind and facts is None:  # equal: nothing to list
                     if progress:
                         progress.start_table(name, da.count)
                         progress.advance(da.count, nbytes)
@@ -318,6 +319,10 @@ def verify(
                         f"table kind differs ({xa.kind.value} in A, {xb.kind.value} in B)",
                     )
                 )
+            if facts is not None:
+                report.difference_count += 1
+                if len(report.differences) < limit:
+                    report.differences.append(Difference(name, b"", facts))
             da, db = _merge(
                 name,
                 _Stream(ra, xa, str(pa), follow_a),
@@ -330,7 +335,11 @@ def verify(
             report.tables[name] = {
                 "a": da.to_json() if xa else None,
                 "b": db.to_json() if xb else None,
-                "equal": xa is not None and xb is not None and da == db and xa.kind is xb.kind,
+                "equal": xa is not None
+                and xb is not None
+                and da == db
+                and xa.kind is xb.kind
+                and facts is None,
             }
             if xa is None:
                 report.difference_count += 1 if da.count == 0 else 0
@@ -348,6 +357,29 @@ def verify(
     report.digest_b = store_digest(sums_b)
     report.equal = report.difference_count == 0 and report.digest_a == report.digest_b
     return report
+
+
+# The facts of TableInfo.meta that change what a table's records mean to the app (LMDB's
+# database flags: a DUPSORT database read as a plain one returns other keys' values), so
+# that a store which lost one does not verify as equal even where its records do.
+PHYSICAL_FACTS = ("lmdb",)
+
+
+def _facts_differ(xa: TableInfo | None, xb: TableInfo | None) -> str | None:
+    """How the physical facts of a table differ between A and B, or None."""
+    if xa is None or xb is None:
+        return None
+    for key in PHYSICAL_FACTS:
+        fa, fb = (xa.meta or {}).get(key), (xb.meta or {}).get(key)
+        if fa != fb:
+            return f"table facts differ ({key}: {_shown_facts(fa)} in A, {_shown_facts(fb)} in B)"
+    return None
+
+
+def _shown_facts(fact: Any) -> str:
+    if isinstance(fact, dict) and isinstance(fact.get("flags"), list):
+        return "flags " + ", ".join(fact["flags"]) if fact["flags"] else "no flags"
+    return "none" if fact is None else json.dumps(fact, sort_keys=True)
 
 
 def _hex32(value: Any, what: str) -> str:

@@ -731,6 +731,17 @@ class LmdbEngine(LmdbEntryPoints):
             refuse_linked_side_files(path, files, directory=False, make=make and path.exists())
 
     @classmethod
+    def table_type(cls, facts: Any) -> str | None:
+        """A database's flags in LMDB's words: ``DUPSORT (multimap), INTEGERKEY``."""
+        if not isinstance(facts, dict) or not isinstance(facts.get("flags"), list):
+            return None
+        words = [
+            str(f).upper().replace("_", "") + (" (multimap)" if f == "dupsort" else "")
+            for f in facts["flags"]
+        ]
+        return "LMDB " + ", ".join(words) if words else None
+
+    @classmethod
     def check_key(cls, table: TableInfo, key: bytes) -> None:
         """A flagged database's record is checked as the pair it is stored as (a
         multimap record's key and value, each 511 bytes at most), others as any key."""

@@ -10,6 +10,7 @@ commits each step in one write transaction (inside an upgrade's transaction, the
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -17,10 +18,10 @@ from typing import Any
 
 from ...errors import DestinationError, SourceError
 from ...model import METADATA_TABLE, TableInfo
-from .._kv_layout import SEPARATORS, guess_prefix, guess_text, may_be_versioned
+from .._kv_layout import guess_prefix, guess_text, may_be_versioned
 from .._kv_mapping import MAIN, Op, RawKv, RawKvWriter
 from . import LmdbEngine, LmdbReader, LmdbWriter, put_flagged, stored_pairs
-from .flags import Codec, flags_of, open_kwargs, table_meta
+from .flags import Codec, db_flags, flags_of, open_kwargs, table_meta
 
 _CHECK_EVERY = 4096  # pairs between two checks that no writer changed the snapshot
 
@@ -29,6 +30,7 @@ class _RawCursors(RawKv):
     """The raw reads both sides share, over a transaction each side provides."""
 
     dbs: dict[str, Any]
+    env: Any
     # A flagged database's codec (:mod:`.flags`): its pairs are shown as the model's
     # records (a DUPSORT database's as a multimap table's), in LMDB's order.
     codecs: dict[str, Codec]
@@ -38,6 +40,18 @@ class _RawCursors(RawKv):
 
     def _checked(self) -> None:
         """Refuse a read a writer changed (the reader's check; nothing for the writer)."""
+
+    def _refuse_flagged_main(self) -> None:
+        """Refuse (exit 4) an unnamed database with flags: its records would be read as
+        plain ones (a named database's flags are read, the unnamed one's are not)."""
+        with self._using() as txn:
+            flags = db_flags(self.env.open_db(None), txn)
+        if flags:
+            shown = ", ".join(f.upper().replace("_", "") for f in flags)
+            raise SourceError(
+                f"{self.path}: LMDB's unnamed database is {shown}: flags on the unnamed "
+                "database are not supported (a named database's are)"
+            )
 
     def _main_has_records(self, txn: Any) -> bool:
         cur = txn.cursor()
@@ -149,6 +163,11 @@ class RawLmdbReader(_RawCursors, LmdbReader):
         super().__init__(engine, path)
         self.snapshot_tables = []
         self.snapshot_metadata = {}
+        try:
+            self._refuse_flagged_main()
+        except BaseException:
+            self.close()
+            raise
 
     def _read_meta(self) -> dict[str, bytes]:
         return {}
@@ -176,6 +195,11 @@ class RawLmdbWriter(_RawCursors, LmdbWriter, RawKvWriter):
         super().__init__(engine, path, create, subdir)
         self.max_key_len = engine.capabilities.max_key_len
         self.declared: dict[str, list[str]] = {}  # flags of databases about to be made
+        try:
+            self._refuse_flagged_main()
+        except SourceError as exc:
+            self.close()
+            raise DestinationError(exc.message) from exc
 
     def _txn(self) -> Any:
         return self._outer
@@ -315,43 +339,124 @@ class RawLmdbWriter(_RawCursors, LmdbWriter, RawKvWriter):
 
 
 def guess_layout(engine: type[LmdbEngine], path: Path) -> str:
-    """A ``[kv]`` prefix layout guessed from an existing LMDB store, as TOML with comments
-    saying what was seen and what cannot be (:func:`.._kv_layout.guess_text`).
+    """A ``[kv]`` layout guessed from an existing LMDB store, as TOML with comments
+    saying what was seen and what cannot be.
+
+    - records in the unnamed database (a Postfix map, an app's ``open_db(None)``), or
+      named databases without statemigrate's ``__statemigrate__``: the ``namespaces``
+      mode, one table per database (``map`` for the unnamed one), ``metadata = "none"``
+      so that nothing is added to the app's store; a flagged database (DUPSORT …) is
+      named with its flags, which come back by themselves;
+    - one named database whose keys split into table prefixes: the ``prefix`` mode
+      (:func:`.._kv_layout.guess_text`);
+    - a single-file environment: ``subdir = false`` either way.
 
     Raises:
-        SourceError: no named database holds keys that split into table prefixes.
+        SourceError: a store in statemigrate's own layout (it needs no layout file), or
+            an empty one.
     """
-    with LmdbReader(engine, path) as reader:
-        names = [n for n in reader.dbs if n != METADATA_TABLE]
-        for ns in names:
-            db = reader.dbs[ns]
-            cur = reader.txn.cursor(db)
-            first = bytes(cur.key()) if cur.first() else b""
-            last = bytes(cur.key()) if cur.last() else b""
-            if not first:
-                continue
+    single = not path.is_dir()
+    with RawLmdbReader(engine, path) as reader:
+        present = reader.raw_namespaces()
+        names = [n for n in present if n not in (MAIN, METADATA_TABLE)]
+        ours = METADATA_TABLE in present
+        flags = {n: c.flags for n, c in reader.codecs.items()}
+        if MAIN not in present and len(names) == 1 and not flags:
+            text = _prefix_guess(reader, names[0])
+            if text is not None:
+                return text + ("subdir = false  # a single-file environment\n" if single else "")
+        counts = {n: reader.raw_facts(n).get("entries") for n in present}
+    if MAIN not in present and not names:
+        raise SourceError(f"{path}: no database of the store holds a table")
+    if MAIN not in present and ours:
+        raise SourceError(
+            f"{path}: in statemigrate's own layout already (a named database per table and "
+            f"{METADATA_TABLE!r}): no layout file is needed",
+            hint="convert it without --source-layout",
+        )
+    return _namespaces_text(path, names, MAIN in present, ours, flags, counts, single)
 
-            def seeker(db: Any = db) -> Callable[[bytes], bytes | None]:
-                c = reader.txn.cursor(db)
-                return lambda key: bytes(c.key()) if c.set_range(key) else None
 
-            guess = guess_prefix(ns, first, last, seeker)
-            if guess is not None:
-                break
-        else:
-            raise SourceError(
-                f"{path}: no named database holds keys that split into table prefixes "
-                f"(a name, then one of {', '.join(map(repr, SEPARATORS))}, in every key)",
-                hint="write the layout file by hand (README: Your app's own layout)",
-            )
+def _prefix_guess(reader: Any, ns: str) -> str | None:
+    db = reader.dbs[ns]
+    cur = reader.txn.cursor(db)
+    first = bytes(cur.key()) if cur.first() else b""
+    last = bytes(cur.key()) if cur.last() else b""
+    if not first:
+        return None
 
-        def values(prefix: bytes, db: Any = db) -> Iterator[bytes]:
-            c = reader.txn.cursor(db)
-            more = c.set_range(prefix)
-            while more and c.key().startswith(prefix):
-                yield bytes(c.value())
-                more = c.next()
+    def seeker() -> Callable[[bytes], bytes | None]:
+        c = reader.txn.cursor(db)
+        return lambda key: bytes(c.key()) if c.set_range(key) else None
 
-        roomy = may_be_versioned(guess, values)
-    others = [f"named database {n!r}" for n in names if n != guess.spec.namespace]
-    return guess_text("lmdb", path.name, guess, roomy, others)
+    guess = guess_prefix(ns, first, last, seeker)
+    if guess is None:
+        return None
+
+    def values(prefix: bytes) -> Iterator[bytes]:
+        c = reader.txn.cursor(db)
+        more = c.set_range(prefix)
+        while more and c.key().startswith(prefix):
+            yield bytes(c.value())
+            more = c.next()
+
+    roomy = may_be_versioned(guess, values)
+    return guess_text("lmdb", reader.path.name, guess, roomy, [])
+
+
+def _toml_key(name: str) -> str:
+    return (
+        name
+        if name.replace("_", "a").replace("-", "a").isalnum() and name.isascii()
+        else json.dumps(name)
+    )
+
+
+def _namespaces_text(
+    path: Path,
+    names: list[str],
+    main: bool,
+    ours: bool,
+    flags: dict[str, list[str]],
+    counts: dict[str, Any],
+    single: bool,
+) -> str:
+    tables: list[tuple[str, str]] = [(n, n) for n in names]
+    if main:
+        taken = set(names)
+        table = next(t for t in ("map", "main", "unnamed", "map_") if t not in taken)
+        tables.insert(0, (table, MAIN))
+    lines = [
+        f"# Guessed by `statemigrate layout init lmdb {path.name}`: check every line.",
+        'engine = "lmdb"',
+    ]
+    if ours:
+        lines.append("# statemigrate's metadata database is there: it stays the store's")
+        lines.append('metadata = "store"')
+    else:
+        lines.append("# Nothing of statemigrate's in the app's store (no named database added):")
+        lines.append('metadata = "none"')
+    lines += [
+        "# Which tables are versioned cannot be seen from the bytes (none assumed).",
+        "versioned = []",
+        "",
+        "[kv]",
+        'mode = "namespaces"',
+        "# Each table one database, as the app has them:",
+    ]
+    for table, ns in tables:
+        where = "LMDB's unnamed database" if ns == MAIN else f"named database {ns!r}"
+        n = counts.get(ns)
+        shown = f"{where}, {n} records" if isinstance(n, int) else where
+        if ns in flags:
+            what = ", ".join(f.upper().replace("_", "") for f in flags[ns])
+            shown += f", {what}"
+            if "dupsort" in flags[ns]:
+                shown += " (a multimap table: each key and value in one key)"
+            shown += "; the flags come back by themselves"
+        lines.append(f"#   {table}: {shown}")
+    entries = ", ".join(f"{_toml_key(t)} = {json.dumps(ns)}" for t, ns in tables)
+    lines.append(f"tables = {{ {entries} }}")
+    if single:
+        lines.append("subdir = false  # a single-file environment (MDB_NOSUBDIR), as the app's")
+    return "\n".join(lines) + "\n"
