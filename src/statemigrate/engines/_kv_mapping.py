@@ -346,7 +346,11 @@ class _Mapped(StoreAccess):
 
     def _tables(self, meta: Mapping[str, bytes], names: list[str]) -> list[TableInfo]:
         spec = self.layout.kv
-        if isinstance(spec, KvNamespaces) and self.layout.metadata == "none":
+        if isinstance(spec, KvPrefix) and self.layout.metadata == "none" and spec.tables:
+            # No kinds in the store: the tables the layout lists exist, empty or not (an
+            # empty table leaves no key behind).
+            names = sorted(set(names) | spec.tables, key=lambda n: n.encode("utf-8"))
+        if self.layout.metadata == "none":
             # The layout's tables whose namespace exists are the tables; kinds are its.
             tables = [
                 TableInfo(n, TableKind.VERSIONED if n in self.layout.versioned else TableKind.PLAIN)

@@ -1,7 +1,7 @@
 """A layout's metadata kept out of the store (``metadata = "none"``): a side file.
 
 What a writer records (a convert's checkpoint, table kinds) goes to a JSON file beside
-the store being built, replaced atomically and synced after the records it describes
+the store being built (``DST.partial``; nowhere else), replaced atomically and synced after the records it describes
 (a checkpoint never runs ahead of what is written: a resume from an older one writes
 the same records again). The convert removes it with the ``.partial`` it serves, when
 it places the store (``Engine.store_paths`` lists it): the placed store is the app's
@@ -17,9 +17,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import DestinationError, SourceError
-from ..model import META_REVISION
 
-__all__ = ["metadata_side_file", "read_side_metadata", "write_side_metadata"]
+__all__ = ["PARTIAL_SUFFIX", "metadata_side_file", "read_side_metadata", "write_side_metadata"]
+
+# The name a convert builds its destination under (``DST.partial``): only such a store
+# has a side file, which goes when the store is placed.
+PARTIAL_SUFFIX = ".partial"
 
 
 def metadata_side_file(store: Path) -> Path:
@@ -57,11 +60,14 @@ def write_side_metadata(store: Path, metadata: Mapping[str, bytes | None], descr
     """
     if not metadata:
         return
-    if metadata.get(META_REVISION) is not None:
+    if not store.name.endswith(PARTIAL_SUFFIX):
+        # Only a store being built has a side file: beside an app's store it would stay.
         raise DestinationError(
-            f"{store}: {describe} keeps no metadata in the store (metadata 'none'), so it "
-            "cannot record a schema revision",
-            hint='set metadata = "store" in the layout file to upgrade this store',
+            f"{store}: {describe} keeps no metadata in the store (metadata 'none'), so "
+            f"statemigrate cannot record {', '.join(sorted(metadata))} in it (a schema "
+            "revision, an upgrade's journal)",
+            hint='set metadata = "store" (or "inline" for a key-value prefix layout) in the '
+            "layout file to upgrade this store in place",
         )
     current = read_side_metadata(store)
     for k, v in metadata.items():

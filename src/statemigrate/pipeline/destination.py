@@ -13,7 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..engines._side_metadata import metadata_side_file
+from ..engines._side_metadata import PARTIAL_SUFFIX, metadata_side_file
 from ..engines.base import Engine
 from ..errors import DestinationError, StoreBusyError, UsageError
 from ..fsutil import crash_point, is_within, kind_of, lexists, place, remove_path, store_size
@@ -26,7 +26,7 @@ _WINDOWS = os.name == "nt"
 
 def partial_path(final: Path) -> Path:
     """Where a destination is built before it is renamed into place."""
-    return final.with_name(final.name + ".partial")
+    return final.with_name(final.name + PARTIAL_SUFFIX)
 
 
 def done_mark(partial: Path) -> Path:
