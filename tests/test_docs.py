@@ -90,3 +90,35 @@ def test_every_page_is_on_the_site_and_every_readme_link_resolves() -> None:
     for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme()):
         if not target.startswith(("http://", "https://")):
             assert (ROOT / target).exists(), f"README links {target}, which does not exist"
+
+
+def test_every_layout_in_the_docs_and_in_schemas_layouts_loads() -> None:
+    """The layouts the docs show and ship (``schemas/layouts/``) are ones the loader takes
+    for the engine they name: the docs cannot drift from the layout files' syntax."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    from statemigrate.layout import load_layout
+    from statemigrate.registry import get_engine
+
+    text = (DOCS / "layouts.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```toml\n(.*?)```", text, re.DOTALL)
+    files = sorted((ROOT / "schemas" / "layouts").glob("*.toml"))
+    assert len(blocks) >= 6 and len(files) >= 7
+    tmp = ROOT / "build" / "doc-layouts"
+    tmp.mkdir(parents=True, exist_ok=True)
+    checked = []
+    for i, block in enumerate(blocks):
+        path = tmp / f"block{i}.toml"
+        path.write_text(block, encoding="utf-8")
+        checked.append(path)
+    checked += files
+    for path in checked:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        if "sql" not in raw and "sqlite" not in raw and "kv" not in raw:
+            continue  # the fields every layout has, shown alone
+        engine = get_engine(raw["engine"])
+        layout = load_layout(path, engine.name, engine.layout_family)
+        assert layout.engine == raw["engine"], path
