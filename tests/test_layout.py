@@ -193,7 +193,7 @@ def test_a_missing_layout_file_and_an_engine_without_layouts_are_exit_2(tmp_path
     src = app_store(tmp_path / "app.sqlite")
     r = run("checksum", "--layout", tmp_path / "nope.toml", src)
     assert r.exit_code == 2 and "cannot be read" in r.stderr
-    r = run("checksum", "--layout", EXAMPLE_LAYOUT, f"libsql:{src}")
+    r = run("checksum", "--layout", EXAMPLE_LAYOUT, f"redb:{src}")
     assert r.exit_code == 2 and "has no option 'layout'" in r.stderr
 
 

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from statemigrate.cli import main
+from statemigrate.testing.conformance import CASES as CONFORMANCE_CASES
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
@@ -450,3 +451,78 @@ def test_layout_init_names_what_no_layout_can_read(tmp_path: Path) -> None:
     assert r.exit_code == 4, r.output
     assert "table 'log' has no PRIMARY KEY or UNIQUE column to be the key" in r.stderr
     assert "by hand" not in r.stderr
+
+
+# --- the conformance suite over a table-per-table layout of each SQL engine -----------
+
+TEMPLATE_LAYOUT = """\
+engine = "ENGINE"
+[sql]
+mode = "table-per-table"
+template = "app_{name}"
+key = "k"
+value = "v"
+version = "ver"
+rowid = ROWID
+"""
+
+
+def _in_layout(name: str, tmp: Path) -> type:
+    """The engine with a table-per-table layout given to every reader and writer, as the
+    CLI's ``--source-layout``/``--dest-layout`` do."""
+    from statemigrate.registry import get_engine
+
+    layout = tmp / f"{name}-layout.toml"
+    # Turso's WITHOUT ROWID tables are experimental: its layout has rowid tables.
+    rowid = "true" if name == "turso" else "false"
+    layout.write_text(TEMPLATE_LAYOUT.replace("ENGINE", name).replace("ROWID", rowid))
+    base = get_engine(name)
+
+    def given(options: object) -> dict:
+        return {**(options or {}), "layout": str(layout)}  # type: ignore[dict-item]
+
+    class InLayout(base):  # type: ignore[valid-type,misc]
+        @classmethod
+        def open_reader(cls, path, options=None):  # type: ignore[no-untyped-def]
+            return super().open_reader(path, given(options))
+
+        @classmethod
+        def create_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
+            return super().create_writer(path, given(options))
+
+        @classmethod
+        def open_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
+            return super().open_writer(path, given(options))
+
+    return InLayout
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "libsql", "turso"])
+@pytest.mark.parametrize("case_name", sorted(CONFORMANCE_CASES))
+def test_conformance_over_a_table_per_table_layout(
+    engine: str, case_name: str, tmp_path: Path
+) -> None:
+    CONFORMANCE_CASES[case_name](_in_layout(engine, tmp_path), tmp_path)
+
+
+def test_turso_refuses_to_create_without_rowid_tables_before_writing(tmp_path: Path) -> None:
+    src = make_app(
+        tmp_path / "app.sqlite",
+        ["CREATE TABLE a (key BLOB PRIMARY KEY, value BLOB)"],
+        {"a": [(b"k", b"v")]},
+    )
+    layout = tmp_path / "l.toml"
+    layout.write_text(
+        'engine = "turso"\n[sql]\nmode = "table-per-table"\ntables = { a = "a" }\n'
+        'key = "key"\nvalue = "value"\n'
+    )
+    out = tmp_path / "out.turso"
+    r = run("convert", "-q", "--dest-layout", layout, src, f"turso:{out}")
+    assert r.exit_code == 5 and "WITHOUT ROWID" in r.stderr and "rowid = true" in r.stderr
+    assert not out.exists() and not Path(f"{out}.partial").exists()
+    layout.write_text(layout.read_text() + "rowid = true\n")
+    r = run("convert", "-q", "--dest-layout", layout, src, f"turso:{out}")
+    assert r.exit_code == 0, r.output
+    db = sqlite3.connect(out)
+    assert db.execute("SELECT key, value FROM a").fetchall() == [(b"k", b"v")]
+    db.close()

@@ -40,6 +40,7 @@ from ._sql import (
     to_signed,
     write_metadata,
 )
+from ._sql_layout import RawSqlRead
 from .base import Reader, StoreFacts, Writer, take_batches
 from .errors import DriverErrors, Meaning, Rule
 
@@ -208,7 +209,9 @@ class DbapiSqlWriter(Writer):
 
     facts = DBAPI_FACTS
 
-    def __init__(self, engine: type[DbapiSqlEngine], path: Path, conn: Any):
+    def __init__(
+        self, engine: type[DbapiSqlEngine], path: Path, conn: Any, metadata_table: bool = True
+    ):
         self.engine = engine
         self.path = path
         self.conn = conn
@@ -221,7 +224,12 @@ class DbapiSqlWriter(Writer):
             self.was_wal = bool(mode) and str(mode[0][0]).lower() == "wal"
             for pragma in engine.writer_pragmas:
                 conn.execute(pragma).fetchall()
-            conn.execute(SqlLayout.META_CREATE)
+            if metadata_table:
+                conn.execute(SqlLayout.META_CREATE)
+        # What a layout's writer binds as text and casts in SQL (libSQL binds integers
+        # beyond 32 bits as REAL): :mod:`._sql_layout`.
+        self.ints_as_text = engine.layout.versions_as_text
+        self.paged = True  # no cursor kept between batches
 
     def _tx(self, work: Callable[[], None], doing: str) -> None:
         """``work`` in one transaction; inside :meth:`transaction` it joins that one."""
@@ -237,6 +245,10 @@ class DbapiSqlWriter(Writer):
                 with contextlib.suppress(Exception):  # nothing left to end
                     self.conn.execute("ROLLBACK")
                 raise
+
+    def sql_tx(self, work: Callable[[], None]) -> None:
+        """``work`` in one transaction (what a layout's writer is given, :mod:`._sql_layout`)."""
+        self._tx(work, "writing")
 
     def raw_metadata(self) -> dict[str, bytes]:
         return stored_metadata(self.conn)
@@ -405,7 +417,49 @@ class DbapiSqlEngine(SqlFileEngine):
         """Engine-specific refusals before the driver opens ``path`` for writing."""
 
     @classmethod
+    def _read_connection(cls, path: Path) -> tuple[Any, ReadOnlyOpen | None, Callable[[], None]]:
+        """A connection that reads the store (or a private copy of it), how the store was
+        opened (None: a copy), and what removes the copy after the connection is closed."""
+        raise NotImplementedError
+
+    @classmethod
+    def _raw_read(cls, path: Path) -> RawSqlRead:
+        """One snapshot of the store for a layout's reader (:mod:`._sql_layout`)."""
+        conn, opened, cleanup = cls._read_connection(path)
+
+        def close() -> None:
+            with contextlib.suppress(Exception):  # nothing left to end
+                conn.execute("ROLLBACK")
+            conn.close()
+            cleanup()
+
+        try:
+            with DBAPI_FACTS.mapped(path, "reading the schema", writing=False):
+                conn.execute("BEGIN")
+                table_names(conn)  # the first read fixes the snapshot
+        except BaseException:
+            close()
+            raise
+
+        def confirm() -> None:
+            if opened is not None:
+                opened.confirm_unchanged(path)
+
+        return RawSqlRead(
+            path, conn, DBAPI_FACTS, confirm, close, cls.layout.versions_as_text, paged=True
+        )
+
+    @classmethod
+    def _raw_writer(cls, path: Path, create: bool, metadata_table: bool) -> Writer:
+        """The engine's own writer for a layout's writer (:mod:`._sql_layout`)."""
+        return cls._open_writer(path, create, metadata_table)
+
+    @classmethod
     def _writer(cls, path: Path, create: bool) -> Writer:
+        return cls._open_writer(path, create, True)
+
+    @classmethod
+    def _open_writer(cls, path: Path, create: bool, metadata_table: bool) -> Writer:
         if create and (path.exists() or path.is_symlink()):
             raise DestinationError(f"{path}: already exists")
         if not create:
@@ -416,4 +470,4 @@ class DbapiSqlEngine(SqlFileEngine):
         driver = cls.require_driver()
         with DBAPI_FACTS.mapped(path, "opening for writing", writing=True):
             conn = driver.connect(str(path), isolation_level=None)
-        return DbapiSqlWriter(cls, path, conn)
+        return DbapiSqlWriter(cls, path, conn, metadata_table)

@@ -22,7 +22,7 @@ from ..locks import LockProbe, SideFile, lock_holder
 from ..model import METADATA_TABLE, Batch, TableInfo, TableKind, shown_name, table_name_problem
 from .access import shown_key
 from .base import META_REVISION, Capabilities, Engine, Reader, Writer, check_options
-from .options import EngineOptions, skip_foreign_tables_option
+from .options import EngineOptions, option, skip_foreign_tables_option
 
 if TYPE_CHECKING:
     from ..layout import Layout
@@ -411,6 +411,19 @@ class SqlFileOptions(EngineOptions):
     skip_foreign_tables: bool = skip_foreign_tables_option()
 
 
+@dataclass(frozen=True)
+class SqlLayoutOptions(SqlFileOptions):
+    """The options of a SQLite-file engine with layouts: those of every SQLite file, and
+    an app's own layout."""
+
+    layout: str | None = option(
+        None,
+        "a layout file (TOML) saying how the app lays its state out in SQL tables "
+        "(README: Your app's own layout)",
+        expects="the path of a layout file",
+    )
+
+
 class SqlFileEngine(Engine):
     """What the engines of a SQLite file share (sqlite, libsql, turso): facts and checks."""
 
@@ -454,6 +467,13 @@ class SqlFileEngine(Engine):
 
         layout = cls._layout(check_options(cls, options, "dest"))
         assert layout is not None
+        sql_layout = getattr(cls, "layout", SqlLayout)
+        if layout.sql.without_rowid and layout.sql.create is None and not sql_layout.without_rowid:
+            raise DestinationError(
+                f"{layout.describe()}: the {cls.name} engine's WITHOUT ROWID tables are "
+                "experimental (they cannot update or delete rows)",
+                hint="set rowid = true in the layout, or give the app's own `create`",
+            )
         check_sql_tables(layout, tables)
 
     @classmethod

@@ -40,7 +40,7 @@ from typing import Any, Protocol
 from ..errors import DestinationError, SourceError
 from ..layout import Layout
 from ..layout.sql import CODEC_TYPES, SqlSpec
-from ..model import META_KIND_PREFIX, METADATA_TABLE, Batch, TableInfo, TableKind
+from ..model import BATCH_RECORDS, META_KIND_PREFIX, METADATA_TABLE, Batch, TableInfo, TableKind
 from ._side_metadata import read_side_metadata, write_side_metadata
 from ._sql import (
     ALEMBIC_TABLE,
@@ -151,6 +151,8 @@ class RawSqlRead:
     facts: StoreFacts
     confirm: Callable[[], None]
     close: Callable[[], None]
+    ints_as_text: bool = False  # bind integers as text, cast in SQL (libSQL's driver)
+    paged: bool = False  # read by pages of keys, no cursor kept between them (DB-API drivers)
 
 
 def _columns(conn: Any, table: str) -> list[tuple[str, str, int, int]]:
@@ -166,6 +168,16 @@ class _Mapped:
     conn: Any
     layout: Layout
     facts: StoreFacts
+    ints_as_text: bool = False
+    paged: bool = False
+
+    def _mark(self, integer: bool) -> str:
+        """A parameter's place: an integer is bound as text and cast where the driver
+        would bind a 64-bit integer as REAL."""
+        return "CAST(? AS INTEGER)" if integer and self.ints_as_text else "?"
+
+    def _bound(self, value: Any) -> Any:
+        return str(value) if self.ints_as_text and type(value) is int else value
 
     @property
     def spec(self) -> SqlSpec:
@@ -187,7 +199,9 @@ class _Mapped:
     def _version_of(self, table: TableInfo) -> str | None:
         return self.spec.version if table.versioned else None
 
-    def _select(self, table: TableInfo, after: bool) -> str:
+    def _select(self, table: TableInfo, after: bool, paged: bool = False) -> str:
+        """The SELECT of a table's rows in key order (``paged``: with the raw key last
+        and a LIMIT, for a page)."""
         spec = self.spec
         sql, cond, _ = self._place(table.name)
         cols = [_select_expr(spec.key, spec.key_codec), _select_expr(spec.value, spec.value_codec)]
@@ -196,23 +210,48 @@ class _Mapped:
         version = self._version_of(table)
         if version:
             cols.append(quote(version))
+        if paged:
+            cols.append(quote(spec.key))
         conds = [cond] if cond else []
         if after:
-            conds.append(f"{quote(spec.key)} COLLATE BINARY > ?")
+            conds.append(
+                f"{quote(spec.key)} COLLATE BINARY > {self._mark(spec.key_codec == 'integer')}"
+            )
         where = f" WHERE {' AND '.join(conds)}" if conds else ""
         return (
             f"SELECT {', '.join(cols)} FROM {quote(sql)}{where} "
-            f"ORDER BY {quote(spec.key)} COLLATE BINARY"
+            f"ORDER BY {quote(spec.key)} COLLATE BINARY" + (" LIMIT ?" if paged else "")
         )
+
+    def _cursor(self, table: TableInfo, after: bytes | None) -> Iterator[tuple[Any, ...]]:
+        """The table's rows after ``after`` in key order: one cursor, or pages of keys."""
+        spec = self.spec
+        _, _, args = self._place(table.name)
+        last = None if after is None else _to_sql(spec.key_codec, after)
+        if not self.paged:
+            tail = () if last is None else (self._bound(last),)
+            return iter(self.conn.execute(self._select(table, last is not None), (*args, *tail)))
+        return self._pages(table, args, last)
+
+    def _pages(
+        self, table: TableInfo, args: tuple[Any, ...], last: Any
+    ) -> Iterator[tuple[Any, ...]]:
+        page = BATCH_RECORDS
+        while True:
+            tail = () if last is None else (self._bound(last),)
+            sql = self._select(table, last is not None, paged=True)
+            rows = self.conn.execute(sql, (*args, *tail, page)).fetchall()
+            for r in rows:
+                yield tuple(r[:-1])
+            if len(rows) < page:
+                return
+            last = rows[-1][-1]
 
     def scan(
         self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
     ) -> Iterator[Batch]:
         spec = self.spec
-        _, _, args = self._place(table.name)
-        if after is not None:
-            args = (*args, _to_sql(spec.key_codec, after))
-        cur = self.conn.execute(self._select(table, after is not None), args)
+        cur = self._cursor(table, after)
         decode = "signed_version" if table.versioned else "as_is"
         if spec.keep_rowid:
             return take_batches(self._with_rowids(cur), max_records, max_bytes, decode)
@@ -244,7 +283,11 @@ class _Mapped:
         if spec.version is None:
             return
         sql, cond, args = self._place(name)
-        if spec.version.lower() not in {c[0].lower() for c in _columns(self.conn, sql)}:
+        cols = {c[0].lower(): c for c in _columns(self.conn, sql)}
+        column = cols.get(spec.version.lower())
+        if column is not None and versioned and column[2] and not cond:
+            return  # NOT NULL: SQLite keeps every row versioned
+        if column is None:
             if versioned:
                 raise SourceError(
                     f"{self.path}: table {name!r} is versioned, but SQL table {sql!r} has no "
@@ -380,8 +423,10 @@ def _outside(owner: _Mapped, table: TableInfo, after: bytes | None) -> str | Non
     bad = " OR ".join(f"typeof({quote(c)}) <> '{t}'" for _, c, t in checks)
     conds = [cond] if cond else []
     if after is not None:
-        conds.append(f"{quote(spec.key)} COLLATE BINARY > ?")
-        args = (*args, _to_sql(spec.key_codec, after))
+        conds.append(
+            f"{quote(spec.key)} COLLATE BINARY > {owner._mark(spec.key_codec == 'integer')}"
+        )
+        args = (*args, owner._bound(_to_sql(spec.key_codec, after)))
     conds.append(f"({bad})")
     row = owner.conn.execute(
         f"SELECT {quote(spec.key)}, {cols} FROM {quote(sql)} WHERE {' AND '.join(conds)} "
@@ -435,6 +480,8 @@ class SqlLayoutReader(_Mapped, Reader):
         self.path = raw.path
         self.conn = raw.conn
         self.layout = layout
+        self.ints_as_text = raw.ints_as_text
+        self.paged = raw.paged
         self.facts = replace(raw.facts, private_metadata=(META_KIND_PREFIX,))  # type: ignore[misc]
         try:
             with self.opening(failed="{path}: not a readable SQLite database ({text})"):
@@ -543,6 +590,8 @@ class SqlLayoutWriter(_Mapped, Writer):
         self.path = raw.path
         self.conn = raw.conn
         self.layout = layout
+        self.ints_as_text = bool(getattr(raw, "ints_as_text", False))
+        self.paged = bool(getattr(raw, "paged", False))
         self.facts = replace(raw.facts, private_metadata=(META_KIND_PREFIX,))  # type: ignore[misc]
         spec = layout.sql
         try:
@@ -572,7 +621,9 @@ class SqlLayoutWriter(_Mapped, Writer):
         if spec.application_id is not None:
             self.conn.execute(f"PRAGMA application_id = {int(spec.application_id)}").fetchall()
 
-    def _plain_create(self, sql: str) -> str:
+    def _plain_create(self, sql: str, versioned: bool = True) -> str:
+        """A table from the columns and codecs (the version column for a versioned
+        table, or every table of a one-table layout)."""
         spec = self.spec
         key_type = CODEC_TYPES[spec.key_codec]
         value_type = CODEC_TYPES[spec.value_codec]
@@ -587,12 +638,12 @@ class SqlLayoutWriter(_Mapped, Writer):
             cols.append(f"PRIMARY KEY ({spec.name_column}, {spec.key})")
         else:
             cols = [f"{spec.key} {key_type} PRIMARY KEY", f"{spec.value} {value_type}"]
-            if spec.version:
+            if spec.version and versioned:
                 cols.append(f"{spec.version} INTEGER")
         tail = " WITHOUT ROWID" if spec.without_rowid else ""
         return f"CREATE TABLE {quote(sql)} ({', '.join(cols)}){tail}"
 
-    def _create_sql_table(self, name: str | None) -> None:
+    def _create_sql_table(self, name: str | None, versioned: bool = True) -> None:
         """Create the SQL table of state table ``name`` (None: the one-table table)."""
         spec = self.spec
         sql = spec.table if name is None else spec.sql_table(name)
@@ -600,18 +651,20 @@ class SqlLayoutWriter(_Mapped, Writer):
         statement = spec.create_sql(name) if name is not None else None
         if statement is None and isinstance(spec.create, str) and spec.mode == "one-table":
             statement = spec.create
-        self.conn.execute(statement or self._plain_create(sql)).fetchall()
+        self.conn.execute(statement or self._plain_create(sql, versioned)).fetchall()
         created = {n.lower(): n for n in table_names(self.conn)}
         if sql.lower() not in created:
             raise DestinationError(
                 f"{self.path}: the layout's create statement made no table {sql!r}"
             )
         self._found[sql.lower()] = created[sql.lower()]
-        self._check_created(created[sql.lower()])
+        self._check_created(created[sql.lower()], versioned)
 
-    def _check_created(self, sql: str) -> None:
+    def _check_created(self, sql: str, versioned: bool) -> None:
+        spec = self.spec
+        wanted = spec.columns() if versioned or spec.mode == "one-table" else [spec.key, spec.value]
         try:
-            self._check_columns(sql, self.spec.columns())
+            self._check_columns(sql, wanted)
             self._check_rowid(sql)
         except SourceError as exc:
             raise DestinationError(str(exc)) from exc
@@ -620,12 +673,16 @@ class SqlLayoutWriter(_Mapped, Writer):
         spec = self.spec
         sql, _, _ = self._place(table.name)
         cols = ([spec.name_column] if spec.mode == "one-table" else []) + [spec.key, spec.value]
+        marks = (["?"] if spec.mode == "one-table" else []) + [
+            self._mark(spec.key_codec == "integer"),
+            self._mark(spec.value_codec == "integer"),
+        ]
         if spec.keep_rowid:
             cols.append("rowid")
-        marks = ["?"] * len(cols)
+            marks.append(self._mark(True))
         if table.versioned and spec.version:
             cols.append(spec.version)
-            marks.append("?")
+            marks.append(self._mark(True))
         verb = "INSERT" if self.layout.metadata_in_store else "INSERT OR REPLACE"
         names = ", ".join(c if c == "rowid" else quote(c or "") for c in cols)
         return f"{verb} INTO {quote(sql)} ({names}) VALUES ({', '.join(marks)})"
@@ -636,7 +693,7 @@ class SqlLayoutWriter(_Mapped, Writer):
         head: tuple[Any, ...] = (table.name,) if spec.mode == "one-table" else ()
         if kc == vc == "blob" and not head and not spec.keep_rowid:
             if table.versioned:
-                return [(k, v, to_signed(ver)) for k, v, ver in batch]
+                return [(k, v, self._bound(to_signed(ver))) for k, v, ver in batch]
             return batch if isinstance(batch, list) else list(batch)
         out = []
         for rec in batch:
@@ -658,9 +715,10 @@ class SqlLayoutWriter(_Mapped, Writer):
                     f"{self.path}: the value of key {shown_key(rec[0])} of table "
                     f"{table.name!r} cannot be stored with value_codec {vc!r} ({exc})"
                 ) from exc
-            tail = (rowid,) if spec.keep_rowid else ()
+            k, v = self._bound(k), self._bound(v)
+            tail = (self._bound(rowid),) if spec.keep_rowid else ()
             if table.versioned:
-                out.append((*head, k, v, *tail, to_signed(rec[2])))
+                out.append((*head, k, v, *tail, self._bound(to_signed(rec[2]))))
             else:
                 out.append((*head, k, v, *tail))
         return out
@@ -696,7 +754,7 @@ class SqlLayoutWriter(_Mapped, Writer):
         def work() -> None:
             sql = spec.sql_table(table.name) or ""
             if spec.mode != "one-table" and sql.lower() not in self._found:
-                self._create_sql_table(table.name)
+                self._create_sql_table(table.name, table.versioned)
             if spec.mode != "one-table" and table.versioned:
                 self._check_columns(self._found[sql.lower()], [spec.version or ""])
             self._metadata_work(kind)

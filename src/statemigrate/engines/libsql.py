@@ -18,13 +18,13 @@ Driver quirks handled here and there:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import MissingDriverError
 from ._dbapi import DBAPI_FACTS, DbapiSqlEngine, DbapiSqlReader, map_error
-from ._sql import CAPABILITIES, read_only_open
+from ._sql import CAPABILITIES, ReadOnlyOpen, SqlLayoutOptions, read_only_open
 from .base import AppHolder, Reader
 
 __all__ = ["LibsqlEngine", "map_error"]
@@ -40,6 +40,8 @@ class LibsqlEngine(DbapiSqlEngine):
         "libSQL (libsql / libsql-experimental): SQLite's layout, one WITHOUT ROWID table per table"
     )
     capabilities = CAPABILITIES
+    options = SqlLayoutOptions
+    layout_family = "sql"
     suffixes = (".libsql",)
     app_holder = AppHolder(
         "try:\n"
@@ -80,10 +82,15 @@ class LibsqlEngine(DbapiSqlEngine):
         raise MissingDriverError(cls.name, cls.extra)
 
     @classmethod
-    def _reader(cls, path: Path, options: Mapping[str, Any]) -> Reader:
+    def _read_connection(cls, path: Path) -> tuple[Any, ReadOnlyOpen | None, Callable[[], None]]:
         driver = cls.require_driver()
         opened = read_only_open(path)
         with DBAPI_FACTS.mapped(path, "opening", writing=False):
             conn = driver.connect(opened.uri, isolation_level=None)
             conn.execute("PRAGMA busy_timeout=3000").fetchall()
+        return conn, opened, lambda: None
+
+    @classmethod
+    def _reader(cls, path: Path, options: Mapping[str, Any]) -> Reader:
+        conn, opened, _ = cls._read_connection(path)
         return DbapiSqlReader(cls, path, conn, options, opened)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -40,7 +40,7 @@ from ..errors import DestinationError, SourceError, StoreBusyError
 from ..locks import lock_holder, refuse_if_held
 from . import _snapshot
 from ._dbapi import DbapiLayout, DbapiSqlEngine, DbapiSqlReader
-from ._sql import CAPABILITIES, LOCK_PROBES, SIDE_FILES, uri_path
+from ._sql import CAPABILITIES, LOCK_PROBES, SIDE_FILES, ReadOnlyOpen, SqlLayoutOptions, uri_path
 from .base import AppHolder, Reader
 
 
@@ -152,6 +152,8 @@ class TursoEngine(DbapiSqlEngine):
         CAPABILITIES, read_only_open=False, multi_process_readers=False
     )
     layout = TursoLayout
+    options = SqlLayoutOptions
+    layout_family = "sql"
     reserved_table_prefixes: ClassVar[Mapping[str, str]] = {
         **DbapiSqlEngine.reserved_table_prefixes,
         "__turso_internal_": "reserved by Turso",
@@ -184,6 +186,20 @@ class TursoEngine(DbapiSqlEngine):
     @classmethod
     def _reader(cls, path: Path, options: Mapping[str, Any]) -> Reader:
         return TursoReader(cls, path, options)
+
+    @classmethod
+    def _read_connection(cls, path: Path) -> tuple[Any, ReadOnlyOpen | None, Callable[[], None]]:
+        """A connection to a private copy of the store (see the module notes), and what
+        removes the copy (a layout's reader, :mod:`._sql_layout`)."""
+        driver = cls.require_driver()
+        holder = TursoReader.__new__(TursoReader)  # its copy logic, without a table read
+        holder.path, holder.tmpdir = path, None
+        try:
+            conn = holder._open_copy(driver, path)
+        except BaseException:
+            holder._drop_copy()
+            raise
+        return conn, None, holder._drop_copy
 
     @classmethod
     def _check_writable(cls, path: Path) -> None:
