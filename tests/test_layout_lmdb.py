@@ -135,6 +135,40 @@ def test_a_link_at_a_single_files_lock_file_is_refused(tmp_path: Path) -> None:
     assert not dst.exists()
 
 
+def test_a_killed_convert_to_a_single_file_resumes_exactly(tmp_path: Path) -> None:
+    """Killed after its first batch: DST.partial is a single file, --resume finishes it."""
+    import signal
+    import subprocess
+
+    env = lmdb.open(str(tmp_path / "big.lmdb"), subdir=False, lock=False, map_size=1 << 26)
+    many = [(b"key%06d\x00" % i, b"value %d\x00" % i) for i in range(500)]
+    with env.begin(write=True) as txn:
+        for k, v in many:
+            txn.put(k, v)
+    env.close()
+    layout = layout_file(tmp_path, MAP_LAYOUT + "subdir = false\n")
+    mid = tmp_path / "mid.sqlite"
+    r = run("convert", "-q", "--source-layout", layout, "lmdb:" + str(tmp_path / "big.lmdb"), mid)
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "out.lmdb"
+    args = ["convert", "-q", "--dest-layout", str(layout), "--batch-records", "50", str(mid)]
+    args.append(f"lmdb:{out}")
+    killed = subprocess.run(
+        [sys.executable, "-m", "statemigrate", *args],
+        env={**os.environ, "STATEMIGRATE_CRASH_AT": "batch"},
+        capture_output=True,
+        timeout=120,  # a guard against a hung child, never a measurement
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    partial = Path(f"{out}.partial")
+    assert partial.is_file() and not out.exists()
+    r = run(*args, "--resume")
+    assert r.exit_code == 0, r.output
+    assert out.is_file() and pairs(out) == many
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("out")) == ["out.lmdb"]
+
+
 def test_the_default_layout_names_the_way_out_for_an_unnamed_database(tmp_path: Path) -> None:
     src = single_file_map(tmp_path / "aliases.lmdb")
     r = run("convert", "lmdb:" + str(src), tmp_path / "out.sqlite")
@@ -259,7 +293,55 @@ def test_verify_tells_a_database_that_lost_its_dupsort_flag(tmp_path: Path) -> N
     assert md_flags(a) == MDB_DUPSORT and md_flags(b) == 0
     r = run("verify", a, b)
     assert r.exit_code == 1, r.output
-    assert "dupsort" in r.output
+    assert "multimap" in r.output
+
+
+def test_verify_tells_a_database_that_lost_its_integerkey_flag(tmp_path: Path) -> None:
+    """B holds A's records as the model shows them (big-endian keys), in a plain database."""
+    a, b = tmp_path / "a.lmdb", tmp_path / "b.lmdb"
+    for path, flags in ((a, {"integerkey": True}), (b, {})):
+        env = lmdb.open(str(path), max_dbs=4)
+        t = env.open_db(b"t", **flags)
+        with env.begin(write=True) as txn:
+            for k in INTS:
+                shown = k if flags else struct.pack(">Q", struct.unpack("=Q", k)[0])
+                txn.put(shown, b"v", db=t)
+        env.close()
+    r = run("verify", a, b)
+    assert r.exit_code == 1, r.output
+    assert "integerkey" in r.output
+
+
+def test_a_redb_multimap_table_of_bytes_is_a_dupsort_database(tmp_path: Path) -> None:
+    """redb's multimap table and LMDB's DUPSORT database share one representation: redb
+    -> LMDB gives a DUPSORT database (read by py-lmdb), and it goes back to redb as the
+    multimap table it was. The redb file is made by this engine's writer (the real redb
+    crate), as no fixture holds an ``&[u8] -> &[u8]`` multimap table."""
+    from statemigrate.engines.redb import RedbEngine
+    from statemigrate.model import TableInfo
+
+    bytes_type = {"name": "&[u8]", "class": "Internal", "width": None, "legacy": False}
+    facts = {"multimap": True, "key": bytes_type, "value": bytes_type, "order": "redb"}
+    table = TableInfo("mm", meta={"redb": {**facts, "format": 3}})
+    short = DUPS[:4]
+    records = sorted((k.replace(b"\x00", b"\x00\xff") + b"\x00\x00" + v, b"") for k, v in short)
+    src = tmp_path / "m.redb"
+    writer = RedbEngine.create_writer(src)
+    writer.create_table(table)
+    writer.write_batch(table, records)
+    writer.finish()
+    writer.close()
+    mid = tmp_path / "m.lmdb"
+    assert run("convert", "-q", src, "lmdb:" + str(mid)).exit_code == 0
+    assert md_flags(mid, "mm") == MDB_DUPSORT
+    assert pairs(mid, b"mm", dupsort=True) == short
+    assert run("verify", src, mid).exit_code == 0
+    back = tmp_path / "back.redb"
+    assert run("convert", "-q", mid, "redb:" + str(back)).exit_code == 0
+    with RedbEngine.open_reader(back) as reader:
+        (got,) = reader.tables()
+        assert got.meta["redb"]["multimap"] is True
+        assert list(reader.iter_records(got)) == records
 
 
 def test_a_reversekey_database_comes_back_with_its_flag(tmp_path: Path) -> None:
@@ -362,8 +444,11 @@ def _conformance_params():
     for metadata in ("none", "store"):
         for name in CASES:
             marks = []
-            if metadata == "none" and name == "persistence_and_metadata":
-                reason = "metadata 'none' keeps nothing in the store: a schema revision is refused"
+            if metadata == "none" and name in ("persistence_and_metadata", "resume_after_reopen"):
+                reason = (
+                    "metadata 'none' keeps nothing in the store: a schema revision is refused, "
+                    "and a checkpoint lives only beside a DST.partial (the suite's store is none)"
+                )
                 marks.append(pytest.mark.xfail(strict=True, raises=DestinationError, reason=reason))
             yield pytest.param(metadata, name, id=f"{metadata}-{name}", marks=marks)
 

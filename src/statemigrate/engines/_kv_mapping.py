@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 from abc import abstractmethod
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -31,6 +32,7 @@ from ..errors import DestinationError, SourceError
 from ..layout import METADATA_NAMESPACE, KvNamespaces, KvPrefix, Layout
 from ..model import (
     META_KIND_PREFIX,
+    META_TABLE_PREFIX,
     VERSION_PREFIX_DECODE,
     Batch,
     TableInfo,
@@ -365,7 +367,11 @@ class _Mapped(StoreAccess):
         for t in tables:
             ns = spec.namespace_of(t.name)
             extra = self.raw.raw_table_meta(ns) if ns is not None else {}
-            out.append(TableInfo(t.name, t.kind, {**t.meta, **extra}) if extra else t)
+            if extra:  # beside the facts the metadata records (``table:<name>``)
+                recorded = meta.get(META_TABLE_PREFIX + t.name)
+                facts = json.loads(recorded) if recorded is not None else {}
+                t = TableInfo(t.name, t.kind, {**facts, **t.meta, **extra})
+            out.append(t)
         return out
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -45,6 +46,7 @@ from .._lmdb_file import (
 )
 from ..base import META_KIND_PREFIX as KIND_PREFIX
 from ..base import (
+    META_TABLE_PREFIX,
     AppHolder,
     Capabilities,
     NativeCopy,
@@ -176,12 +178,16 @@ def database_codecs(env: Any, txn: Any, dbs: Mapping[str, Any], where: Path) -> 
     return out
 
 
-def flagged_tables(tables: list[TableInfo], codecs: Mapping[str, Codec]) -> list[TableInfo]:
-    """``tables`` with each flagged database's flags in its meta."""
+def flagged_tables(
+    tables: list[TableInfo], codecs: Mapping[str, Codec], metadata: Mapping[str, bytes]
+) -> list[TableInfo]:
+    """``tables`` with each flagged database's flags in its meta, beside the facts the
+    metadata records for it (``table:<name>``: a redb multimap table's types)."""
     out = []
     for t in tables:
         codec = codecs.get(t.name)
         if codec is not None:
+            t = TableInfo(t.name, t.kind, {**recorded_meta(metadata, t.name), **t.meta})
             if t.versioned:
                 raise SourceError(
                     f"table {t.name!r}: a versioned table in a database with flags "
@@ -190,6 +196,18 @@ def flagged_tables(tables: list[TableInfo], codecs: Mapping[str, Codec]) -> list
             t = TableInfo(t.name, t.kind, {**t.meta, **table_meta(codec.flags)})
         out.append(t)
     return out
+
+
+def recorded_meta(metadata: Mapping[str, bytes], name: str) -> dict[str, Any]:
+    """The facts the metadata records for table ``name`` (``table:<name>``), or {}."""
+    raw = metadata.get(META_TABLE_PREFIX + name)
+    if raw is None:
+        return {}
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def cursor_batches(
@@ -277,7 +295,7 @@ class LmdbReader(Reader):
             self.codecs = database_codecs(self.env, self.txn, self.dbs, path)
             self.snapshot_metadata = self._read_meta()
         tables = recorded_tables(self.snapshot_metadata, self.dbs)
-        self.snapshot_tables = flagged_tables(tables, self.codecs)
+        self.snapshot_tables = flagged_tables(tables, self.codecs, self.snapshot_metadata)
 
     def _last_txnid(self) -> int:
         return int(self.env.info()["last_txnid"])
@@ -483,7 +501,8 @@ class LmdbWriter(Writer):
                 self.env.set_mapsize(self.map_size)
 
     def list_tables(self) -> list[TableInfo]:
-        return flagged_tables(recorded_tables(self.raw_metadata(), self.dbs), self.codecs)
+        meta = self.raw_metadata()
+        return flagged_tables(recorded_tables(meta, self.dbs), self.codecs, meta)
 
     def raw_metadata(self) -> dict[str, bytes]:
         if self._outer is not None:

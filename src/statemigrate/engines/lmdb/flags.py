@@ -67,17 +67,28 @@ def table_meta(flags: Iterable[str]) -> dict[str, Any]:
 def flags_of(meta: Mapping[str, Any] | None, where: object = "") -> list[str]:
     """The LMDB flags a table's meta records (``[]``: a plain database).
 
+    A redb multimap table of ``&[u8]`` keys and values, which has this very
+    representation, is a DUPSORT database.
+
     Raises:
         DestinationError: flags this engine does not know (exit 5).
     """
     fact = (meta or {}).get(META_KEY)
     if not isinstance(fact, Mapping):
-        return []
+        return ["dupsort"] if _bytes_multimap((meta or {}).get("redb")) else []
     flags = fact.get("flags") or []
     unknown = [f for f in flags if f not in FLAG_NAMES]
     if unknown or not isinstance(flags, list):
         raise DestinationError(f"{where}: unknown LMDB database flags {unknown or flags!r}")
     return [f for f in FLAG_NAMES if f in flags]
+
+
+def _bytes_multimap(redb: Any) -> bool:
+    """Whether redb's facts are a multimap table of ``&[u8]`` keys and values."""
+    if not isinstance(redb, Mapping) or not redb.get("multimap"):
+        return False
+    types = [redb.get("key"), redb.get("value")]
+    return all(isinstance(t, Mapping) and t.get("name") == "&[u8]" for t in types)
 
 
 def open_kwargs(flags: Iterable[str]) -> dict[str, bool]:
