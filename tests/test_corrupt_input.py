@@ -222,7 +222,13 @@ def test_rocksdb_format_version_option_is_checked(tmp_path: Path) -> None:
     assert not (tmp_path / "y.rocksdb").exists()
     final = tmp_path / "six.rocksdb"
     args = ["convert", "--quiet", spec("sqlite", src), spec("rocksdb", final)]
+    # Format 6 is newer than RocksDB 7.8 reads (the default rocksdb_compat): refused …
     run = run_cli([*args, "--dest-option", "rocksdb_format_version=6"], timeout=BOUND)
+    refused(run, 2, "rocksdb_format_version=6", "RocksDB 7.8")
+    nothing_at(final)
+    # … and written when no RocksDB 7.8 has to read the store.
+    newest = ["--dest-option", "rocksdb_compat=newest"]
+    run = run_cli([*args, "--dest-option", "rocksdb_format_version=6", *newest], timeout=BOUND)
     assert run.returncode == 0, describe(run)
 
 

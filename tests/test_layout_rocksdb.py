@@ -423,6 +423,16 @@ def test_layout_init_keeps_the_prefix_guess_for_one_family_of_prefixed_keys(tmp_
     )
     got = layout_init(db)
     assert got["kv"]["mode"] == "prefix" and got["kv"]["prefix"] == "{name}/"
+    assert got["metadata"] == "none"
+    layout = tmp_path / "l.toml"
+    layout.write_text(statemigrate("layout", "init", "rocksdb", db).stdout)
+    mid, back = tmp_path / "m.sqlite", tmp_path / "back.rocksdb"
+    res = statemigrate("convert", "--to", "sqlite", "--source-layout", layout, db, mid)
+    assert res.returncode == 0, res.stderr
+    res = statemigrate("convert", "--to", "rocksdb", "--dest-layout", layout, mid, back)
+    assert res.returncode == 0, res.stderr
+    assert ldb_families(back) == {"default"}
+    assert ldb_scan(back) == ldb_scan(db)
 
 
 def test_the_printed_layout_works_as_is_for_several_families(tmp_path):

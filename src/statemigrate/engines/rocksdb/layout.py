@@ -280,10 +280,19 @@ def guess_layout(engine: type[RocksdbEngine], path: Path) -> str:
         if guess is not None:
             roomy = may_be_versioned(guess, lambda prefix: _values(view, prefix))
             others = [n for n in names if n != guess.spec.namespace and n in candidates]
-            return guess_text(
+            text = guess_text(
                 "rocksdb", path.name, guess, roomy, [f"column family {n!r}" for n in others]
             )
+            if not own:  # the app's store: nothing of statemigrate's written into it either
+                text = text.replace("\n\n[kv]\n", f"\n{_NO_METADATA}\n\n[kv]\n", 1)
+            return text
     return _namespaces_text(path, names, candidates, _rocksdict_config(path))
+
+
+_NO_METADATA = (
+    "# Nothing of statemigrate's in the store: a store written has these families only.\n"
+    'metadata = "none"'
+)
 
 
 def _rocksdict_config(path: Path) -> dict[str, Any] | None:
@@ -315,8 +324,7 @@ def _namespaces_text(
         "# Which tables are versioned, and how the version is stored, cannot be seen from",
         "# the bytes: list the versioned tables here and set kv.version below.",
         "versioned = []",
-        "# Nothing of statemigrate's in the store: a store written has these families only.",
-        'metadata = "none"',
+        _NO_METADATA,
         "",
         "[kv]",
         'mode = "namespaces"',

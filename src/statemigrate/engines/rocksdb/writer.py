@@ -75,6 +75,7 @@ class RocksdbWriter(_Scans, Writer):
             self.db = rd.Rdict(str(path), self.opts, column_families=families)
             if METADATA_TABLE not in names and self._metadata_family():
                 self.db.create_column_family(METADATA_TABLE, self.opts)
+        self._settle_config()
 
     def _metadata_family(self) -> bool:
         """Whether the metadata has a column family of its own (a layout may keep it inline)."""
@@ -173,25 +174,34 @@ class RocksdbWriter(_Scans, Writer):
             self._leave_the_apps_files()
 
     def _leave_the_apps_files(self) -> None:
-        """After the driver closed: rocksdict's config as the layout says (kept where the
-        app's store holds one: ``kv.rocksdict_config``) or as it was before (none in a
-        store made here), the OPTIONS files in the form RocksDB ``compat`` reads."""
+        """After the driver closed: rocksdict's config settled (:meth:`_settle_config`),
+        the OPTIONS files in the form RocksDB ``compat`` reads."""
+        self._settle_config()
+        try:
+            rewrite_options(self.path, self.compat)
+        except (OSError, ValueError) as exc:
+            raise DestinationError(
+                f"{self.path}: cannot finish the store's OPTIONS ({exc})"
+            ) from exc
+
+    def _settle_config(self) -> None:
+        """rocksdict's config as the layout says (kept where the app's store holds one:
+        ``kv.rocksdict_config``) or as it was before the driver opened the store (none in
+        a store made here). Done as soon as the driver has opened the store (it writes
+        the file then, and only then), so that a kill leaves none behind either."""
         config = self.path / CONFIG
         try:
             if self._keep_config:
-                pass  # the app's store holds the file: rocksdict's own, as it just wrote it
-            elif self._app_config is None:
+                return  # the app's store holds the file: rocksdict's own, as it just wrote it
+            if self._app_config is None:
                 if config.is_file() and not config.is_symlink():
                     config.unlink()
             elif _read_config(self.path) != self._app_config:
                 tmp = config.with_name(config.name + ".sm-tmp")
                 tmp.write_bytes(self._app_config)
                 os.replace(tmp, config)
-            rewrite_options(self.path, self.compat)
-        except (OSError, ValueError) as exc:
-            raise DestinationError(
-                f"{self.path}: cannot finish the store's own files ({exc})"
-            ) from exc
+        except OSError as exc:
+            raise DestinationError(f"{self.path}: cannot settle {CONFIG} ({exc})") from exc
 
     # In-place methods (schema upgrades; scan and confirm_end come from _Scans).
     # RocksDB creates and drops column families outside its WriteBatches and cannot
