@@ -503,11 +503,29 @@ def test_layout_init_guesses_a_head_and_another_separator(tmp_path: Path) -> Non
     assert "# Tables found: sessions, settings, users" in r.stdout
 
 
-def test_layout_init_refuses_keys_without_prefixes(tmp_path: Path) -> None:
+def test_layout_init_of_keys_without_prefixes_is_one_table(tmp_path: Path) -> None:
+    """The default family alone, keys without prefixes (an ldb or DB::Open app's store):
+    one table in the default family, nothing of statemigrate's in the store."""
     src = tmp_path / "app.rocksdb"
     db = _open(src)
     db[b"alpha"] = b"1"
     db[b"beta"] = b"2"
+    db.close()
+    r = run("layout", "init", "rocksdb", src)
+    assert r.exit_code == 0, r.output
+    assert 'tables = { "data" = "" }' in r.stdout and 'metadata = "none"' in r.stdout
+
+
+def test_layout_init_refuses_keys_without_prefixes_beside_statemigrates_family(
+    tmp_path: Path,
+) -> None:
+    """With statemigrate's metadata family the store was written in a layout: the prefix
+    guess, and its refusal when no family's keys split."""
+    src = tmp_path / "app.rocksdb"
+    db = _open(src)
+    db[b"alpha"] = b"1"
+    db[b"beta"] = b"2"
+    db.create_column_family("__statemigrate__", rocksdict.Options(raw_mode=True))
     db.close()
     r = run("layout", "init", "rocksdb", src)
     assert r.exit_code == 4 and "no column family holds keys that split" in r.stderr, r.output
