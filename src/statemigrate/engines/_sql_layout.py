@@ -84,10 +84,20 @@ def decode_integer(b: bytes) -> int:
     return int.from_bytes(b, "big") - _SIGN
 
 
+_TAGS = {bytes: b"b", str: b"t", int: b"i", float: b"r", type(None): b"n"}
+_TAGGED = {ord("b"): "blob", ord("t"): "text", ord("i"): "integer", ord("r"): "real"}
+
+
 def _to_sql(codec: str, b: bytes) -> Any:
     """The SQL value of the model's bytes ``b`` in ``codec`` (ValueError: not of it)."""
     if codec == "blob":
         return b
+    if codec == "any":  # a tag byte, then the bytes of the tagged class's codec
+        if b == b"n":
+            return None
+        if not b or b[0] not in _TAGGED:
+            raise ValueError("a value of value_codec 'any' starts with b, t, i, r or n")
+        return _to_sql(_TAGGED[b[0]], b[1:])
     if codec == "text":
         return bytes(b).decode("utf-8")
     if codec == "integer":
@@ -103,6 +113,11 @@ def _from_sql(codec: str, v: Any) -> Any:
         return encode_integer(v) if type(v) is int else None
     if codec == "real":
         return struct.pack(">d", v) if type(v) is float else None
+    if codec == "any":
+        tag = _TAGS[type(v)]
+        if tag == b"n":
+            return tag
+        return tag + _from_sql(_TAGGED[tag[0]], v.encode("utf-8") if tag == b"t" else v)
     return v
 
 
@@ -110,7 +125,7 @@ def _select_expr(column: str, codec: str) -> str:
     """The SELECT expression of a column: NULL where a row is of another class (the
     batch then fails and :func:`_outside` names the row)."""
     c = quote(column)
-    if codec == "blob":
+    if codec in ("blob", "any"):
         return c
     cls = {"text": "text", "integer": "integer", "real": "real"}[codec]
     inner = f"CAST({c} AS BLOB)" if codec == "text" else c
@@ -415,7 +430,9 @@ def _outside(owner: _Mapped, table: TableInfo, after: bytes | None) -> str | Non
     BLOB"); or None."""
     spec = owner.spec
     sql, cond, args = owner._place(table.name)
-    checks = [("key", spec.key, spec.key_codec), ("value", spec.value, spec.value_codec)]
+    checks = [("key", spec.key, spec.key_codec)]
+    if spec.value_codec != "any":  # any class is a value of codec "any"
+        checks.append(("value", spec.value, spec.value_codec))
     version = owner._version_of(table)
     if version:
         checks.append(("version", version, "integer"))
@@ -631,13 +648,14 @@ class SqlLayoutWriter(_Mapped, Writer):
             cols = [
                 f"{spec.name_column} TEXT NOT NULL",
                 f"{spec.key} {key_type} NOT NULL",
-                f"{spec.value} {value_type} NOT NULL",
+                f"{spec.value} {value_type}".rstrip()
+                + (" NOT NULL" if spec.value_codec != "any" else ""),
             ]
             if spec.version:
                 cols.append(f"{spec.version} INTEGER")
             cols.append(f"PRIMARY KEY ({spec.name_column}, {spec.key})")
         else:
-            cols = [f"{spec.key} {key_type} PRIMARY KEY", f"{spec.value} {value_type}"]
+            cols = [f"{spec.key} {key_type} PRIMARY KEY", f"{spec.value} {value_type}".rstrip()]
             if spec.version and versioned:
                 cols.append(f"{spec.version} INTEGER")
         tail = " WITHOUT ROWID" if spec.without_rowid else ""
@@ -715,7 +733,17 @@ class SqlLayoutWriter(_Mapped, Writer):
                     f"{self.path}: the value of key {shown_key(rec[0])} of table "
                     f"{table.name!r} cannot be stored with value_codec {vc!r} ({exc})"
                 ) from exc
-            k, v = self._bound(k), self._bound(v)
+            if kc == "integer":
+                k = self._bound(k)
+            if vc == "integer":
+                v = self._bound(v)
+            elif vc == "any" and self.ints_as_text and type(v) is int and not -(2**31) <= v < 2**31:
+                raise DestinationError(
+                    f"{self.path}: the value of key {shown_key(rec[0])} of table {table.name!r} "
+                    f"is the INTEGER {v}, which this driver would store as a REAL "
+                    "(it binds integers beyond 32 bits as REAL)",
+                    hint='give the layout value_codec = "integer" for an INTEGER column',
+                )
             tail = (self._bound(rowid),) if spec.keep_rowid else ()
             if table.versioned:
                 out.append((*head, k, v, *tail, self._bound(to_signed(rec[2]))))

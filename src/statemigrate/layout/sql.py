@@ -20,7 +20,10 @@ column: a row of another class is refused, exit 4, naming the table and the key)
 - ``value_codec``: ``blob``, ``text`` (UTF-8), ``integer`` (as the key) or ``real``
   (IEEE 754 binary64, 8 bytes big-endian). The value comes back in that storage class
   whatever the column's declared type: a TEXT value in a column declared BLOB is
-  ``value_codec = "text"``.
+  ``value_codec = "text"``. For a column whose rows mix classes, ``any`` carries each
+  value's class in its bytes: one tag byte (``b`` BLOB, ``t`` TEXT, ``i`` INTEGER,
+  ``r`` REAL, each followed by the bytes of that codec; ``n`` NULL, alone), so that a
+  value whose class changed is a different value.
 
 What the writer creates: the app's own ``create`` statement (and ``extra_sql``:
 indexes, triggers and views, run after the records are in), else a plain table from
@@ -72,9 +75,10 @@ _MODE_FIELDS = {
 }
 MODES = tuple(_MODE_FIELDS)
 KEY_CODECS = ("blob", "text", "integer")
-VALUE_CODECS = ("blob", "text", "integer", "real")
-# SQL declared types a plain created table gives each codec's column.
-CODEC_TYPES = {"blob": "BLOB", "text": "TEXT", "integer": "INTEGER", "real": "REAL"}
+VALUE_CODECS = ("blob", "text", "integer", "real", "any")
+# SQL declared types a plain created table gives each codec's column ("any": none, so
+# SQLite keeps each value in the class it is given).
+CODEC_TYPES = {"blob": "BLOB", "text": "TEXT", "integer": "INTEGER", "real": "REAL", "any": ""}
 _KEPT = ("__statemigrate__", "alembic_version")
 _EXTRA = re.compile(r"\s*CREATE\s+(UNIQUE\s+)?(INDEX|TRIGGER|VIEW)\s", re.IGNORECASE)
 _CREATE = re.compile(r"\s*CREATE\s+TABLE\s", re.IGNORECASE)
