@@ -384,6 +384,10 @@ def test_inspect_shows_each_databases_flags(tmp_path: Path) -> None:
     r = run("inspect", "--json", src)
     assert r.exit_code == 0, r.output
     assert "dupsort" in r.output
+    r = run("inspect", src)
+    assert r.exit_code == 0, r.output
+    (row,) = [line for line in r.output.splitlines() if line.startswith("t ")]
+    assert "LMDB DUPSORT (multimap)" in row, r.output
 
 
 # --- the conformance suite over LMDB's namespaces layouts -------------------------------

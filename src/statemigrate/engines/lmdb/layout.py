@@ -453,7 +453,7 @@ def _namespaces_text(
             shown += f", {what}"
             if "dupsort" in flags[ns]:
                 shown += " (a multimap table: each key and value in one key)"
-            shown += "; the flags come back by themselves"
+            shown += "; the flags travel in the table's metadata and come back with it"
         lines.append(f"#   {table}: {shown}")
     entries = ", ".join(f"{_toml_key(t)} = {json.dumps(ns)}" for t, ns in tables)
     lines.append(f"tables = {{ {entries} }}")
