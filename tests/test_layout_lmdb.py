@@ -412,14 +412,18 @@ def _toml_string(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _suite_layout(tmp: Path, metadata: str) -> Path:
-    # Each table in a database named otherwise than the table ("db:" + its name).
+def _suite_layout(tmp: Path, variant: str) -> Path:
+    # Each table in a database named otherwise than the table ("db:" + its name);
+    # "single": metadata "none" in a single-file environment.
+    metadata = "none" if variant == "single" else variant
     entries = ", ".join(f"{_toml_string(n)} = {_toml_string('db:' + n)}" for n in SUITE_TABLES)
     text = (
         f'metadata = "{metadata}"\nversioned = ["s"]\n[kv]\nmode = "namespaces"\n'
         f"tables = {{ {entries} }}\n"
     )
-    return layout_file(tmp, text, f"suite-{metadata}.toml")
+    if variant == "single":
+        text += "subdir = false\n"
+    return layout_file(tmp, text, f"suite-{variant}.toml")
 
 
 def _layout_engine(tmp: Path, metadata: str) -> type:
@@ -445,10 +449,13 @@ def _layout_engine(tmp: Path, metadata: str) -> type:
 
 
 def _conformance_params():
-    for metadata in ("none", "store"):
+    for metadata in ("none", "store", "single"):
         for name in CASES:
             marks = []
-            if metadata == "none" and name in ("persistence_and_metadata", "resume_after_reopen"):
+            if metadata in ("none", "single") and name in (
+                "persistence_and_metadata",
+                "resume_after_reopen",
+            ):
                 reason = (
                     "metadata 'none' keeps nothing in the store: a schema revision is refused, "
                     "and a checkpoint lives only beside a DST.partial (the suite's store is none)"
@@ -464,7 +471,7 @@ def test_conformance_over_a_namespaces_layout(
     CASES[case_name](_layout_engine(tmp_path, metadata), tmp_path)
 
 
-@pytest.mark.parametrize("metadata", ["none", "store"])
+@pytest.mark.parametrize("metadata", ["none", "store", "single"])
 def test_the_suites_layout_is_the_one_written(metadata: str, tmp_path: Path) -> None:
     from statemigrate.model import TableInfo
     from statemigrate.testing.stores import write_store
@@ -472,6 +479,8 @@ def test_the_suites_layout_is_the_one_written(metadata: str, tmp_path: Path) -> 
     store = write_store(
         _layout_engine(tmp_path, metadata), tmp_path / "s.lmdb", {TableInfo("t"): [(b"k", b"v")]}
     )
-    names = set(lmdb_databases(store, subdir=True)) - {None}
-    assert names == ({"db:t"} if metadata == "none" else {"db:t", "__statemigrate__"})
+    single = metadata == "single"
+    assert store.is_file() if single else (store / "data.mdb").is_file()
+    names = set(lmdb_databases(store, subdir=not single)) - {None}
+    assert names == ({"db:t", "__statemigrate__"} if metadata == "store" else {"db:t"})
     assert pairs(store, b"db:t") == [(b"k", b"v")]
