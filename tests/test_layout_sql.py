@@ -383,6 +383,9 @@ value = "value"
         (GOOD + "user_version = 4294967296\n", "user_version must be a signed 32-bit integer"),
         (GOOD.replace("table-per-table", "two-tables"), "mode must be one of"),
         (GOOD.replace('engine = "sqlite"', 'engine = "sqlite"\nmetadata = "inline"'), "'inline'"),
+        (GOOD + 'columns = ["a b"]\n', "is not a plain SQL identifier"),
+        (GOOD + 'columns = ["key"]\n', "are not all different"),
+        (GOOD + 'columns = ["ROWID"]\n', "the rowid is keep_rowid = true"),
     ],
     ids=[
         "no-placeholder",
@@ -402,6 +405,9 @@ value = "value"
         "user-version",
         "mode",
         "inline",
+        "column-name",
+        "column-twice",
+        "column-rowid",
     ],
 )
 def test_a_hostile_layout_is_one_line_exit_2(text: str, says: str, tmp_path: Path) -> None:
@@ -631,3 +637,40 @@ create = "{ddl}"
     assert r.exit_code == 1, r.output
     r = run("verify", "--layout-a", lay, "--layout-b", lay, src, back)
     assert r.exit_code == 0, r.output
+
+
+def test_extra_columns_beside_the_value_come_back(tmp_path: Path) -> None:
+    """An app's expiry and flags columns beside key and value, through LMDB: the value
+    there is framed as documented (lengths, then the tagged columns), and every column
+    and storage class comes back."""
+    ddl = 'CREATE TABLE "cache" (key TEXT PRIMARY KEY, value BLOB NOT NULL, expires INTEGER, flags)'
+    rows = [
+        ("a", b"\x01\x02", 1_700_000_000, "hot"),
+        ("b", b"", None, 2.5),
+        ("c", b"x" * 300, -(2**63), b"\x00"),
+    ]
+    src = make_app(tmp_path / "app.sqlite", [ddl], {"cache": rows})
+    layout = f"""\
+engine = "sqlite"
+metadata = "none"
+[sql]
+mode = "table-per-table"
+tables = {{ cache = "cache" }}
+key = "key"
+value = "value"
+key_codec = "text"
+columns = ["expires", "flags"]
+rowid = true
+create = '{ddl}'
+"""
+    mid, back = there_and_back(src, layout, tmp_path)
+    framed = dict(lmdb_pairs(mid, "cache"))[b"a"]
+
+    def field(b: bytes) -> bytes:
+        return len(b).to_bytes(4, "big") + b
+
+    expires = b"i" + (1_700_000_000 + 2**63).to_bytes(8, "big")
+    assert framed == field(b"\x01\x02") + field(expires) + field(b"thot")
+    assert file_shape(back) == file_shape(src)
+    cols = "key, value, expires, flags"
+    assert table_rows(back, "cache", cols) == table_rows(src, "cache", cols)

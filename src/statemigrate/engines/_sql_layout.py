@@ -121,6 +121,31 @@ def _from_sql(codec: str, v: Any) -> Any:
     return v
 
 
+def _framed(value: bytes, extra: tuple[Any, ...] | list[Any]) -> bytes:
+    """The value's bytes and the extra columns' tagged values, each length-prefixed."""
+    parts = [len(value).to_bytes(4, "big"), value]
+    for v in extra:
+        tagged = _from_sql("any", v)
+        parts += [len(tagged).to_bytes(4, "big"), tagged]
+    return b"".join(parts)
+
+
+def _unframed(b: bytes, n: int) -> tuple[bytes, list[Any]]:
+    """The value's bytes and the extra columns' SQL values of :func:`_framed` bytes."""
+    fields, at = [], 0
+    for _ in range(n + 1):
+        if at + 4 > len(b):
+            raise ValueError("the value ends inside its columns' framing")
+        size = int.from_bytes(b[at : at + 4], "big")
+        if at + 4 + size > len(b):
+            raise ValueError("the value ends inside its columns' framing")
+        fields.append(bytes(b[at + 4 : at + 4 + size]))
+        at += 4 + size
+    if at != len(b):
+        raise ValueError("bytes after the value's columns")
+    return fields[0], [_to_sql("any", f) for f in fields[1:]]
+
+
 def _select_expr(column: str, codec: str) -> str:
     """The SELECT expression of a column: NULL where a row is of another class (the
     batch then fails and :func:`_outside` names the row)."""
@@ -222,6 +247,7 @@ class _Mapped:
         cols = [_select_expr(spec.key, spec.key_codec), _select_expr(spec.value, spec.value_codec)]
         if spec.keep_rowid:
             cols.append("rowid")
+        cols += [quote(c) for c in spec.extra_columns]
         version = self._version_of(table)
         if version:
             cols.append(quote(version))
@@ -268,22 +294,28 @@ class _Mapped:
         spec = self.spec
         cur = self._cursor(table, after)
         decode = "signed_version" if table.versioned else "as_is"
-        if spec.keep_rowid:
-            return take_batches(self._with_rowids(cur), max_records, max_bytes, decode)
+        if spec.keep_rowid or spec.extra_columns:
+            return take_batches(self._whole_rows(cur), max_records, max_bytes, decode)
         if spec.key_codec in ("blob", "text") and spec.value_codec in ("blob", "text"):
             return take_batches(cur, max_records, max_bytes, decode)  # converted in SQL
         kc, vc = spec.key_codec, spec.value_codec
         rows = ((_from_sql(kc, r[0]), _from_sql(vc, r[1]), *r[2:]) for r in cur)
         return take_batches(rows, max_records, max_bytes, decode)
 
-    def _with_rowids(self, cur: Any) -> Iterator[tuple[Any, ...]]:
-        """Rows whose value is the rowid's 8 bytes then the value's (``keep_rowid``)."""
-        kc, vc = self.spec.key_codec, self.spec.value_codec
-        for k, v, rowid, *rest in cur:
-            value = _from_sql(vc, v)
-            if isinstance(value, bytes):
-                value = encode_integer(rowid) + value
-            yield (_from_sql(kc, k), value, *rest)
+    def _whole_rows(self, cur: Any) -> Iterator[tuple[Any, ...]]:
+        """Rows whose value also carries the rowid (``keep_rowid``: its 8 bytes first)
+        and the extra columns (``columns``: each tagged, all length-prefixed)."""
+        spec = self.spec
+        kc, vc = spec.key_codec, spec.value_codec
+        keep, n = spec.keep_rowid, len(spec.extra_columns)
+        for r in cur:
+            value = _from_sql(vc, r[1])
+            at = 3 if keep else 2
+            if isinstance(value, bytes) and n:
+                value = _framed(value, r[at : at + n])
+            if isinstance(value, bytes) and keep:
+                value = encode_integer(r[2]) + value
+            yield (_from_sql(kc, r[0]), value, *r[at + n :])
 
     def outside_model(
         self, table: TableInfo, after: bytes | None, exc: BaseException
@@ -353,7 +385,7 @@ class _Mapped:
             if state is None:
                 foreign.append(n)
                 continue
-            self._check_columns(n, [spec.key, spec.value])
+            self._check_columns(n, [spec.key, spec.value, *spec.extra_columns])
             self._check_rowid(n)
             present = True
             found.append(state)
@@ -650,12 +682,14 @@ class SqlLayoutWriter(_Mapped, Writer):
                 f"{spec.key} {key_type} NOT NULL",
                 f"{spec.value} {value_type}".rstrip()
                 + (" NOT NULL" if spec.value_codec != "any" else ""),
+                *spec.extra_columns,
             ]
             if spec.version:
                 cols.append(f"{spec.version} INTEGER")
             cols.append(f"PRIMARY KEY ({spec.name_column}, {spec.key})")
         else:
             cols = [f"{spec.key} {key_type} PRIMARY KEY", f"{spec.value} {value_type}".rstrip()]
+            cols += spec.extra_columns
             if spec.version and versioned:
                 cols.append(f"{spec.version} INTEGER")
         tail = " WITHOUT ROWID" if spec.without_rowid else ""
@@ -680,7 +714,11 @@ class SqlLayoutWriter(_Mapped, Writer):
 
     def _check_created(self, sql: str, versioned: bool) -> None:
         spec = self.spec
-        wanted = spec.columns() if versioned or spec.mode == "one-table" else [spec.key, spec.value]
+        wanted = (
+            spec.columns()
+            if versioned or spec.mode == "one-table"
+            else [spec.key, spec.value, *spec.extra_columns]
+        )
         try:
             self._check_columns(sql, wanted)
             self._check_rowid(sql)
@@ -698,6 +736,8 @@ class SqlLayoutWriter(_Mapped, Writer):
         if spec.keep_rowid:
             cols.append("rowid")
             marks.append(self._mark(True))
+        cols += list(spec.extra_columns)
+        marks += ["?"] * len(spec.extra_columns)
         if table.versioned and spec.version:
             cols.append(spec.version)
             marks.append(self._mark(True))
@@ -709,7 +749,7 @@ class SqlLayoutWriter(_Mapped, Writer):
         spec = self.spec
         kc, vc = spec.key_codec, spec.value_codec
         head: tuple[Any, ...] = (table.name,) if spec.mode == "one-table" else ()
-        if kc == vc == "blob" and not head and not spec.keep_rowid:
+        if kc == vc == "blob" and not head and not spec.keep_rowid and not spec.extra_columns:
             if table.versioned:
                 return [(k, v, self._bound(to_signed(ver))) for k, v, ver in batch]
             return batch if isinstance(batch, list) else list(batch)
@@ -723,11 +763,14 @@ class SqlLayoutWriter(_Mapped, Writer):
                     f"stored with key_codec {kc!r} ({exc})"
                 ) from exc
             try:
+                raw = rec[1]
                 if spec.keep_rowid:
-                    rowid = decode_integer(bytes(rec[1][:8]))
-                    v = _to_sql(vc, rec[1][8:])
-                else:
-                    v = _to_sql(vc, rec[1])
+                    rowid = decode_integer(bytes(raw[:8]))
+                    raw = raw[8:]
+                extra: list[Any] = []
+                if spec.extra_columns:
+                    raw, extra = _unframed(raw, len(spec.extra_columns))
+                v = _to_sql(vc, raw)
             except ValueError as exc:
                 raise DestinationError(
                     f"{self.path}: the value of key {shown_key(rec[0])} of table "
@@ -737,14 +780,19 @@ class SqlLayoutWriter(_Mapped, Writer):
                 k = self._bound(k)
             if vc == "integer":
                 v = self._bound(v)
-            elif vc == "any" and self.ints_as_text and type(v) is int and not -(2**31) <= v < 2**31:
+            wide = [
+                x
+                for x in ([v] if vc == "any" else []) + extra
+                if self.ints_as_text and type(x) is int and not -(2**31) <= x < 2**31
+            ]
+            if wide:
                 raise DestinationError(
-                    f"{self.path}: the value of key {shown_key(rec[0])} of table {table.name!r} "
-                    f"is the INTEGER {v}, which this driver would store as a REAL "
-                    "(it binds integers beyond 32 bits as REAL)",
-                    hint='give the layout value_codec = "integer" for an INTEGER column',
+                    f"{self.path}: the record of key {shown_key(rec[0])} of table "
+                    f"{table.name!r} holds the INTEGER {wide[0]}, which this driver would store "
+                    "as a REAL (it binds integers beyond 32 bits as REAL)",
+                    hint='an INTEGER value column can be value_codec = "integer"',
                 )
-            tail = (self._bound(rowid),) if spec.keep_rowid else ()
+            tail = ((self._bound(rowid),) if spec.keep_rowid else ()) + tuple(extra)
             if table.versioned:
                 out.append((*head, k, v, *tail, self._bound(to_signed(rec[2]))))
             else:

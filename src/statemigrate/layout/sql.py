@@ -36,6 +36,12 @@ The reader accepts a rowid table whose key is ``PRIMARY KEY`` or ``UNIQUE`` and 
 as sqlitedict's ``keys()`` does, reads its rows in the order it wrote them): the state
 value is the rowid as 8 bytes (the integer codec's encoding) followed by the value's
 bytes, so it travels through every engine and comes back as the row's rowid.
+
+``columns = ["expires", …]`` names the app's columns beside the value (an expiry, a
+flags column), which come back as they were: the state value is then the value's
+bytes (its codec) preceded by their length as 4 bytes big-endian, then per column one
+tag byte and its bytes as in ``any`` (``n`` for NULL), each preceded by its length as 4
+bytes big-endian (after keep_rowid's 8 bytes, when both are given).
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ _FIELDS = {
     "user_version",
     "application_id",
     "keep_rowid",
+    "columns",
 }
 _MODE_FIELDS = {
     "one-table": {"table", "name_column"},
@@ -105,6 +112,7 @@ class SqlSpec:
     user_version: int | None = None
     application_id: int | None = None
     keep_rowid: bool = False
+    extra_columns: tuple[str, ...] = ()  # ``columns``: the app's columns beside the value
 
     @property
     def without_rowid(self) -> bool:
@@ -114,7 +122,8 @@ class SqlSpec:
     def columns(self) -> list[str]:
         """The SQL columns the layout names, in its order."""
         head = [self.name_column] if self.name_column else []
-        return head + [self.key, self.value] + ([self.version] if self.version else [])
+        tail = list(self.extra_columns) + ([self.version] if self.version else [])
+        return head + [self.key, self.value] + tail
 
     def sql_table(self, name: str) -> str | None:
         """The SQL table of state table ``name`` (None: the layout has no such table)."""
@@ -296,6 +305,14 @@ def sql_section(
     }
     if not isinstance(fields["keep_rowid"], bool):
         raise fail(path, f"{where}keep_rowid must be true or false, not {fields['keep_rowid']!r}")
+    extra = section.get("columns", [])
+    if not isinstance(extra, list) or not all(isinstance(c, str) for c in extra):
+        raise fail(path, f"{where}columns must be a list of column names, not {extra!r}")
+    fields["extra_columns"] = tuple(
+        _identifier(path, {"columns": c}, "columns", where) for c in extra
+    )
+    if any(c.lower() == "rowid" for c in fields["extra_columns"]):
+        raise fail(path, f"{where}columns: the rowid is keep_rowid = true, not a column")
     if fields["keep_rowid"] and not rowid:
         raise fail(path, f"{where}keep_rowid needs rowid tables ({where}rowid = true)")
     names: set[str] = set()
