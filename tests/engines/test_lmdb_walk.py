@@ -21,7 +21,7 @@ from statemigrate import _native, checksum
 from statemigrate.digest import MOD, record_hash_py
 from statemigrate.engines.lmdb import LmdbEngine
 from statemigrate.errors import StoreBusyError
-from statemigrate.pipeline.copy import digest_store
+from statemigrate.stores.walk import digest_store
 
 Records = list[tuple[bytes, bytes]]
 
