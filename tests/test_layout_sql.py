@@ -674,3 +674,17 @@ create = '{ddl}'
     assert file_shape(back) == file_shape(src)
     cols = "key, value, expires, flags"
     assert table_rows(back, "cache", cols) == table_rows(src, "cache", cols)
+
+
+def test_layout_init_reads_a_mixed_value_column_as_any(tmp_path: Path) -> None:
+    """A value column with BLOB, TEXT and INTEGER rows: the printed layout (value_codec
+    "any") reads it, and the store comes back with every value in its class."""
+    ddl = "CREATE TABLE kv (k BLOB PRIMARY KEY, v)"
+    rows = [(b"a", b"\x00"), (b"b", "text"), (b"c", 7)]
+    src = make_app(tmp_path / "app.sqlite", [ddl], {"kv": rows})
+    r = run("layout", "init", src)
+    assert r.exit_code == 0, r.output
+    assert 'value_codec = "any"' in r.stdout
+    _, back = there_and_back(src, r.stdout, tmp_path)
+    assert table_rows(back, "kv", "k, v") == table_rows(src, "kv", "k, v")
+    assert file_shape(back) == file_shape(src)

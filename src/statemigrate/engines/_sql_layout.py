@@ -1061,10 +1061,7 @@ def _kv_candidate(conn: Any, table: str) -> _KvTable | str:
         if seen[0] in ("blob", "text", "integer", "real"):
             vcodec = seen[0]
         if len(seen) > 1 or seen[0] == "null":
-            problem = problem or (
-                f"value column {value[0]!r} holds {', '.join(s.upper() for s in seen)} values: "
-                f"one storage class per value column (value_codec = {vcodec!r} refuses the others)"
-            )
+            vcodec = "any"  # each value's class carried in its bytes (a tag byte)
     sql_rows = conn.execute(
         "SELECT type, sql FROM sqlite_schema WHERE tbl_name = ? AND sql IS NOT NULL", (table,)
     ).fetchall()
@@ -1188,6 +1185,11 @@ def guess_sql_layout(conn: Any, path: Path, engine: str) -> str:
         lines.append(f"version = {_toml(first.version)}  # signed 64-bit, read back modulo 2^64")
     lines.append(f"key_codec = {_toml(first.key_codec)}")
     lines.append(f"value_codec = {_toml(first.value_codec)}")
+    if first.value_codec == "any":
+        lines.append(
+            '# The value column holds several storage classes: "any" carries each value\'s\n'
+            "# class as a tag byte before its bytes (elsewhere the value is tagged)."
+        )
     rowids = {t.rowid for t in chosen}
     lines.append(f"rowid = {'true' if first.rowid else 'false'}")
     if len(rowids) > 1:
