@@ -147,6 +147,7 @@ class RawRocksdbWriter(_RawScans, RocksdbWriter, RawKvWriter):
     def raw_create(self, ns: str) -> None:
         with self.errors(failed=f"{{path}}: cannot create column family {ns!r} ({{text}})"):
             self.db.create_column_family(ns, self.opts)
+        self._settle_config()  # rocksdict rewrites its config with each family
 
     def raw_write(self, ops: list[Op], *, durable: bool = False) -> None:
         wb = self.rd.WriteBatch(raw_mode=True)
@@ -188,6 +189,7 @@ class RawRocksdbWriter(_RawScans, RocksdbWriter, RawKvWriter):
             gc.collect()
             with self.errors(failed=f"{{path}}: cannot drop column family {ns!r} ({{text}})"):
                 self.db.drop_column_family(ns)
+            self._settle_config()
             return
         wb = self.rd.WriteBatch(raw_mode=True)
         stop = end

@@ -117,6 +117,7 @@ class RocksdbWriter(_Scans, Writer):
         if table.name != DEFAULT_CF:
             with self.errors(failed=f"{{path}}: cannot create table {table.name!r} ({{text}})"):
                 self.db.create_column_family(table.name, self.opts)
+            self._settle_config()  # rocksdict rewrites its config with each family
 
     def _write(
         self,
@@ -187,8 +188,9 @@ class RocksdbWriter(_Scans, Writer):
     def _settle_config(self) -> None:
         """rocksdict's config as the layout says (kept where the app's store holds one:
         ``kv.rocksdict_config``) or as it was before the driver opened the store (none in
-        a store made here). Done as soon as the driver has opened the store (it writes
-        the file then, and only then), so that a kill leaves none behind either."""
+        a store made here). Done as soon as the driver has written the file (when it
+        opens the store, creates or drops a column family), so that a kill leaves none
+        behind either."""
         config = self.path / CONFIG
         try:
             if self._keep_config:
@@ -220,6 +222,7 @@ class RocksdbWriter(_Scans, Writer):
         gc.collect()
         with self.errors(failed=f"{{path}}: cannot drop table {name!r} ({{text}})"):
             self.db.drop_column_family(name)
+        self._settle_config()
 
     def sync(self) -> None:
         """Flush the column families whose memtables hold writes (the others have none to lose)."""
