@@ -5,7 +5,8 @@ The verbs (:mod:`statemigrate.api`): :func:`convert`, :func:`verify`,
 :func:`engines`, and for schema upgrades :func:`upgrade`, :func:`downgrade`,
 :func:`stamp`, :func:`current`, :func:`check`, :func:`history`, :func:`revision`,
 :func:`finish_interrupted`; ``op``, the operations a revision calls; the errors
-(:class:`StateMigrateError` and its subclasses, each with its exit code).
+(:class:`StateMigrateError` and its subclasses, each with its exit code);
+:class:`Progress` and :class:`ProgressEvent`, what ``progress=`` takes and gives.
 
 Everything is imported on first use: importing the package, or one of its engines,
 loads no verb, no engine driver, not click, tqdm or the native extension.
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
         StoreBusyError,
         UsageError,
     )
+    from .progress import Progress, ProgressEvent
     from .schema import op
     from .schema.errors import (
         OffRevisionError,
@@ -59,7 +61,7 @@ if TYPE_CHECKING:
 
 # Where the public names live, light modules first; each is resolved on first access
 # (PEP 562), so that asking for an error class does not load the verbs.
-_HOMES = (".errors", ".schema.errors", ".api")
+_HOMES = (".errors", ".schema.errors", ".progress", ".api")
 
 
 def _version() -> str:
@@ -96,6 +98,8 @@ __all__ = [
     "LinkRefusedError",
     "MissingDriverError",
     "OffRevisionError",
+    "Progress",
+    "ProgressEvent",
     "RevisionFailedError",
     "RevisionUnknownError",
     "SchemaError",

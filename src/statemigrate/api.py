@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .engines.base import META_REVISION, META_SCHEMA, Engine, Reader
 from .errors import SourceError, StoreBusyError, UsageError
 from .pipeline import ConvertReport, TableReport, convert
-from .progress import Progress, table_total
+from .progress import ProgressLike, as_progress, run_total, table_total
 from .registry import StorePath, engine_names, get_engine, resolve_source
 from .schema.reports import CurrentReport, UpgradeReport
 from .verification import ChecksumReport, VerifyReport, checksum, verify, verify_manifest
@@ -79,7 +79,7 @@ def inspect(
     *,
     engine: str | None = None,
     options: dict[str, Any] | None = None,
-    progress: Progress | None = None,
+    progress: ProgressLike | None = None,
 ) -> InspectReport:
     """Describe a store: engine, format, tables with kind, records and bytes, revision.
 
@@ -97,9 +97,13 @@ def inspect(
     """
     eng, path = resolve_source(store, engine)
     report = InspectReport(str(path), eng.name, eng.format_info(path))
+    progress = as_progress(progress)
     try:
         with eng.open_reader(path, options) as reader:
             meta = reader.metadata()
+            if progress:
+                counts = (table_total(progress, reader, t) for t in reader.tables())
+                progress.expect(run_total(counts))
             for table in reader.tables():
                 records = nbytes = 0
                 if progress:

@@ -21,7 +21,7 @@ from .engines.base import Reader
 from .errors import UsageError
 from .model import Record, TableInfo, TableKind, check_source_tables
 from .prefetch import prefetch
-from .progress import Progress, table_total
+from .progress import Progress, ProgressLike, as_progress, run_total, table_total
 from .registry import StorePath, resolve_source
 from .stores.interrupted import refuse_interrupted
 from .stores.opening import open_source
@@ -96,7 +96,7 @@ def checksum(
     *,
     engine: str | None = None,
     options: dict[str, Any] | None = None,
-    progress: Progress | None = None,
+    progress: ProgressLike | None = None,
 ) -> ChecksumReport:
     """Digest every table of a store and the store as a whole.
 
@@ -110,10 +110,13 @@ def checksum(
         A :class:`ChecksumReport` whose JSON form is a manifest for :func:`verify_manifest`.
     """
     eng, path = resolve_source(store, engine)
+    progress = as_progress(progress)
     with open_source(eng, path, options) as reader:
         tables = reader.tables()
         refuse_interrupted(path, reader.metadata())  # a half-switched upgrade has no digest
         check_source_tables(tables, reader.metadata(), str(path))
+        if progress:
+            progress.expect(run_total(table_total(progress, reader, t) for t in tables))
         digests = digest_store(reader, tables, str(path), progress)
     rows = [{"table": t.name, "kind": t.kind.value, **digests[t.name].to_json()} for t in tables]
     return ChecksumReport(
@@ -257,7 +260,7 @@ def verify(
     limit: int = 20,
     options_a: dict[str, Any] | None = None,
     options_b: dict[str, Any] | None = None,
-    progress: Progress | None = None,
+    progress: ProgressLike | None = None,
 ) -> VerifyReport:
     """Compare two stores record by record, on any two engines.
 
@@ -278,6 +281,7 @@ def verify(
     """
     ea, pa = resolve_source(a, engine_a)
     eb, pb = resolve_source(b, engine_b)
+    progress = as_progress(progress)
     report = VerifyReport(str(pa), str(pb))
     with open_source(ea, pa, options_a) as ra, open_source(eb, pb, options_b) as rb:
         ta = {t.name: t for t in ra.tables()}
@@ -290,6 +294,10 @@ def verify(
         sums_a, sums_b = [], []
         if progress:
             progress.phase("verifying")
+            # Progress follows A's tables, and B's for a table only B has.
+            counts = [table_total(progress, ra, t) for t in ta.values()]
+            counts += [table_total(progress, rb, t) for n, t in tb.items() if n not in ta]
+            progress.expect(run_total(counts))
         walked = _walked(ra, list(ta.values()), rb, list(tb.values()))
         for name in sorted(set(ta) | set(tb), key=lambda n: n.encode()):
             xa, xb = ta.get(name), tb.get(name)
@@ -460,7 +468,7 @@ def verify_manifest(
     *,
     engine: str | None = None,
     options: dict[str, Any] | None = None,
-    progress: Progress | None = None,
+    progress: ProgressLike | None = None,
 ) -> VerifyReport:
     """Check a store against a saved manifest (per-table counts and digests).
 
@@ -478,6 +486,7 @@ def verify_manifest(
         UsageError: the manifest is missing or malformed (exit 2).
     """
     saved = load_manifest(Path(manifest))
+    progress = as_progress(progress)
     if progress:
         progress.phase("verifying")
     now = checksum(store, engine=engine, options=options, progress=progress)

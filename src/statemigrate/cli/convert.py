@@ -31,7 +31,7 @@ from .output import (
     verbose,
     verbosity_options,
 )
-from .progress import clear, for_stderr
+from .progress import clear, for_stderr, print_summary
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -328,6 +328,8 @@ def convert(
     def json_failure(exc: BaseException) -> None:
         emit_failure("convert", exc, describe(exc, options_of(ctx.command)), context)
 
+    progress = for_stderr(quiet() or as_json)
+
     def run() -> api.ConvertReport:
         src_options, dst_options = _engine_options(source_opts, dest_opts, flags)
         src_options = _with_layout(src_options, source_layout)
@@ -348,13 +350,14 @@ def convert(
             force=force,
             source_options=src_options,
             destination_options=dst_options,
-            progress=for_stderr(quiet() or as_json),
+            progress=progress,
             should_stop=stopper.poll,
             allow_empty=allow_empty,
         )
 
     report = reported("convert", as_json, context, run)
     clear()
+    print_summary(progress, report)
     if as_json:
         status = "already_complete" if report.already_complete else "converted"
         emit_report("convert", status, 0, report.to_json())
@@ -403,6 +406,8 @@ def verify(
       statemigrate verify state.sqlite --manifest before.json
     """
 
+    progress = for_stderr(as_json or quiet())
+
     def run() -> api.VerifyReport:
         options_a = _with_layout(_options_or_none(option_a), layout_a)
         options_b = _with_layout(_options_or_none(option_b), layout_b)
@@ -410,18 +415,17 @@ def verify(
             if options_b:
                 flag = "--layout-b" if layout_b is not None else "--option-b"
                 raise UsageError(f"{flag} needs a second store B")
-            return api.verify_manifest(
-                a, manifest, options=options_a, progress=for_stderr(as_json or quiet())
-            )
+            return api.verify_manifest(a, manifest, options=options_a, progress=progress)
         if manifest is None and b is not None:
             return api.verify(
                 a, b, limit=limit, options_a=options_a, options_b=options_b,
-                progress=for_stderr(as_json or quiet()),
+                progress=progress,
             )  # fmt: skip
         raise UsageError("give either a second store B or --manifest M")
 
     report = reported("verify", as_json, {"a": a, "b": b, "manifest": manifest}, run)
     clear()
+    print_summary(progress)
     code = 0 if report.equal else 1
     if as_json:
         emit_report("verify", "equal" if report.equal else "different", code, report.to_json())

@@ -24,7 +24,7 @@ from ..errors import DestinationError, InterruptedByUser, SourceError, UsageErro
 from ..fsutil import crash_point, fsync_tree, lexists, recover_placement
 from ..model import META_CHECKPOINT_DONE, TableInfo, check_source_tables
 from ..perms import keep_owner, no_wider_than
-from ..progress import Progress
+from ..progress import Progress, ProgressLike, as_progress, drawn, run_total, table_total
 from ..registry import StorePath, resolve_source
 from ..stores.interrupted import refuse_interrupted
 from ..stores.lockfile import writer_lock
@@ -70,7 +70,7 @@ def convert(
     force: bool = False,
     source_options: dict[str, Any] | None = None,
     destination_options: dict[str, Any] | None = None,
-    progress: Progress | None = None,
+    progress: ProgressLike | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     allow_empty: bool = False,
 ) -> ConvertReport:
@@ -90,7 +90,8 @@ def convert(
         force: skip the free-space check.
         source_options: engine options for the reader.
         destination_options: engine options for the writer.
-        progress: receives progress events.
+        progress: receives progress events: a :class:`~statemigrate.progress.Progress`,
+            or a callable given a :class:`~statemigrate.progress.ProgressEvent` each time.
         should_stop: polled between batches; True stops with a resumable checkpoint.
         allow_empty: convert even when the reader left every part of the source out
             (``skip_foreign_tables``); refused otherwise (exit 4).
@@ -120,7 +121,7 @@ def convert(
         verify,
         resume,
         force,
-        progress or Progress(),
+        as_progress(progress) or Progress(),
         should_stop,
         allow_empty,
     )
@@ -238,6 +239,7 @@ def _build(
     refuse_interrupted(job.src_path, source_meta)  # a half-switched upgrade is no source
     kept = settle_finished(plan, job, reader, chosen)
     native = native_copy_for(job, plan, reader, chosen, source_meta)
+    _expect(job, plan, reader, chosen)
     if plan.start is Start.FRESH:
         # A store of the same engine holds only keys that engine can hold.
         _check_before_writing(job, reader, chosen, source_meta, own_copy=native is not None)
@@ -253,6 +255,23 @@ def _build(
         mark_done(job.done_mark)
     crash_point("finished")
     return digests
+
+
+def _expect(job: Job, plan: ResumePlan, reader: Reader, chosen: list[TableInfo]) -> None:
+    """Tell the progress the run's total: the copy, the whole source read again on a
+    resume, the read-back; a resume starts from what its checkpoint holds."""
+    if plan.start is Start.COMPLETE or not drawn(job.progress):
+        return
+    passes = 1 + (plan.start is Start.CONTINUE) + job.verify
+    done: dict[str, int] = {}
+    cp = plan.checkpoint
+    if plan.start is Start.CONTINUE and cp is not None:
+        names = {t.name for t in chosen}
+        done = {name: d.count for name, d in cp.done.items() if name in names}
+        if cp.table in names and cp.table not in done:
+            done[cp.table] = cp.so_far.count
+    counts = (table_total(job.progress, reader, t) for t in chosen)
+    job.progress.expect(run_total(counts, passes), done)
 
 
 def _check_before_writing(

@@ -198,7 +198,13 @@ def check_source_unchanged(
     with open_source(job.src_engine, job.src_path, job.src_options) as again:
         # The whole source is read: its sizes replace those of the part this run copied.
         now = digest_store(
-            again, chosen, str(job.src_path), None, job.should_stop, job.resume_hint, job.sizes
+            again,
+            chosen,
+            str(job.src_path),
+            job.progress,
+            job.should_stop,
+            job.resume_hint,
+            job.sizes,
         )
     if now != source_digests:
         raise SourceError(

@@ -29,7 +29,7 @@ from ..engines.base import (
 )
 from ..errors import StateMigrateError
 from ..model import TableInfo
-from ..progress import Progress
+from ..progress import Progress, ProgressLike, as_progress
 from ..registry import StorePath
 from ..stores.walk import store_digest_of
 from . import op as op_module
@@ -122,11 +122,11 @@ def _migrate(
     batch_records: int,
     batch_bytes: int,
     create: bool = False,
-    progress: Progress | None = None,
+    progress: ProgressLike | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> UpgradeReport:
     started = time.monotonic()
-    progress = progress or Progress()
+    progress = as_progress(progress) or Progress()
     created = False
     store = os.fspath(store)
     vacant = create and is_vacant(store, engine)  # nothing there, or an empty directory
@@ -170,9 +170,10 @@ def _migrate(
         report.from_revisions = list(current)
         steps = schema.steps(current, target, up)
         report.to_revisions = steps[-1].heads_after if steps else list(current)
+        counts: dict[str, int] = {}  # tables' record counts, progress totals
         if digests:
             progress.phase("digesting the store before")
-            report.digest_before = digest_writer(writer, progress)
+            report.digest_before = digest_writer(writer, progress, counts)
         if not steps:
             report.status = "up_to_date"
             report.digest_after = report.digest_before
@@ -201,6 +202,7 @@ def _migrate(
                     batch_records,
                     batch_bytes,
                     progress,
+                    counts,
                 )
             except RevisionFailedError as exc:
                 with_adoption_hint(exc, current, tables, path, schema.dir)
@@ -211,7 +213,7 @@ def _migrate(
         writer.finish()
         if digests:
             progress.phase("digesting the store after")
-            report.digest_after = digest_writer(writer, progress)
+            report.digest_after = digest_writer(writer, progress, counts)
     progress.close()
     report.status = "upgraded" if up else "downgraded"
     report.seconds = time.monotonic() - started
@@ -239,6 +241,7 @@ def _run_step(
     batch_records: int,
     batch_bytes: int,
     progress: Progress,
+    counts: dict[str, int] | None = None,
 ) -> list[str]:
     """One revision and its stamp, atomically; on failure the store stays at the revision before."""
     try:
@@ -254,6 +257,7 @@ def _run_step(
                 to=step.heads_after,
                 direction=step.direction,
                 progress=progress,
+                counts=counts,
             )
             try:
                 with op_module.bind(staging):
@@ -293,7 +297,7 @@ def upgrade(
     batch_records: int = DEFAULT_BATCH_RECORDS,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     create: bool = False,
-    progress: Progress | None = None,
+    progress: ProgressLike | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> UpgradeReport:
     """Bring a store to a revision of its schema, in place, one atomic revision at a time.
@@ -354,7 +358,7 @@ def downgrade(
     digests: bool = True,
     batch_records: int = DEFAULT_BATCH_RECORDS,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
-    progress: Progress | None = None,
+    progress: ProgressLike | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> UpgradeReport:
     """Take a store back to an earlier revision through the revisions' downgrades.

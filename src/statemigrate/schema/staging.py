@@ -52,6 +52,7 @@ class Staging:
         to: list[str] | None = None,
         direction: str = "upgrade",
         progress: Progress | None = None,
+        counts: dict[str, int] | None = None,
     ) -> None:
         self.engine = engine
         self.writer = writer
@@ -63,6 +64,10 @@ class Staging:
         self.to = list(to or [])
         self.direction = direction
         self.progress = progress or Progress()  # a bar or log line per table written
+        # Progress totals: the store's tables' record counts where known (shared across
+        # a run, carried over each commit), and what this revision wrote in its tables.
+        self.counts = counts if counts is not None else {}
+        self.written: dict[str, int] = {}
         self.private: list[str] = []  # every private name this revision took, in order
         self.original = {t.name: t for t in writer.list_tables()}
         self.view: dict[str, TableInfo] = dict(self.original)
@@ -163,6 +168,21 @@ class Staging:
             table=table,
         )
 
+    def _count(self, table: TableInfo, name: str | None = None) -> int | None:
+        """The records ``table`` (as stored) holds, where known; None with changes
+        pending in ``name``'s overlay."""
+        if name is not None and self.overlay.get(name):
+            return None
+        if self._is_ours(table):
+            return self.written.get(table.name)
+        return self.counts.get(table.name)
+
+    def _carry_counts(self) -> None:
+        """At the commit: the counts under the tables' names as the switch leaves them."""
+        known = {name: self._count(t, name) for name, t in self.view.items()}
+        self.counts.clear()
+        self.counts.update({name: n for name, n in known.items() if n is not None})
+
     def _write(
         self,
         dst: TableInfo,
@@ -170,13 +190,18 @@ class Staging:
         what: str,
         duplicates: str | None = None,
         table: str | None = None,
+        total: int | None = None,
     ) -> None:
-        """Write batches into ``dst``, checked (see :class:`.sink.Sink`)."""
+        """Write batches into ``dst``, checked (see :class:`.sink.Sink`); ``total``: the
+        records its source holds, where known (progress)."""
         sink = self._sink(dst, what, duplicates, table)
-        self.progress.start_table(what, None)
+        self.progress.start_table(what, total)
+        written = 0
         for batch in batches:
             if batch:
+                written += len(batch)
                 self.progress.advance(len(batch), sink.put(batch))
+        self.written[dst.name] = written
         self.progress.end_table()
 
     def _defer(
@@ -207,16 +232,22 @@ class Staging:
         if not passes or source is None:
             return
         what = " and ".join(p.sink.what for p in passes)
-        self.progress.start_table(what, None)
+        self.progress.start_table(what, self._count(source))
         self.inflight = {p.sink.dst.name: source for p in passes}
+        written = dict.fromkeys((p.sink.dst.name for p in passes), 0)
         try:
             for records in self.writer.read_batches(
                 source, max_records=self.batch_records, max_bytes=self.batch_bytes
             ):
-                nbytes = sum(p.sink.put(p.apply(records, len(passes) > 1)) for p in passes)
+                nbytes = 0
+                for p in passes:
+                    out = p.apply(records, len(passes) > 1)
+                    written[p.sink.dst.name] += len(out)
+                    nbytes += p.sink.put(out)
                 self.progress.advance(len(records), nbytes)
         finally:
             self.inflight = {}
+        self.written.update(written)
         self.progress.end_table()
         drops, self.drop_after_passes = self.drop_after_passes, []
         for name in drops:
@@ -351,6 +382,7 @@ class Staging:
             f"rekey of {table!r}",
             duplicates=f"rekey of {table!r} gives two records the key",
             table=table,
+            total=self._count(src, table),
         )
         self._replace(table, dst)
 
@@ -366,6 +398,7 @@ class Staging:
             dst,
             ([(r[0], r[1], initial_version) for r in b] for b in self._batches(table)),
             f"set_versioned {table!r}",
+            total=self._count(src, table),
         )
         self._replace(table, dst)
 
@@ -376,7 +409,10 @@ class Staging:
         self.log.append(f"set_plain {table!r}")
         dst = self._new_private(TableKind.PLAIN)
         self._write(
-            dst, ([(r[0], r[1]) for r in b] for b in self._batches(table)), f"set_plain {table!r}"
+            dst,
+            ([(r[0], r[1]) for r in b] for b in self._batches(table)),
+            f"set_plain {table!r}",
+            total=self._count(src, table),
         )
         self._replace(table, dst)
 
@@ -408,6 +444,7 @@ class Staging:
         # on the real tables, then carry on from what the SQL left.
         self._switch_now()
         self.writer.execute_sql(sql)
+        self.counts.clear()  # what the SQL did to the tables is not known
         self.original = {t.name: t for t in self.writer.list_tables()}
         self.view = dict(self.original)
 
@@ -442,6 +479,7 @@ class Staging:
     def commit(self, heads_after: list[str], checksums: dict[str, str]) -> None:
         """The commit point (stamp + journal, one atomic write), then the switch."""
         steps = self._finish_ops()
+        self._carry_counts()
         meta = self.writer.metadata()
         updates: dict[str, bytes | None] = {}
         # Per-table metadata (typed keys …) follows its table: dropped or rebuilt

@@ -210,9 +210,16 @@ def stamped_revisions(
     return sorted(json.loads(raw)) if raw else []
 
 
-def digest_writer(writer: Writer, progress: Progress | None = None) -> str:
-    """The store digest, read through the writer (it sees what the writer sees)."""
-    return store_digest_of(writer.list_tables(), writer.read_batches, str(writer.path), progress)
+def digest_writer(
+    writer: Writer, progress: Progress | None = None, counts: dict[str, int] | None = None
+) -> str:
+    """The store digest, read through the writer (it sees what the writer sees).
+
+    ``counts``: each table's record count, for progress: the totals given, the counts
+    read put in it."""
+    return store_digest_of(
+        writer.list_tables(), writer.read_batches, str(writer.path), progress, counts
+    )
 
 
 def peek(

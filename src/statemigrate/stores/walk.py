@@ -113,20 +113,26 @@ def store_digest_of(
     read_batches: Callable[[TableInfo], Iterable[Batch]],
     where: str,
     progress: Progress | None = None,
+    counts: dict[str, int] | None = None,
 ) -> str:
     """The store digest of ``tables``, each read through ``read_batches`` (a writer's,
-    which sees its own writes), every batch checked as :func:`digest_checked` checks."""
+    which sees its own writes), every batch checked as :func:`digest_checked` checks.
+
+    ``counts``: tables' record counts known before, as progress totals; each table's
+    count read is put in it."""
     progress = progress or Progress()
     parts = []
     for table in tables:
         total = Digest()
         last = None
-        progress.start_table(table.name, None)
+        progress.start_table(table.name, None if counts is None else counts.get(table.name))
         for batch in read_batches(table):
             d, nbytes = digest_checked(batch, table, last, where)
             total = total + d
             last = batch[-1][0] if batch else last
             progress.advance(d.count, nbytes)
         progress.end_table()
+        if counts is not None:
+            counts[table.name] = total.count
         parts.append((table.name, table.kind, total))
     return store_digest(parts)
