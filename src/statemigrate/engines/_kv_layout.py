@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from ..errors import DestinationError, SourceError
 from ..layout import METADATA_NAMESPACE, VERSION_ENCODINGS, KvPrefix, Layout
@@ -23,6 +24,7 @@ __all__ = [
     "Found",
     "Guess",
     "check_tables",
+    "decode_batch",
     "decode_records",
     "encode_batch",
     "find_tables",
@@ -87,6 +89,32 @@ def _split_version(spec: KvPrefix, value: bytes) -> tuple[bytes, int] | None:
 def _join_version(spec: KvPrefix, value: bytes, version: int) -> bytes:
     raw = version.to_bytes(_WIDTH, "big" if spec.version.endswith("be") else "little")
     return raw + value if spec.version.startswith("prefix-") else value + raw
+
+
+def decode_batch(
+    spec: KvPrefix, table: TableInfo, batch: list[tuple[bytes, bytes]], cut: int, where: str
+) -> Batch:
+    """A batch of a table's stored pairs (every key under its prefix: the scan's range is
+    the prefix's) as records: the first ``cut`` bytes of each key dropped, the version
+    split off where the table is versioned. One list comprehension per batch.
+
+    Raises:
+        SourceError: a versioned table's value shorter than its version (exit 4).
+    """
+    if not table.versioned:
+        return [(k[cut:], v) for k, v in batch]
+    short = next((k for k, v in batch if len(v) < _WIDTH), None)
+    if short is not None:
+        value = next(v for k, v in batch if k == short)
+        raise SourceError(
+            f"{where}: the value of key {shown_key(short[cut:])} is {len(value)} bytes, "
+            f"shorter than its {_WIDTH}-byte version ({spec.version})",
+            hint="a table the layout lists as versioned must carry a version in every value",
+        )
+    order: Literal["big", "little"] = "big" if spec.version.endswith("be") else "little"
+    if spec.version.startswith("prefix-"):
+        return [(k[cut:], v[_WIDTH:], int.from_bytes(v[:_WIDTH], order)) for k, v in batch]
+    return [(k[cut:], v[:-_WIDTH], int.from_bytes(v[-_WIDTH:], order)) for k, v in batch]
 
 
 def decode_records(

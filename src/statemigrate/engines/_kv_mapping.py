@@ -40,7 +40,7 @@ from ..model import (
     encode_versioned,
 )
 from ._kv_layout import (
-    decode_records,
+    decode_batch,
     encode_batch,
     find_tables,
     layout_tables,
@@ -263,20 +263,38 @@ class _Mapped(StoreAccess):
             return iter(())
         first = start + (after or b"")
         items: Iterator[Any] = self.raw.raw_items(ns, first, end)
-        if after is not None:
-            items = (p for p in items if p[0] != first)
         spec = self.layout.kv
-        if not start and (not table.versioned or spec.version == "prefix-u64be"):
-            # A table that is its namespace: the engine's pairs are its records.
-            decode = VERSION_PREFIX_DECODE if table.versioned else "as_is"
-            return self._checked(take_batches(items, max_records, max_bytes, decode))
-        records = decode_records(spec, table, items, self._where(table))
-        return self._checked(take_batches(records, max_records, max_bytes))
+        # A table that is its namespace, in the default encoding: the engine's pairs are
+        # its records, taken and decoded natively; else each batch is decoded as a whole.
+        native = not start and (not table.versioned or spec.version == "prefix-u64be")
+        decode = VERSION_PREFIX_DECODE if native and table.versioned else "as_is"
+        batches = take_batches(items, max_records, max_bytes, decode)
+        skip = first if after is not None else None  # the range starts at ``after`` itself
+        return self._decoded(batches, table, None if native else len(start), skip, items)
 
-    def _checked(self, batches: Iterator[Batch]) -> Iterator[Batch]:
+    def _decoded(
+        self,
+        batches: Iterator[Batch],
+        table: TableInfo,
+        cut: int | None,
+        skip: bytes | None,
+        keep: object,
+    ) -> Iterator[Batch]:
+        """The batches as records (``cut``: the prefix's length, None: as they are), the
+        start key itself left out (``skip``), each checked by the engine after it is taken.
+        ``keep`` holds what the engine's iterator needs alive (its bounds) until the end."""
+        where = self._where(table)
         for batch in batches:
+            if skip is not None:
+                if batch and batch[0][0] == skip:
+                    batch = batch[1:]
+                skip = None
+            if cut is not None and batch:
+                batch = decode_batch(self.layout.kv, table, batch, cut, where)  # type: ignore[arg-type]
             self.raw.raw_checked()
-            yield batch
+            if batch:
+                yield batch
+        del keep
 
     def _whole_namespaces(self, tables: list[TableInfo]) -> list[tuple[str, TableInfo]] | None:
         """Each table's namespace where every table is one in the default encoding."""

@@ -10,6 +10,7 @@ commits each step in one write transaction (inside an upgrade's transaction, the
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -118,11 +119,15 @@ class _RawCursors(RawKv):
         if codec is not None:
             yield from self._flagged_items(ns, codec, start, end)
             return
-        if ns != MAIN and end is None:  # a whole named database from a key: LMDB's own loop
+        if ns != MAIN or not self.dbs:  # no entry to skip: LMDB's own loop, bounded
             with self._using() as txn:
                 cur = self._cursor(txn, ns)
                 if cur.set_range(start):
-                    yield from cur.iternext()
+                    pairs = cur.iternext()
+                    if end is None:
+                        yield from pairs
+                    else:
+                        yield from itertools.takewhile(lambda kv: kv[0] < end, pairs)
             return
         with self._using() as txn:
             cur = self._cursor(txn, ns)
