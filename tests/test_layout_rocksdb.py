@@ -312,6 +312,15 @@ def test_a_writer_leaves_no_config_while_it_writes(layout, tmp_path):
     assert not (db / CONFIG).exists()
 
 
+def test_a_config_left_in_a_partial_is_never_taken_for_the_apps(tmp_path):
+    """A kill inside the driver's open can leave its config in DST.partial: the resume's
+    writer removes it (a store being built has no file of the app's)."""
+    db = write_store(RocksdbEngine, tmp_path / "b.rocksdb.partial", {TableInfo("t"): OTHER})
+    (db / CONFIG).write_bytes(b'{"raw_mode":true,"prefix_extractors":{}}')
+    RocksdbEngine.open_writer(db).close()
+    assert not (db / CONFIG).exists()
+
+
 def test_an_apps_own_config_is_put_back_as_it_was(tmp_path):
     """A store opened for writing in place keeps the rocksdict-config.json it had, byte
     for byte (rocksdict rewrites it on every open)."""

@@ -18,6 +18,7 @@ from .. import _snapshot
 from .._rocksdb_manifest import check_manifest
 from .._rocksdb_options import rewrite_options
 from .._rocksdb_scan import checked_items
+from .._side_metadata import PARTIAL_SUFFIX
 from ..base import META_KIND_PREFIX as KIND_PREFIX
 from ..base import Writer, recorded_tables
 from . import CONFIG, DEFAULT_CF, DEFAULT_COMPAT, _options, _Scans, check_comparators
@@ -60,7 +61,8 @@ class RocksdbWriter(_Scans, Writer):
                 check_comparators(path, path)
             except SourceError as exc:
                 raise DestinationError(exc.message) from exc
-            self._app_config = _read_config(path)
+            if not path.name.endswith(PARTIAL_SUFFIX):  # a store being built has none of its own
+                self._app_config = _read_config(path)
         self._open(create)
         self.write_opts = rd.WriteOptions()
         self.write_opts.disable_wal = True
