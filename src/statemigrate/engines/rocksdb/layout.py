@@ -108,6 +108,7 @@ class RawRocksdbReader(_RawScans, RocksdbReader):
     """A read-only RocksDB instance (one snapshot) whose column families are read as they are."""
 
     def __init__(self, engine: type[RocksdbEngine], path: Path):
+        self._kept: list[tuple[Any, Any]] = []  # what each scan's iterator needs alive
         super().__init__(engine, path)
 
     def _read_meta(self, names: list[str]) -> dict[str, bytes]:
@@ -120,8 +121,25 @@ class RawRocksdbReader(_RawScans, RocksdbReader):
     def _families(self) -> list[str]:
         return self._listed
 
+    def raw_items(self, ns: str, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        """rocksdict's own iterator, handed over as it is (no Python step per record).
+
+        Its snapshot and bounded read options stay alive until the reader closes:
+        rocksdict keeps neither alive itself (see :meth:`_RawScans.raw_items`), and the
+        caller holds only the iterator.
+        """
+        view = self._cf(_family(ns))
+        snapshot = view.snapshot()
+        ro = _ranged_options(end)
+        self._kept.append((snapshot, ro))
+        return snapshot.items(from_key=start, read_opt=ro)  # type: ignore[no-any-return]
+
     def raw_facts(self, ns: str) -> dict[str, Any]:
         return {"column family": _family(ns)}
+
+    def close(self) -> None:
+        self._kept.clear()
+        super().close()
 
 
 class RawRocksdbWriter(_RawScans, RocksdbWriter, RawKvWriter):
