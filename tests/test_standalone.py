@@ -6,7 +6,10 @@ system's and pyenv's libraries, the project's venv, ``src/`` and ``plugins/``), 
 ``python3*`` executable by ``/dev/null``, and the environment is empty but ``PATH``. The
 stores are made, held and checked outside it with the venv (statemigrate's testing helpers,
 the stdlib's sqlite3, rocksdict). The bundle is built when ``dist/`` lacks it or any of its
-sources is newer (a few minutes).
+sources is newer (a minute or two), by one process at a time: ``make test``'s xdist workers
+may each run some of these tests (pytest 9 ignores xdist_group: pytest-xdist 3.8 renames
+``item._nodeid``, which pytest 9's nodes no longer read), and two builds in one tree delete
+each other's output (``make standalone`` starts with ``rm -rf build/standalone``).
 """
 
 from __future__ import annotations
@@ -48,13 +51,6 @@ HIDING_FAILED = "test_standalone: hiding Python failed"
 
 pytestmark = [
     pytest.mark.xdist_group("standalone"),
-    # Building the bundle from a fresh clone failed in CI's run (PyInstaller's COLLECT could
-    # not place helixdb_uniffi's library), so `make test` leaves this file to
-    # `make test-standalone`, which builds and runs it; the skip reason is printed (-rxs).
-    pytest.mark.skipif(
-        os.environ.get("STATEMIGRATE_STANDALONE") != "1",
-        reason="the standalone build runs under `make test-standalone` (STATEMIGRATE_STANDALONE=1)",
-    ),
     pytest.mark.xfail(
         sys.platform != "linux",
         reason="the test hides Python with a Linux mount namespace (unshare); "
@@ -85,11 +81,18 @@ def bundle() -> Path:
     if probe.returncode != 0:
         pytest.fail(f"cannot make a mount namespace (unshare --mount, as root): {probe.stderr}")
     sums = BUNDLE / "SHA256SUMS"
-    if not sums.exists() or sums.stat().st_mtime < _newest_source():
-        build = subprocess.run(
-            ["make", "standalone"], cwd=REPO, capture_output=True, text=True, check=False
-        )
-        assert build.returncode == 0, f"make standalone failed:\n{build.stdout}\n{build.stderr}"
+    import fcntl  # here: the module is collected (as a strict xfail) where there is no fcntl
+
+    lock_path = REPO / "build" / "test-standalone.lock"
+    lock_path.parent.mkdir(exist_ok=True)
+    # Held while deciding and building: a second worker waits, then finds the bundle fresh.
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not sums.exists() or sums.stat().st_mtime < _newest_source():
+            build = subprocess.run(
+                ["make", "standalone"], cwd=REPO, capture_output=True, text=True, check=False
+            )
+            assert build.returncode == 0, f"make standalone failed:\n{build.stdout}\n{build.stderr}"
     assert EXE.is_file(), f"make standalone made no {EXE}"
     check = subprocess.run(
         ["sha256sum", "--quiet", "-c", "SHA256SUMS"],
