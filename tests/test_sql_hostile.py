@@ -70,12 +70,14 @@ def _default_layout(path: Path, column: str, literal: str, table: str = "s") -> 
     con.close()
 
 
-def _one_table_layout(tmp_path: Path, literal: str, column: str = "ver") -> tuple[Path, Path]:
-    """A one-table layout file and a store whose versioned table ``s`` has one record
-    holding ``literal`` in ``column``."""
+def _one_table_layout(
+    tmp_path: Path, literal: str, column: str = "ver", engine: str = "sqlite"
+) -> tuple[Path, Path]:
+    """A one-table layout file (for ``engine``) and a store whose versioned table ``s``
+    has one record holding ``literal`` in ``column``."""
     layout = tmp_path / "one.toml"
     layout.write_text(
-        'engine = "sqlite"\nversioned = ["s"]\n\n[sqlite]\nmode = "one-table"\n'
+        f'engine = "{engine}"\nversioned = ["s"]\n\n[sqlite]\nmode = "one-table"\n'
         'table = "kv"\nname_column = "tbl"\nkey = "k"\nvalue = "v"\nversion = "ver"\n'
     )
     path = tmp_path / "one.sqlite"
@@ -137,7 +139,7 @@ def test_every_value_outside_the_model_is_exit_4_naming_table_and_key(tmp_path, 
 def test_a_one_table_layout_version_that_is_not_an_integer_is_exit_4(
     tmp_path, engine, verb, literal
 ):
-    path, layout = _one_table_layout(tmp_path, literal)
+    path, layout = _one_table_layout(tmp_path, literal, engine=engine)
     run = run_cli(_args(verb, engine, path, tmp_path, layout))
     _assert_refused(run, "s", "k-bad", tmp_path)
 
@@ -150,7 +152,7 @@ def test_a_one_table_layout_version_that_is_not_an_integer_is_exit_4(
 def test_a_one_table_layout_key_or_value_that_is_not_a_blob_is_exit_4(
     tmp_path, engine, column, literal
 ):
-    path, layout = _one_table_layout(tmp_path, literal, column)
+    path, layout = _one_table_layout(tmp_path, literal, column, engine=engine)
     run = run_cli(_args("checksum", engine, path, tmp_path, layout))
     _assert_refused(run, "s", "NULL" if column == "k" and literal == "NULL" else "k-bad", tmp_path)
 

@@ -855,9 +855,19 @@ class SqlLayoutWriter(_Mapped, Writer):
             ).fetchall()
         if row:
             raise DestinationError(
-                f"{self.path}: name column {spec.name_column!r} is not BINARY: tables "
+                f"{self.path}: name column {spec.name_column!r} is "
+                f"{self._collation(sql, spec.name_column or '')}: tables "
                 f"{row[0][0]!r} and {name!r} would merge"
             )
+
+    def _collation(self, table: str, column: str) -> str:
+        """``COLLATE X`` of a column, as an index on it says (else "not BINARY")."""
+        with contextlib.suppress(Exception):  # the message only
+            for idx in self.conn.execute(f"PRAGMA index_list({quote(table)})").fetchall():
+                for info in self.conn.execute(f"PRAGMA index_xinfo({quote(idx[1])})").fetchall():
+                    if info[2] is not None and str(info[2]).lower() == column.lower():
+                        return f"COLLATE {info[4]}"
+        return "not BINARY"
 
     def write_batch(
         self, table: TableInfo, batch: Batch, metadata: Mapping[str, bytes | None] | None = None
