@@ -688,3 +688,34 @@ def test_layout_init_reads_a_mixed_value_column_as_any(tmp_path: Path) -> None:
     _, back = there_and_back(src, r.stdout, tmp_path)
     assert table_rows(back, "kv", "k, v") == table_rows(src, "kv", "k, v")
     assert file_shape(back) == file_shape(src)
+
+
+@pytest.mark.parametrize("engine", ["libsql", "turso"])
+def test_64_bit_integers_through_the_dbapi_engines(engine: str, tmp_path: Path) -> None:
+    """libSQL's driver binds integers beyond 32 bits as REAL, Turso's exactly: integer
+    keys, integer values and kept rowids beyond 32 bits come back exact through both."""
+    ddl = "CREATE TABLE t (id INTEGER UNIQUE NOT NULL, n INTEGER NOT NULL)"
+    big = [I64_MIN, -(2**40) - 3, -1, 0, 2**33 + 1, I64_MAX - 1, I64_MAX]
+    src = tmp_path / "app.db"
+    db = sqlite3.connect(src, isolation_level=None)
+    db.execute(ddl)
+    for i, k in enumerate(big):  # rowids beyond 32 bits, out of key order
+        db.execute(
+            "INSERT INTO t (rowid, id, n) VALUES (?, ?, ?)", (2**40 - i, k, -k - 1 if k < 0 else k)
+        )
+    db.close()
+    layout = tmp_path / "l.toml"
+    layout.write_text(
+        f'engine = "{engine}"\nmetadata = "none"\n[sql]\nmode = "single-table"\ntable = "t"\n'
+        'key = "id"\nvalue = "n"\nkey_codec = "integer"\nvalue_codec = "integer"\n'
+        f'rowid = true\nkeep_rowid = true\ncreate = "{ddl}"\n'
+    )
+    mid = tmp_path / "mid.sqlite"
+    r = run("convert", "-q", "--source-layout", layout, f"{engine}:{src}", f"sqlite:{mid}")
+    assert r.exit_code == 0, r.output
+    back = tmp_path / "back" / "app.db"
+    back.parent.mkdir()
+    r = run("convert", "-q", "--dest-layout", layout, f"sqlite:{mid}", f"{engine}:{back}")
+    assert r.exit_code == 0, r.output
+    cols = "rowid, id, n"
+    assert table_rows(back, "t", cols) == table_rows(src, "t", cols)
