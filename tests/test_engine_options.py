@@ -85,7 +85,8 @@ def test_defaults_fill_what_is_not_given() -> None:
         "skip_foreign_tables": False,
         "layout": "kv.toml",
     }
-    assert check_options(LmdbEngine, None, "source") == ROCKSDB_LAYOUT_DEFAULTS  # the same two
+    # The same two, and whether the store is one file (a new one; an existing one is as it is).
+    assert check_options(LmdbEngine, None, "source") == {**ROCKSDB_LAYOUT_DEFAULTS, "subdir": None}
 
 
 def test_the_dataclass_itself_is_accepted() -> None:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from statemigrate.engines._rocksdb_options import ROCKSDB_7_8_KEYS
 from statemigrate.engines.rocksdb import RocksdbEngine
+from statemigrate.engines.rocksdb.options_file import ROCKSDB_7_8_KEYS
 from statemigrate.model import TableInfo, TableKind
 from statemigrate.testing.stores import read_store, tree_sha256, write_store
 

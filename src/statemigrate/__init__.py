@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         SourceError,
         StateMigrateError,
         StoreBusyError,
+        UpgradeInterruptedError,
         UsageError,
     )
     from .progress import Progress, ProgressEvent
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
         RevisionUnknownError,
         SchemaError,
         StoreMissingError,
-        UpgradeInterruptedError,
     )
 
 # Where the public names live, light modules first; each is resolved on first access

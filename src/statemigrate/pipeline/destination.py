@@ -13,7 +13,6 @@ import os
 import shutil
 from pathlib import Path
 
-from ..engines._side_metadata import PARTIAL_SUFFIX, metadata_side_file
 from ..engines.base import Engine
 from ..errors import DestinationError, StoreBusyError, UsageError
 from ..fsutil import crash_point, is_within, kind_of, lexists, place, remove_path, store_size
@@ -26,6 +25,8 @@ _WINDOWS = os.name == "nt"
 
 def partial_path(final: Path) -> Path:
     """Where a destination is built before it is renamed into place."""
+    from ..engines._side_metadata import PARTIAL_SUFFIX  # lazy: the CLI loads no engine module
+
     return final.with_name(final.name + PARTIAL_SUFFIX)
 
 
@@ -45,6 +46,8 @@ def owned_paths(engine: type[Engine], final: Path) -> list[Path]:
     names += [final.with_name(final.name + s) for s in (".lock", ".swap", ".replaced")]
     for store in (final, partial):
         names += [Path(str(store) + s) for s in engine.sidecar_suffixes]
+    from ..engines._side_metadata import metadata_side_file  # lazy, as partial_path
+
     names.append(metadata_side_file(partial))
     return names
 

@@ -34,16 +34,6 @@ from ...errors import DestinationError, SourceError, StoreBusyError
 from ...fsutil import crash_point
 from ...locks import LockProbe, SideFile, busy_message, lock_holder, refuse_if_held
 from ...model import METADATA_TABLE, VERSION_PREFIX_DECODE, Batch, TableInfo, encode_versioned
-from .._lmdb_file import (
-    SUBDB_RECORD_BYTES,
-    check_data_file,
-    count_dbs,
-    data_file,
-    is_single_file,
-    keep_map_size,
-    open_ro,
-    walked_digests,
-)
 from ..base import META_KIND_PREFIX as KIND_PREFIX
 from ..base import (
     META_TABLE_PREFIX,
@@ -57,6 +47,16 @@ from ..base import (
     take_batches,
 )
 from ..errors import DriverErrors, Meaning, Rule
+from .file import (
+    SUBDB_RECORD_BYTES,
+    check_data_file,
+    count_dbs,
+    data_file,
+    is_single_file,
+    keep_map_size,
+    open_ro,
+    walked_digests,
+)
 from .flags import Codec, db_flags, flags_of, open_kwargs, refuse_unreadable, table_meta
 from .options import LmdbEntryPoints, LmdbOptions
 

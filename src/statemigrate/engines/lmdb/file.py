@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import SourceError
-from ..model import TableInfo
+from ...errors import SourceError
+from ...model import TableInfo
 
 
 def data_file(path: Path) -> Path:
@@ -50,7 +50,7 @@ def check_data_file(data: Path, store: Path | None = None) -> None:
     reads. A file is truncated only when a page the trees reach lies past its end: the
     meta's last page may, when LMDB allocated it and never wrote it.
     """
-    from .. import _native
+    from ... import _native
 
     problem = _native.lmdb_check(str(data))
     if problem is None:
@@ -143,7 +143,7 @@ def walked_digests(
 ) -> list[tuple[int, int, int]] | None:
     """The tables' ``(count, sum, payload bytes)`` in transaction ``txnid``'s snapshot of
     ``data`` (a ``data.mdb``), by the native page walk; None where the walk declines."""
-    from .. import _native
+    from ... import _native
 
     wanted = [(t.name.encode("utf-8"), t.versioned) for t in tables]
     try:

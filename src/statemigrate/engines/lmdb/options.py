@@ -29,7 +29,7 @@ class LmdbOptions(EngineOptions):
     )
     subdir: bool | None = option(
         None,
-        "false: write a single-file environment (MDB_NOSUBDIR, py-lmdb's subdir=False, "
+        "false: write a single-file environment (MDB_NOSUBDIR, "
         "Postfix's FILE.lmdb) instead of a directory holding data.mdb; default: as the "
         "layout says ([kv] subdir), else a directory (an existing store: as it is)",
         applies="dest",

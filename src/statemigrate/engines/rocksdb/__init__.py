@@ -11,7 +11,7 @@ not at all. Tables are written in table format 5 by default (readable since Rock
 
 A store written is readable by the RocksDB option ``rocksdb_compat`` names (default 7.8,
 Debian 12's): its OPTIONS files keep only the keys that release knows
-(:mod:`.._rocksdb_options`), and a table format it cannot read is refused. rocksdict's
+(:mod:`.options_file`), and a table format it cannot read is refused. rocksdict's
 own ``rocksdict-config.json``, which it writes in every directory it opens, is removed
 from a store the writer made (and put back as it was in a store it opened). A store
 whose comparator is not RocksDB's bytewise one is refused: its keys are not in byte order.
@@ -33,15 +33,6 @@ from ...fsutil import crash_point
 from ...locks import LockProbe, SideFile, lock_holder, refuse_if_held
 from ...model import METADATA_TABLE, Batch, TableInfo
 from .. import _snapshot
-from .._rocksdb_manifest import check_manifest
-from .._rocksdb_options import (
-    COMPAT_CHOICES,
-    MAX_FORMAT_VERSION,
-    NEWEST,
-    comparators,
-    rewrite_options,
-)
-from .._rocksdb_scan import checked_items, checked_read_options, confirm_scan_end, scan_batches
 from ..base import META_KIND_PREFIX as KIND_PREFIX
 from ..base import (
     AppHolder,
@@ -57,6 +48,15 @@ from ..base import (
 )
 from ..errors import DriverErrors, Meaning, Rule
 from ..options import EngineOptions, option, skip_foreign_tables_option
+from .manifest import check_manifest
+from .options_file import (
+    COMPAT_CHOICES,
+    MAX_FORMAT_VERSION,
+    NEWEST,
+    comparators,
+    rewrite_options,
+)
+from .scan import checked_items, checked_read_options, confirm_scan_end, scan_batches
 
 if TYPE_CHECKING:
     from ...layout import Layout

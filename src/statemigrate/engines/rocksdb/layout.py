@@ -20,8 +20,8 @@ from ...layout import VERSION_ENCODINGS
 from ...model import METADATA_TABLE, TableInfo
 from .._kv_layout import SEPARATORS, guess_prefix, guess_text, may_be_versioned, prefix_end
 from .._kv_mapping import MAIN, Op, RawKv, RawKvWriter
-from .._rocksdb_scan import checked_read_options
 from . import CONFIG, DEFAULT_CF, RocksdbEngine, RocksdbReader, _options
+from .scan import checked_read_options
 from .writer import RocksdbWriter
 
 

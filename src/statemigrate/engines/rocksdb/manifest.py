@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import SourceError
+from ...errors import SourceError
 
 
 def check_manifest(path: Path, shown: Path | None = None) -> None:
@@ -19,7 +19,7 @@ def check_manifest(path: Path, shown: Path | None = None) -> None:
     A missing ``CURRENT`` or MANIFEST is left to RocksDB, which reports it itself.
     ``shown`` is the store's path for messages when ``path`` is its private image.
     """
-    from .. import _native
+    from ... import _native
 
     where = path if shown is None else shown
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import SourceError
-from ..model import VERSION_PREFIX_DECODE, Batch, TableInfo
-from .access import take_batches
+from ...errors import SourceError
+from ...model import VERSION_PREFIX_DECODE, Batch, TableInfo
+from ..access import take_batches
 
 
 def checked_read_options() -> Any:

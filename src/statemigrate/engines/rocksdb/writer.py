@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 from ...errors import DestinationError, SourceError
 from ...model import METADATA_TABLE, Batch, TableInfo, encode_versioned
 from .. import _snapshot
-from .._rocksdb_manifest import check_manifest
-from .._rocksdb_options import rewrite_options
-from .._rocksdb_scan import checked_items
 from .._side_metadata import PARTIAL_SUFFIX
 from ..base import META_KIND_PREFIX as KIND_PREFIX
 from ..base import Writer, recorded_tables
 from . import CONFIG, DEFAULT_CF, DEFAULT_COMPAT, _options, _Scans, check_comparators
+from .manifest import check_manifest
+from .options_file import rewrite_options
+from .scan import checked_items
 
 if TYPE_CHECKING:
     from . import RocksdbEngine

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..locks import LockProbe, SideFile
-from ._fjall import FJALL_ERRORS, FjallEngine, FjallReader, FjallWriter, fjall_app_code
-from .base import META_KIND_PREFIX, AppHolder, StoreFacts
+from ...locks import LockProbe, SideFile
+from .._fjall import FJALL_ERRORS, FjallEngine, FjallReader, FjallWriter, fjall_app_code
+from ..base import META_KIND_PREFIX, AppHolder, StoreFacts
 
 LOCK_PROBES = (LockProbe("lock", "flock"),)
 BUSY_HINT = "stop the application that uses it"

@@ -20,9 +20,9 @@ import string
 from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
-from ..locks import SideFile
-from ._fjall import FjallEngine, fjall_app_code
-from .base import AppHolder
+from ...locks import SideFile
+from .._fjall import FjallEngine, fjall_app_code
+from ..base import AppHolder
 
 SAFE = frozenset(string.ascii_letters + string.digits + "_.#$-")
 MAX_NAME = 255
