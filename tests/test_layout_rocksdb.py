@@ -605,3 +605,27 @@ def test_a_checkpoint_without_metadata_in_the_store_survives_a_reopen(tmp_path):
     w.close()
     assert ldb_families(db) == {"default"}
     assert ldb_scan(db) == [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")]
+
+
+def test_an_options_file_naming_a_family_with_any_character_is_rewritten(tmp_path):
+    """Column families are named as tables are (any UTF-8 but NUL): a name holding a
+    character Python's str.splitlines splits at (\\x1e, \\x85, \\u2028) stays one header.
+    Found by the round-trip property test: a table named '\\x1e' into RocksDB was exit 5."""
+    from statemigrate.engines.rocksdb.options_file import compat_text, parse_options
+
+    names = ["\x1e", "a\x85b", "line\u2028sep", "plain"]
+    src = tmp_path / "src.sqlite"
+    content = {TableInfo(n, TableKind.PLAIN): [(b"k", n.encode())] for n in names}
+    from statemigrate.registry import get_engine
+
+    write_store(get_engine("sqlite"), src, content)
+    out = tmp_path / "out.rocksdb"
+    r = statemigrate("convert", "-q", src, f"rocksdb:{out}")
+    assert r.returncode == 0, r.stderr
+    options = max(out.glob("OPTIONS-*")).read_text(encoding="utf-8")
+    families = [s.name for s in parse_options(options) if s.kind == "CFOptions"]
+    assert set(names) <= set(families)
+    assert [s.name for s in parse_options(compat_text(options, "7.8"))] == [
+        s.name for s in parse_options(options)
+    ]
+    assert read_store(get_engine("rocksdb"), out) == read_store(get_engine("sqlite"), src)

@@ -292,8 +292,10 @@ def parse_options(text: str) -> list[OptionsSection]:
         ValueError: a line that is neither a section header nor ``key=value``.
     """
     sections: list[OptionsSection] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
+    # Lines end at "\n" only: a column family's name in a section header may hold any
+    # other character (str.splitlines also splits at \x1c-\x1e, \x85, \u2028 ...).
+    for number, line in enumerate(text.split("\n"), 1):
+        s = line.strip(" \t\r")
         if not s or s.startswith("#"):
             continue
         header = _HEADER.fullmatch(s)
