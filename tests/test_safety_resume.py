@@ -269,3 +269,22 @@ def test_reading_never_modifies_a_store(engine: str, tmp_path: Path) -> None:
         )
     assert {p: os.stat(tmp_path / p).st_mtime_ns for p in before} == stat_before
     assert sorted(os.listdir(tmp_path)) == sorted(["src.sqlite", store.name, other.name])
+
+
+@pytest.mark.parametrize("src_engine", engine_names())
+def test_a_killed_convert_resumes_from_every_source_engine(src_engine: str, tmp_path: Path) -> None:
+    """kill -9 in the middle of the batches, then ``--resume``, from each engine as the
+    source: the resume reads the whole source again to check it did not change (a second
+    reader of an LMDB store was refused, "already open in this process": exit 4)."""
+    src = store_file(src_engine, tmp_path, "source")
+    digest = build_store(src_engine, src, 3_000, seed=5)
+    dst = "rocksdb" if src_engine == "sqlite" else "sqlite"  # not SQLite's own copy: batches
+    final = store_file(dst, tmp_path, "out")
+    args = ["convert", "--quiet", "--batch-records", "100", spec(src_engine, src), spec(dst, final)]
+    killed = run_cli(args, env={"STATEMIGRATE_CRASH_AT": "batch"})
+    assert killed.returncode == -signal.SIGKILL, describe(killed)
+    assert final.with_name(final.name + ".partial").exists()
+    resumed = run_cli([*args, "--resume"], timeout=300)
+    assert resumed.returncode == 0, describe(resumed)
+    assert digest_of(dst, final) == digest
+    assert leftovers(final) == []

@@ -189,7 +189,7 @@ def _convert_locked(job: Job) -> ConvertReport:
             # source is read again, --no-verify or not, so that a source changed
             # meanwhile is caught, never mixed.
             job.progress.phase("reading the source again")
-            check_source_unchanged(job, chosen, source_digests())
+            check_source_unchanged(job, reader, chosen, source_digests())
         report.verified = _verify_built(job, plan, chosen, source_digests)
         digests = source_digests()
         crash_point("verified")

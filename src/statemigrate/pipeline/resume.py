@@ -185,27 +185,29 @@ def already_in_place(job: Job) -> ConvertReport | None:
 
 
 def check_source_unchanged(
-    job: Job, chosen: list[TableInfo], source_digests: dict[str, Digest]
+    job: Job, reader: Reader, chosen: list[TableInfo], source_digests: dict[str, Digest]
 ) -> None:
     """Read the whole source again and compare with the digests the copy carried.
 
     A resumed copy holds tables digested by another run: a source changed meanwhile
-    (even keeping its size and mtime) is caught here, never mixed into the result.
+    (even keeping its size and mtime) is caught here, never mixed into the result. The
+    source is read again through this run's reader, at the snapshot this run copied
+    from (a second reader of the same store is refused by some drivers: py-lmdb opens
+    an environment once per process).
 
     Raises:
         SourceError: the source changed (exit 4).
     """
-    with open_source(job.src_engine, job.src_path, job.src_options) as again:
-        # The whole source is read: its sizes replace those of the part this run copied.
-        now = digest_store(
-            again,
-            chosen,
-            str(job.src_path),
-            job.progress,
-            job.should_stop,
-            job.resume_hint,
-            job.sizes,
-        )
+    # The whole source is read: its sizes replace those of the part this run copied.
+    now = digest_store(
+        reader,
+        chosen,
+        str(job.src_path),
+        job.progress,
+        job.should_stop,
+        job.resume_hint,
+        job.sizes,
+    )
     if now != source_digests:
         raise SourceError(
             f"{job.src_path}: the source changed while the conversion was interrupted",
