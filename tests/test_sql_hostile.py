@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import apsw
@@ -467,3 +468,41 @@ def _dump(path: Path) -> dict[str, list[tuple]]:
     out = {n: con.execute(f'SELECT * FROM "{n}" ORDER BY 1').fetchall() for n in names}
     con.close()
     return out
+
+
+def test_reading_a_sqlite_files_header_keeps_this_processs_locks_on_it(tmp_path: Path) -> None:
+    """A reader's SHARED lock is what keeps an app's commit out of a rollback-mode read.
+    Every look at the file's header (a second reader's WAL check, detection, inspect)
+    goes through SQLite's VFS: a plain open() and close() dropped the lock (POSIX locks
+    go with any descriptor's close), and an app then committed under the read."""
+    import apsw
+
+    from statemigrate.engines._sql import file_head, is_sqlite_file, read_only_open
+    from statemigrate.registry import get_engine as engine_of
+
+    src = tmp_path / "app.sqlite"
+    conn = apsw.Connection(str(src))
+    conn.execute(
+        "CREATE TABLE t (key BLOB PRIMARY KEY NOT NULL, value BLOB NOT NULL) WITHOUT ROWID"
+    )
+    conn.execute("INSERT INTO t VALUES (x'01', x'02')")
+    conn.close()
+    reader = engine_of("sqlite").open_reader(src)
+    try:
+        assert file_head(src, 16) == b"SQLite format 3\x00"
+        assert is_sqlite_file(src)
+        read_only_open(src)
+        # The app is another process: in this one SQLite shares its lock state between
+        # connections, whatever the POSIX locks say.
+        app = (
+            "import apsw, sys\n"
+            "c = apsw.Connection(sys.argv[1]); c.set_busy_timeout(100)\n"
+            "try:\n"
+            "    c.execute(\"INSERT INTO t VALUES (x'03', x'04')\")\n"
+            "except apsw.BusyError:\n"
+            "    sys.exit(3)\n"
+        )
+        run = subprocess.run([sys.executable, "-c", app, str(src)], timeout=60, check=False)
+        assert run.returncode == 3, "the app committed while the file was being read"
+    finally:
+        reader.close()

@@ -326,14 +326,12 @@ def is_sqlite_file(path: Path) -> bool:
     """Whether ``path`` is a file starting with SQLite's header (changes nothing)."""
     if not path.is_file():
         return False
-    with open(path, "rb") as f:
-        return f.read(16) == SQLITE_MAGIC
+    return file_head(path, 16) == SQLITE_MAGIC
 
 
 def sqlite_file_info(path: Path) -> dict[str, Any]:
     """Facts of a SQLite file's header for ``inspect``: page size, journal mode, writer."""
-    with open(path, "rb") as f:
-        head = f.read(100)
+    head = file_head(path)
     if len(head) < 100:
         return {}
     modes = {1: "rollback journal", 2: "WAL"}
@@ -358,9 +356,8 @@ def check_source_file(path: Path) -> None:
         raise SourceError(f"{path}: no such file")
     if path.is_dir():
         raise SourceError(f"{path}: is a directory, not a SQLite file")
-    with open(path, "rb") as f:  # a clear error before the driver's generic one
-        if f.read(16) != SQLITE_MAGIC:
-            raise SourceError(f"{path}: not a SQLite database (no SQLite header)")
+    if file_head(path, 16) != SQLITE_MAGIC:  # a clear error before the driver's generic one
+        raise SourceError(f"{path}: not a SQLite database (no SQLite header)")
     check_file_size(path)
 
 
@@ -380,8 +377,7 @@ def check_file_size(path: Path) -> None:
     Raises:
         SourceError: the file is truncated.
     """
-    with open(path, "rb") as f:
-        head = f.read(100)
+    head = file_head(path)
     size = path.stat().st_size
     if len(head) < 100:
         raise SourceError(f"{path}: truncated SQLite file ({size} bytes, the header alone is 100)")
@@ -568,11 +564,41 @@ class SqlFileEngine(Engine):
         """The writer of a new (``create``) or existing file."""
 
 
+def file_head(path: Path, n: int = 100) -> bytes:
+    """The first ``n`` bytes of a SQLite file, read without dropping a lock.
+
+    Closing a descriptor of a file drops every POSIX lock this process holds on it, and
+    SQLite's unix VFS alone knows to keep a descriptor open while one of its connections
+    holds a lock: so the header is read through that VFS where apsw is there. A plain
+    ``open()`` taken while a reader of the file was open in this process (a convert's
+    second reader beside SQLite's backup) released that reader's SHARED lock, and an app
+    could commit under the read.
+
+    Raises:
+        OSError: the file cannot be read (as ``open()`` says it).
+    """
+    try:
+        import apsw
+    except ImportError:  # libSQL alone: its driver has no VFS access
+        apsw = None  # type: ignore[assignment]
+    if apsw is not None:
+        try:
+            flags = [apsw.SQLITE_OPEN_MAIN_DB | apsw.SQLITE_OPEN_READONLY, 0]
+            f = apsw.VFSFile("", str(path), flags)
+        except apsw.Error:
+            pass  # not there, or not readable: said below as the file system says it
+        else:
+            try:
+                return bytes(f.xRead(min(n, f.xFileSize()), 0))
+            finally:
+                f.xClose()
+    with open(path, "rb") as fh:
+        return fh.read(n)
+
+
 def _wal_mode(path: Path) -> bool:
     """Whether the file's header says WAL mode (read and write versions 2)."""
-    with open(path, "rb") as f:
-        head = f.read(20)
-    return head[18:20] == b"\x02\x02"
+    return file_head(path, 20)[18:20] == b"\x02\x02"
 
 
 def _size(path: Path) -> int | None:

@@ -187,6 +187,8 @@ class SqliteReader(Reader):
         mode a commit can land between the two starts, so there is none; nor when the
         second read cannot start at once or finds other tables or metadata.
         """
+        if self.opened.state is not None:
+            return None  # an immutable read (a WAL-mode file no one has open) holds no lock
         mode = self.conn.execute("PRAGMA journal_mode").fetchall()[0][0]
         if str(mode).lower() == "wal":
             return None
