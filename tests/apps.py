@@ -129,7 +129,11 @@ def binary_values(rng: random.Random, n: int, *, big: bool = True) -> list[bytes
 
 def sqlite_shape(path: Path) -> dict[str, Any]:
     """The file's schema rows and the header values apps check, as SQLite reports them."""
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+    # Read-only, and immutable where no -wal is beside the file (a WAL-mode file no
+    # one has open): a read-only open of it would leave -wal and -shm beside it.
+    wal = Path(f"{path}-wal")
+    mode = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+    with sqlite3.connect(f"file:{path}?{mode}", uri=True) as db:
         return {
             "schema": sorted(db.execute("SELECT type, name, tbl_name, sql FROM sqlite_schema")),
             "user_version": db.execute("PRAGMA user_version").fetchone()[0],
