@@ -39,10 +39,12 @@ from ..base import (
     META_TABLE_PREFIX,
     AppHolder,
     Capabilities,
+    Engine,
     NativeCopy,
     Reader,
     StoreFacts,
     Writer,
+    check_options,
     recorded_tables,
     take_batches,
 )
@@ -58,7 +60,7 @@ from .file import (
     walked_digests,
 )
 from .flags import Codec, db_flags, flags_of, open_kwargs, refuse_unreadable, table_meta
-from .options import LmdbEntryPoints, LmdbOptions
+from .options import LmdbOptions
 
 META_DB = METADATA_TABLE.encode()
 MIN_MAP_SIZE = 64 << 20
@@ -679,8 +681,8 @@ class LmdbWriter(Writer):
             self.env = None
 
 
-class LmdbEngine(LmdbEntryPoints):
-    """LMDB through py-lmdb (opening a store: :class:`.options.LmdbEntryPoints`)."""
+class LmdbEngine(Engine):
+    """LMDB through py-lmdb: the default layout's reader and writer, or a layout's."""
 
     name = "lmdb"
     extra = "lmdb"
@@ -816,3 +818,78 @@ class LmdbEngine(LmdbEntryPoints):
             "open_by_pid": lock_holder(path, opened),
             "writer_pid": lock_holder(path, every[:1]),
         }
+
+    @classmethod
+    def check_source(cls, path: Path) -> None:
+        """Refuse a path that is not an LMDB store directory (exit 4)."""
+        if not cls.detect(path):
+            raise SourceError(
+                f"{path}: not an LMDB store (a directory holding data.mdb, or a single-file "
+                "environment)"
+            )
+
+    @classmethod
+    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
+        from .._kv_mapping import KvLayoutReader, kv_layout
+
+        opts = check_options(cls, options, "source")
+        layout = kv_layout(cls, opts)  # a bad layout file is refused before the store is read
+        cls.check_source(path)
+        if layout is None:
+            return LmdbReader(cls, path)
+        from .layout import RawLmdbReader
+
+        skip = bool(opts["skip_foreign_tables"])
+        return KvLayoutReader(RawLmdbReader(cls, path), layout, skip)
+
+    @classmethod
+    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        return cls._writer(path, True, options)
+
+    @classmethod
+    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        return cls._writer(path, False, options)
+
+    @classmethod
+    def _writer(cls, path: Path, create: bool, options: Mapping[str, Any] | None) -> Writer:
+        from .._kv_mapping import KvLayoutWriter, kv_layout
+
+        opts = check_options(cls, options, "dest")
+        layout = kv_layout(cls, opts)  # before anything is made
+        subdir = cls.wanted_subdir(opts)
+        if layout is None:
+            return LmdbWriter(cls, path, create=create, subdir=subdir)
+        from .layout import RawLmdbWriter
+
+        return KvLayoutWriter(RawLmdbWriter(cls, path, create, subdir), layout, create)
+
+    @classmethod
+    def wanted_subdir(cls, opts: Mapping[str, Any]) -> bool | None:
+        """The shape a writer is asked for: the ``subdir`` option, else the layout's
+        ``[kv] subdir``, else None (a new store a directory, an existing one as it is)."""
+        if opts.get("subdir") is not None:
+            return bool(opts["subdir"])
+        if opts.get("layout"):
+            from ...layout import load_layout
+
+            spec = load_layout(opts["layout"], cls.name, cls.layout_family).kv
+            return getattr(spec, "subdir", None)
+        return None
+
+    @classmethod
+    def guess_layout(cls, path: Path) -> str:
+        """A layout file guessed from an existing store (``statemigrate layout init``)."""
+        from .layout import guess_layout
+
+        cls.check_source(path)
+        return guess_layout(cls, path)
+
+    @classmethod
+    def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
+        """The names (as every engine), and what the destination's layout cannot hold."""
+        from .._kv_mapping import check_kv_tables, kv_layout
+
+        layout = kv_layout(cls, check_options(cls, options, "dest"))
+        if layout is not None:
+            check_kv_tables(layout, tables)
+        super().check_tables(tables, options)

@@ -22,10 +22,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import MissingDriverError
-from ._dbapi import DBAPI_FACTS, DbapiSqlEngine, DbapiSqlReader, map_error
-from ._sql import CAPABILITIES, ReadOnlyOpen, SqlLayoutOptions, read_only_open
-from .base import AppHolder, Reader
+from ...errors import MissingDriverError
+from .._dbapi import DBAPI_FACTS, DbapiSqlEngine, DbapiSqlReader, map_error
+from .._sql import CAPABILITIES, ReadOnlyOpen, SqlLayoutOptions, read_only_open
+from ..base import AppHolder, Reader
 
 __all__ = ["LibsqlEngine", "map_error"]
 

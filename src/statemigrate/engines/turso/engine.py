@@ -36,12 +36,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..errors import DestinationError, SourceError, StoreBusyError
-from ..locks import lock_holder, refuse_if_held
-from . import _snapshot
-from ._dbapi import DbapiLayout, DbapiSqlEngine, DbapiSqlReader
-from ._sql import CAPABILITIES, LOCK_PROBES, SIDE_FILES, ReadOnlyOpen, SqlLayoutOptions, uri_path
-from .base import AppHolder, Reader
+from ...errors import DestinationError, SourceError, StoreBusyError
+from ...locks import lock_holder, refuse_if_held
+from .. import _snapshot
+from .._dbapi import DbapiLayout, DbapiSqlEngine, DbapiSqlReader
+from .._sql import CAPABILITIES, LOCK_PROBES, SIDE_FILES, ReadOnlyOpen, SqlLayoutOptions, uri_path
+from ..base import AppHolder, Reader
 
 
 class TursoLayout(DbapiLayout):
