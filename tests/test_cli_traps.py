@@ -208,8 +208,10 @@ def test_verify_prints_the_per_table_digests_its_help_promises(src: Path, tmp_pa
     res = run("verify", src, src, "-v")
     assert res.exit_code == 0, res.output
     for t in manifest["tables"]:
-        row = next(x for x in res.output.splitlines() if x.split()[:1] == [t["table"]])
-        assert t["sum"] in row and f"{t['count']:,}" in row, res.output
+        # stdout: the report (the end summary of the run is on stderr, and also starts
+        # each row with the table's name)
+        row = next(x for x in res.stdout.splitlines() if x.split()[:1] == [t["table"]])
+        assert t["sum"] in row and f"{t['count']:,}" in row, res.stdout
 
 
 def test_current_with_schema_says_head_as_alembic_does(tmp_path: Path) -> None:
