@@ -18,6 +18,7 @@ from statemigrate import api
 from statemigrate.cli import main
 from statemigrate.registry import engine_names, get_engine
 from statemigrate.testing.conformance import CASES as CONFORMANCE_CASES
+from statemigrate.testing.conformance import in_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_LAYOUT = ROOT / "schemas" / "layouts" / "one-table.sqlite.toml"
@@ -309,23 +310,7 @@ def _one_table_engine(tmp: Path) -> type:
     CLI's ``--source-layout``/``--dest-layout`` do."""
     from statemigrate.engines.sqlite import SqliteEngine
 
-    def given(options: object) -> dict:
-        return {**(options or {}), "layout": str(EXAMPLE_LAYOUT)}  # type: ignore[dict-item]
-
-    class InLayout(SqliteEngine):
-        @classmethod
-        def open_reader(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().open_reader(path, given(options))
-
-        @classmethod
-        def create_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().create_writer(path, given(options))
-
-        @classmethod
-        def open_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().open_writer(path, given(options))
-
-    return InLayout
+    return in_layout(SqliteEngine, EXAMPLE_LAYOUT)
 
 
 @pytest.mark.parametrize("case_name", sorted(CONFORMANCE_CASES))

@@ -28,6 +28,7 @@ from statemigrate.cli import main
 from statemigrate.errors import DestinationError
 from statemigrate.registry import engine_names, get_engine
 from statemigrate.testing.conformance import CASES as CONFORMANCE_CASES
+from statemigrate.testing.conformance import in_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYOUT = ROOT / "schemas" / "layouts" / "prefix.rocksdb.toml"
@@ -549,23 +550,7 @@ def _layout_engine(tmp: Path, which: str) -> type:
     layout = tmp / f"{which}.toml"
     layout.write_text('engine = "rocksdb"\n[kv]\nmode = "prefix"\n' + CONFORMANCE_LAYOUTS[which])
 
-    def given(options: object) -> dict:
-        return {**(options or {}), "layout": str(layout)}  # type: ignore[dict-item]
-
-    class InLayout(RocksdbEngine):
-        @classmethod
-        def open_reader(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().open_reader(path, given(options))
-
-        @classmethod
-        def create_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().create_writer(path, given(options))
-
-        @classmethod
-        def open_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().open_writer(path, given(options))
-
-    return InLayout
+    return in_layout(RocksdbEngine, layout)
 
 
 def _conformance_params():
@@ -718,23 +703,7 @@ def test_conformance_over_an_lmdb_prefix_layout(case_name: str, tmp_path: Path) 
         'prefix = "{name}\\u0000"\nversion = "suffix-u64be"\n'
     )
 
-    def given(options: object) -> dict:
-        return {**(options or {}), "layout": str(layout)}  # type: ignore[dict-item]
-
-    class InLayout(LmdbEngine):
-        @classmethod
-        def open_reader(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().open_reader(path, given(options))
-
-        @classmethod
-        def create_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().create_writer(path, given(options))
-
-        @classmethod
-        def open_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().open_writer(path, given(options))
-
-    CASES[case_name](InLayout, tmp_path)
+    CASES[case_name](in_layout(LmdbEngine, layout), tmp_path)
 
 
 def test_lmdb_a_key_too_long_with_its_prefix_is_exit_5_naming_it(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from statemigrate.cli import main
 from statemigrate.engines.lmdb import LmdbEngine
 from statemigrate.errors import DestinationError
-from statemigrate.testing.conformance import CASES
+from statemigrate.testing.conformance import CASES, in_layout
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from apps import lmdb_databases  # tests/ is on sys.path, not a package
@@ -429,23 +429,7 @@ def _suite_layout(tmp: Path, variant: str) -> Path:
 def _layout_engine(tmp: Path, metadata: str) -> type:
     layout = _suite_layout(tmp, metadata)
 
-    def given(options: object) -> dict:
-        return {**(options or {}), "layout": str(layout)}  # type: ignore[dict-item]
-
-    class InLayout(LmdbEngine):
-        @classmethod
-        def open_reader(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().open_reader(path, given(options))
-
-        @classmethod
-        def create_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().create_writer(path, given(options))
-
-        @classmethod
-        def open_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().open_writer(path, given(options))
-
-    return InLayout
+    return in_layout(LmdbEngine, layout)
 
 
 def _conformance_params():

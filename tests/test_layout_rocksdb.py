@@ -21,6 +21,7 @@ import pytest
 from statemigrate.engines.rocksdb import RocksdbEngine
 from statemigrate.engines.rocksdb.options_file import ROCKSDB_7_8_KEYS
 from statemigrate.model import TableInfo, TableKind
+from statemigrate.testing.conformance import in_layout
 from statemigrate.testing.stores import read_store, tree_sha256, write_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -510,23 +511,7 @@ def _namespaces_engine(tmp: Path, metadata: str) -> type:
         f'[kv]\nmode = "namespaces"\nversion = "prefix-u64be"\ntables = {{ {tables} }}\n'
     )
 
-    def given(options: object) -> dict:
-        return {**(options or {}), "layout": str(layout)}  # type: ignore[dict-item]
-
-    class InLayout(RocksdbEngine):
-        @classmethod
-        def open_reader(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().open_reader(path, given(options))
-
-        @classmethod
-        def create_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().create_writer(path, given(options))
-
-        @classmethod
-        def open_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().open_writer(path, given(options))
-
-    return InLayout
+    return in_layout(RocksdbEngine, layout)
 
 
 # The suite's odd table names (testing/conformance.py, odd_table_names).

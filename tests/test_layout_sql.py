@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from statemigrate.cli import main
 from statemigrate.testing.conformance import CASES as CONFORMANCE_CASES
+from statemigrate.testing.conformance import in_layout
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
@@ -484,23 +485,7 @@ def _in_layout(name: str, tmp: Path) -> type:
     layout.write_text(TEMPLATE_LAYOUT.replace("ENGINE", name).replace("ROWID", rowid))
     base = get_engine(name)
 
-    def given(options: object) -> dict:
-        return {**(options or {}), "layout": str(layout)}  # type: ignore[dict-item]
-
-    class InLayout(base):  # type: ignore[valid-type,misc]
-        @classmethod
-        def open_reader(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().open_reader(path, given(options))
-
-        @classmethod
-        def create_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().create_writer(path, given(options))
-
-        @classmethod
-        def open_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
-            return super().open_writer(path, given(options))
-
-    return InLayout
+    return in_layout(base, layout)
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "libsql", "turso"])

@@ -29,6 +29,29 @@ P = TableKind.PLAIN
 V = TableKind.VERSIONED
 
 
+def in_layout(engine: type[Engine], layout: Path) -> type[Engine]:
+    """``engine`` with the layout file ``layout`` given to every reader and writer, as the
+    command line's ``--source-layout``/``--dest-layout`` do: the suite run over a layout."""
+
+    def given(options: object) -> dict:
+        return {**(options or {}), "layout": str(layout)}  # type: ignore[dict-item]
+
+    class InLayout(engine):  # type: ignore[valid-type,misc]
+        @classmethod
+        def open_reader(cls, path, options=None):  # type: ignore[no-untyped-def]
+            return super().open_reader(path, given(options))
+
+        @classmethod
+        def create_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
+            return super().create_writer(path, given(options))
+
+        @classmethod
+        def open_writer(cls, path, options=None):  # type: ignore[no-untyped-def]
+            return super().open_writer(path, given(options))
+
+    return InLayout
+
+
 def case(fn: Case) -> Case:
     CASES[fn.__name__] = fn
     return fn
