@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import statemigrate.engines
-from statemigrate.engines import _snapshot
+from statemigrate.engines import snapshot
 from statemigrate.engines.access import Reader, StoreAccess
 from statemigrate.engines.errors import DriverErrors, Meaning, Rule
 from statemigrate.engines.sqlite import APSW_ERRORS
@@ -275,7 +275,7 @@ def test_private_copies_are_private_named_with_the_pid_and_swept(tmp_path, monke
     unrelated = tmp_path / "statemigrate-turso-ro-nopid"
     for d in (stale, live, unrelated):
         d.mkdir()
-    made = _snapshot.private_dir("rocksdb")
+    made = snapshot.private_dir("rocksdb")
     assert made.parent == tmp_path
     assert made.name.startswith(f"statemigrate-rocksdb-ro-{os.getpid()}-")
     assert stat.S_IMODE(made.stat().st_mode) == 0o700
@@ -286,10 +286,10 @@ def test_private_copies_are_private_named_with_the_pid_and_swept(tmp_path, monke
     (source / "sub").mkdir()
     (source / "sub" / "more").write_bytes(b"more records")
     image = made / "image"
-    _snapshot.replicate(source, image)  # the one way a store's files reach a private copy
+    snapshot.replicate(source, image)  # the one way a store's files reach a private copy
     assert (image / "data").read_bytes() == b"records"
     assert (image / "sub" / "more").read_bytes() == b"more records"
-    _snapshot.remove(made)
+    snapshot.remove(made)
     assert not made.exists() and (source / "data").read_bytes() == b"records"
 
 

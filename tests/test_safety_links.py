@@ -273,7 +273,7 @@ def test_a_link_swapped_in_after_the_walk_is_refused_not_followed(
     """The owner swaps a file for a link between the walk and the copy (the race a
     check by path alone loses): the descriptor's check refuses it, exit 4 naming the
     file, and the destination is removed with nothing of the secret in it."""
-    from statemigrate.engines import _snapshot
+    from statemigrate.engines import snapshot
     from statemigrate.errors import SourceError
 
     secret_path, secret_data, _sha = secret
@@ -281,7 +281,7 @@ def test_a_link_swapped_in_after_the_walk_is_refused_not_followed(
     (store / "sub").mkdir(parents=True)
     victim = store / "sub" / "000001.sst"
     victim.write_bytes(b"table")
-    walk = _snapshot.store_files
+    walk = snapshot.store_files
 
     def walk_then_swap(*args, **kwargs):
         found = walk(*args, **kwargs)
@@ -289,10 +289,10 @@ def test_a_link_swapped_in_after_the_walk_is_refused_not_followed(
         os.symlink(secret_path, victim)
         return found
 
-    monkeypatch.setattr(_snapshot, "store_files", walk_then_swap)
+    monkeypatch.setattr(snapshot, "store_files", walk_then_swap)
     dest = tmp_path / "dest"
     with pytest.raises(SourceError) as refused:
-        _snapshot.replicate(store, dest, lambda f: way)  # type: ignore[arg-type, return-value]
+        snapshot.replicate(store, dest, lambda f: way)  # type: ignore[arg-type, return-value]
     assert str(victim) in refused.value.message and "link" in refused.value.message
     assert not os.path.lexists(dest)
     assert files_holding(tmp_path, secret_data.strip(), but=secret_path) == []

@@ -257,14 +257,14 @@ def check_store_files(engine: type[Engine], path: Path) -> None:
     A FIFO named like a store's ``-wal`` or among a RocksDB directory's files blocks
     the driver's open just as one given as the store itself does. A directory store's
     files are walked without following a link; a link out of the store is refused
-    (:func:`.engines._snapshot.store_files`), so that no verb reads, through a store a
+    (:func:`.engines.snapshot.store_files`), so that no verb reads, through a store a
     user owns, a file that user cannot read.
 
     Raises:
         SourceError: naming the odd file.
     """
     if path.is_dir():
-        from .engines._snapshot import store_files
+        from .engines.snapshot import store_files
 
         store_files(path)  # no link out of the store, no special file (its rule)
     for p in engine.store_paths(path)[1:]:

@@ -11,7 +11,7 @@ a database wherever it is pointed.
 
 Opening a fjall store changes it (the journal is truncated from its preallocated size,
 fjall 3 prunes old version files), so a reader opens a private image
-(:mod:`._snapshot`): journals and small files copied, table and blob files (never
+(:mod:`.snapshot`): journals and small files copied, table and blob files (never
 written in place) hard-linked, a fresh ``lock`` file of its own.
 """
 
@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from ..errors import DestinationError, SourceError, StateMigrateError
 from ..locks import LockProbe, lock_holder, refuse_if_held
 from ..model import Batch, TableInfo
-from . import _snapshot
+from . import snapshot
 from .base import META_KIND_PREFIX as KIND_PREFIX
 from .base import (
     Capabilities,
@@ -113,8 +113,8 @@ def _journal(rel: Path, major: int) -> bool:
 def copy_store(path: Path, dest: Path, major: int) -> None:
     """Copy a closed fjall store to ``dest`` (which does not exist), modes kept: journals
     by their used length, the rest as it is (a backup: nothing hard-linked, no link
-    followed: :func:`._snapshot.replicate`)."""
-    _snapshot.replicate(path, dest, copy=lambda f: _copy_used if _journal(f.rel, major) else None)
+    followed: :func:`.snapshot.replicate`)."""
+    snapshot.replicate(path, dest, copy=lambda f: _copy_used if _journal(f.rel, major) else None)
 
 
 def private_image(path: Path, major: int) -> Path:
@@ -125,19 +125,19 @@ def private_image(path: Path, major: int) -> Path:
         SourceError: a link out of the store or a special file in it (exit 4).
     """
 
-    def way(f: _snapshot.StoreFile) -> _snapshot.Way:
+    def way(f: snapshot.StoreFile) -> snapshot.Way:
         if f.rel == Path(LOCK_FILE):
             return "skip"  # our own, below: fjall 3 takes a lock on it
         return "copy" if _journal(f.rel, major) or f.size <= _COPY_BELOW else "link"
 
-    shadow = _snapshot.private_dir(f"fjall{major}")
+    shadow = snapshot.private_dir(f"fjall{major}")
     try:
-        _snapshot.replicate(
+        snapshot.replicate(
             path, shadow, way, copy=lambda f: _copy_used if _journal(f.rel, major) else None
         )
         (shadow / LOCK_FILE).touch()
     except BaseException:
-        _snapshot.remove(shadow)
+        snapshot.remove(shadow)
         raise
     return shadow
 
@@ -236,7 +236,7 @@ class FjallReader(Reader):
         if self._native is not None:
             self._native.close()
             self._native = None
-        _snapshot.remove(self.shadow)
+        snapshot.remove(self.shadow)
         self.shadow = None
 
 

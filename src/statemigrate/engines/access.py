@@ -547,7 +547,7 @@ class Writer(StoreAccess):
         import shutil
 
         from ..fsutil import copy_file_written_back
-        from ._snapshot import replicate
+        from .snapshot import replicate
 
         src = Path(self.path)
         if src.is_dir():

@@ -28,7 +28,7 @@ from ..locks import busy_message
 # short write on a full disk as a plain I/O error).
 FULL_MARGIN = 16 << 20
 _CONTROL = (KeyboardInterrupt, SystemExit, GeneratorExit)
-# A private read copy (engines/_snapshot.py) is named in a message as the store itself.
+# A private read copy (engines/snapshot.py) is named in a message as the store itself.
 _PRIVATE_DIR = re.compile(r"\S*statemigrate-[a-z0-9]+-ro-[^/\s]*/")
 
 

@@ -12,7 +12,7 @@ A store is a directory TurboKV made: its ``MANIFEST`` starts with ``HNSHMNFT``, 
 else is ever opened, because TurboKV writes its files into any directory it opens.
 
 Opening a TurboKV store changes it (manifest migration, a new WAL segment, a flush
-and compaction on close), so a reader opens a private image (:mod:`statemigrate.engines._snapshot`):
+and compaction on close), so a reader opens a private image (:mod:`statemigrate.engines.snapshot`):
 the MANIFEST and WAL segments copied, SSTables hard-linked, and the MANIFEST's
 SSTable paths (absolute in TurboKV 0.6, so a copied store does not open) rewritten
 relative to the image. The writer rewrites them too whenever it closes a store, so
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from statemigrate.engines import _snapshot
+from statemigrate.engines import snapshot
 from statemigrate.engines.base import (
     META_KIND_PREFIX,
     AppHolder,
@@ -120,18 +120,18 @@ def private_image(path: Path) -> Path:
         OSError: the store cannot be read.
     """
 
-    def way(f: _snapshot.StoreFile) -> _snapshot.Way:
+    def way(f: snapshot.StoreFile) -> snapshot.Way:
         if f.rel == Path(LOCK_FILE):
             return "skip"  # TurboKV makes its own and flocks it
         # Table files are written once, never changed in place; the MANIFEST (rewritten
         # by the reader) and WAL segments (repaired in place) are copied.
         return "link" if f.rel.suffix == ".sst" else "copy"
 
-    shadow = _snapshot.private_dir("turbokv")
+    shadow = snapshot.private_dir("turbokv")
     try:
-        _snapshot.replicate(path, shadow, way)
+        snapshot.replicate(path, shadow, way)
     except BaseException:
-        _snapshot.remove(shadow)
+        snapshot.remove(shadow)
         raise
     return shadow
 
@@ -189,7 +189,7 @@ class TurbokvReader(Reader):
             native, self._native = self._native, None
             with contextlib.suppress(Exception):  # the image goes anyway
                 native.close()
-        _snapshot.remove(self.shadow)
+        snapshot.remove(self.shadow)
         self.shadow = None
 
 
@@ -266,7 +266,7 @@ class TurbokvWriter(Writer):
         """A copy of the store made while it is closed after a flush (its MANIFEST's paths
         relative, so the copy opens where it is); the store reopens on the next call."""
         self.finish()
-        _snapshot.replicate(self.path, path)  # no link followed out of the store
+        snapshot.replicate(self.path, path)  # no link followed out of the store
 
     def close(self) -> None:
         if self._native is not None:

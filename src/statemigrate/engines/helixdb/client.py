@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import DestinationError, SourceError
 from ...locks import LockProbe
-from .. import _snapshot
+from .. import snapshot
 from ..base import StoreFacts
 from ..errors import DriverErrors, Meaning, Rule
 
@@ -219,16 +219,16 @@ def helix_safe(name: str) -> bool:
 
 
 def private_copy(path: Path, into: Path, store: Path | None = None) -> Path:
-    """A private image of the store (:mod:`._snapshot`): hard links where possible (SlateDB
+    """A private image of the store (:mod:`.snapshot`): hard links where possible (SlateDB
     never rewrites a file in place, it writes new ones), copies otherwise, no link followed
     out of the store. The manifests are taken first, so that every file they name is still
     there; only the subdirectories are SlateDB's (the top level holds the lock). ``path``
     is the database directory of ``store`` (default: itself), where links may lead."""
     dest = into / "store"
 
-    def way(f: _snapshot.StoreFile) -> _snapshot.Way:
+    def way(f: snapshot.StoreFile) -> snapshot.Way:
         return "skip" if len(f.rel.parts) == 1 else "link"
 
     manifests_first = lambda f: f.rel.parts[0] != "manifest"
-    _snapshot.replicate(path, dest, way, order=manifests_first, within=store)
+    snapshot.replicate(path, dest, way, order=manifests_first, within=store)
     return dest

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import SourceError
 from ...model import Batch, Record, TableInfo
-from .. import _snapshot
+from .. import snapshot
 from ..base import Reader, take_batches
 from .client import HELIX_FACTS, I64_MAX, U64, _Helix, database_of, label_of, private_copy
 from .tables import _read_meta, _registry, discover_tables, scan_timeout, unbuilt_indexes
@@ -224,7 +224,7 @@ class HelixdbReader(Reader):
             if database is None:
                 raise SourceError(f"{path}: not a HelixDB store")
             try:
-                self.tmpdir = _snapshot.private_dir("helixdb")
+                self.tmpdir = snapshot.private_dir("helixdb")
                 image = private_copy(database, self.tmpdir, path)
             except OSError as exc:
                 raise SourceError(f"{path}: cannot make a private image to read ({exc})") from exc
@@ -287,5 +287,5 @@ class HelixdbReader(Reader):
                 hx, self.hx = self.hx, None
                 hx.close()
         finally:
-            _snapshot.remove(self.tmpdir)
+            snapshot.remove(self.tmpdir)
             self.tmpdir = None

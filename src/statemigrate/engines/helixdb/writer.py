@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import DestinationError, StoreBusyError
 from ...locks import busy_message, lock_exclusively, pid_text, refuse_if_held
 from ...model import METADATA_TABLE, Batch, TableInfo
-from .. import _snapshot
+from .. import snapshot
 from ..base import Writer
 from .client import (
     DB_NAME,
@@ -259,7 +259,7 @@ class HelixdbWriter(Writer):
         database = self.hx.path
         self.hx.close()
         try:
-            _snapshot.replicate(
+            snapshot.replicate(
                 self.path, path, lambda f: "skip" if f.rel == Path(LOCK_NAME) else "copy"
             )
         except OSError as exc:

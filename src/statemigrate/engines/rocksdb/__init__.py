@@ -32,7 +32,7 @@ from ...errors import DestinationError, SourceError, UsageError
 from ...fsutil import crash_point
 from ...locks import LockProbe, SideFile, lock_holder, refuse_if_held
 from ...model import METADATA_TABLE, Batch, TableInfo
-from .. import _snapshot
+from .. import snapshot
 from ..base import META_KIND_PREFIX as KIND_PREFIX
 from ..base import (
     AppHolder,
@@ -186,7 +186,7 @@ def _comparator_refusal(path: Path, name: str, family: str | None = None) -> str
 
 
 def _shadow(path: Path) -> Path:
-    """A private image of the store (:mod:`._snapshot`), opened instead of the store.
+    """A private image of the store (:mod:`.snapshot`), opened instead of the store.
 
     rocksdict (re)writes ``rocksdict-config.json`` in the directory it opens, even
     read-only, and RocksDB may write its info ``LOG`` there: the source must not change
@@ -195,10 +195,10 @@ def _shadow(path: Path) -> Path:
     symbolic links to the store's files, checked regular just before, the rest copies
     (RocksDB's checkpoint copies those, and must copy what was checked). The config is
     copied; what the driver writes lands in the private directory. A link out of the
-    store is refused (:func:`._snapshot.store_files`).
+    store is refused (:func:`.snapshot.store_files`).
     """
 
-    def way(f: _snapshot.StoreFile) -> _snapshot.Way:
+    def way(f: snapshot.StoreFile) -> snapshot.Way:
         name = f.rel.name
         if len(f.rel.parts) > 1 or name == "LOCK" or name.startswith("LOG"):
             return "skip"  # RocksDB reads only the top level (and sees nothing below)
@@ -206,11 +206,11 @@ def _shadow(path: Path) -> Path:
             return "copy"
         return "link-or-symlink" if name.endswith((".sst", ".blob")) else "link"
 
-    shadow = _snapshot.private_dir("rocksdb")
+    shadow = snapshot.private_dir("rocksdb")
     try:
-        _snapshot.replicate(path, shadow, way)
+        snapshot.replicate(path, shadow, way)
     except BaseException:
-        _snapshot.remove(shadow)
+        snapshot.remove(shadow)
         raise
     return shadow
 
@@ -364,7 +364,7 @@ class RocksdbReader(_Scans, Reader):
             # own file (an app that opens its store with rocksdict), or none.
             (path / CONFIG).unlink(missing_ok=True)
             if (self.path / CONFIG).is_file() and not (self.path / CONFIG).is_symlink():
-                _snapshot.copy_file(self.path, Path(CONFIG), path / CONFIG)
+                snapshot.copy_file(self.path, Path(CONFIG), path / CONFIG)
             rewrite_options(path, DEFAULT_COMPAT)  # a native copy is one without options
         except (OSError, ValueError) as exc:
             raise DestinationError(f"{path}: cannot finish the store's own files ({exc})") from exc
@@ -377,21 +377,21 @@ class RocksdbReader(_Scans, Reader):
             gc.collect()
             db.close()
             self.db = None
-        _snapshot.remove(getattr(self, "shadow", None))
+        snapshot.remove(getattr(self, "shadow", None))
         self.shadow = None
 
 
 def _own_file(made: Path, final: Path, store: Path) -> None:
     """Move a checkpoint's file to ``final``; a link becomes a copy of its own: a hard
     one, of the file; a symbolic one (the private image's, across file systems), of the
-    store's file it names, read without following a link (:func:`._snapshot.copy_file`)."""
+    store's file it names, read without following a link (:func:`.snapshot.copy_file`)."""
     st = os.lstat(made)
     if stat.S_ISLNK(st.st_mode):
         named = Path(os.readlink(made))
-        _snapshot.copy_file(store, named.relative_to(os.path.abspath(store)), final)
+        snapshot.copy_file(store, named.relative_to(os.path.abspath(store)), final)
         os.unlink(made)
     elif st.st_nlink > 1:
-        _snapshot.copy_file(made.parent, Path(made.name), final)
+        snapshot.copy_file(made.parent, Path(made.name), final)
         os.unlink(made)
     else:
         os.replace(made, final)

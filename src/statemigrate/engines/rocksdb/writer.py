@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import DestinationError, SourceError
 from ...model import METADATA_TABLE, Batch, TableInfo, encode_versioned
-from .. import _snapshot
+from .. import snapshot
 from .._side_metadata import PARTIAL_SUFFIX
 from ..base import META_KIND_PREFIX as KIND_PREFIX
 from ..base import Writer, recorded_tables
@@ -240,12 +240,12 @@ class RocksdbWriter(_Scans, Writer):
     def backup(self, path: Path) -> None:
         """A copy of the store made while it is closed after a flush: table and blob files
         hard-linked where the file system allows (RocksDB never rewrites them), the rest
-        copied, nothing followed out of the store (:func:`.._snapshot.replicate`); the
+        copied, nothing followed out of the store (:func:`..snapshot.replicate`); the
         store reopens at once. Closed, because RocksDB's background compaction replaces
         table files at any time.
         """
 
-        def way(f: _snapshot.StoreFile) -> _snapshot.Way:
+        def way(f: snapshot.StoreFile) -> snapshot.Way:
             name = f.rel.name
             if name == "LOCK" or name.startswith("LOG"):
                 return "skip"
@@ -254,6 +254,6 @@ class RocksdbWriter(_Scans, Writer):
         self.finish()
         self.close()
         try:
-            _snapshot.replicate(self.path, path, way)
+            snapshot.replicate(self.path, path, way)
         finally:
             self._open(create=False)

@@ -11,7 +11,7 @@ silently creates a new file named literally ``…?mode=ro``), it creates a ``-wa
 beside any database it opens, and it may checkpoint a WAL into the main file when it
 closes. So the reader checks that no process holds the store (Turso takes an exclusive
 POSIX lock on the whole file while any connection is open: exit 3 with its pid),
-copies the file and its WAL into a private directory (:mod:`._snapshot`, under
+copies the file and its WAL into a private directory (:mod:`.snapshot`, under
 ``TMPDIR``; it needs the store's size in free space there; copies, never links, as
 the driver may write the file it opens), checks the source did not change during the
 copy, and reads the copy. The source is never opened by the driver. The copy is first
@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 
 from ...errors import DestinationError, SourceError, StoreBusyError
 from ...locks import lock_holder, refuse_if_held
-from .. import _snapshot
+from .. import snapshot
 from .._dbapi import DbapiLayout, DbapiSqlEngine, DbapiSqlReader
 from .._sql import CAPABILITIES, LOCK_PROBES, SIDE_FILES, ReadOnlyOpen, SqlLayoutOptions, uri_path
 from ..base import AppHolder, Reader
@@ -72,7 +72,7 @@ def _copy(path: Path, copy: Path) -> None:
         wal = Path(str(copy) + "-wal")
         wal.unlink(missing_ok=True)
         if os.path.lexists(sources[1]):  # a side file: never a link followed
-            _snapshot.copy_file(path.parent, Path(sources[1].name), wal)
+            snapshot.copy_file(path.parent, Path(sources[1].name), wal)
         if lock_holder(path, LOCK_PROBES) is None and _state(sources) == before:
             return
     raise StoreBusyError(f"{path}: the store kept changing while it was copied to be read")
@@ -119,7 +119,7 @@ class TursoReader(DbapiSqlReader):
 
     def _open_copy(self, driver: Any, path: Path) -> Any:
         try:
-            self.tmpdir = _snapshot.private_dir("turso")
+            self.tmpdir = snapshot.private_dir("turso")
             copy = self.tmpdir / "store.db"
             _copy(path, copy)
         except OSError as exc:
@@ -132,7 +132,7 @@ class TursoReader(DbapiSqlReader):
             return driver.connect(str(copy), isolation_level=None)
 
     def _drop_copy(self) -> None:
-        _snapshot.remove(self.tmpdir)
+        snapshot.remove(self.tmpdir)
         self.tmpdir = None
 
     def close(self) -> None:

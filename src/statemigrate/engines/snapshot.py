@@ -12,6 +12,9 @@ its directory; the next one removes those whose process is gone.
 Every copy, image and backup of a directory store goes through :func:`replicate`
 (:func:`store_files` walks it, :func:`copy_file` copies one of its files), which never
 follows a link out of the store: see :func:`store_files` for the rule.
+
+This module is public for engine authors: a third-party engine (the TurboKV plugin is
+one) makes its private images and copies with it, as the bundled engines do.
 """
 
 from __future__ import annotations
