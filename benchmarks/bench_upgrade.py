@@ -42,7 +42,7 @@ import json, resource, sys, time
 args = json.loads(sys.argv[1])
 t = time.perf_counter()
 if args["what"] == "convert":
-    from statemigrate.pipeline import convert
+    from statemigrate.api import convert
     convert(args["src"], args["dst"], tables=args.get("tables"))
 elif args["what"] == "functions":
     import importlib.util

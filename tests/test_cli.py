@@ -173,10 +173,10 @@ def test_leftover_partial_exit_5_names_both_options(src: Path, tmp_path: Path):
 
 
 def test_interrupted_exit_6_then_resume(src: Path, tmp_path: Path, monkeypatch):
-    from statemigrate import pipeline
+    from statemigrate import api
 
     calls = {"n": 0}
-    real = pipeline.convert
+    real = api.convert
 
     def stop_after_two(*a, **kw):
         def should_stop():
@@ -416,20 +416,21 @@ def test_convert_json_reports_each_tables_payload_bytes(src: Path, tmp_path: Pat
     assert {t["name"]: t["bytes"] for t in fresh["tables"]} == expected
     # Stopped after two batches, then resumed: the report covers the whole tables, not
     # only what the second run copied.
-    from statemigrate import pipeline
+    from statemigrate import api
 
     calls = {"n": 0}
+    real = api.convert
 
     def stop_after_two(*a, **kw):
         def should_stop():
             calls["n"] += 1
             return calls["n"] >= 2
 
-        return pipeline.convert(*a, **{**kw, "should_stop": should_stop})
+        return real(*a, **{**kw, "should_stop": should_stop})
 
     dst = tmp_path / "b.rocksdb"
     monkeypatch.setattr("statemigrate.api.convert", stop_after_two)
     assert run("convert", src, dst, "--batch-records", "10").exit_code == 6
-    monkeypatch.setattr("statemigrate.api.convert", pipeline.convert)
+    monkeypatch.setattr("statemigrate.api.convert", real)
     resumed = json.loads(run("convert", src, dst, "--resume", "--json").stdout)
     assert resumed["resumed"] and {t["name"]: t["bytes"] for t in resumed["tables"]} == expected

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from statemigrate import registry
+from statemigrate.api import convert
 from statemigrate.checkpoint import fingerprint
 from statemigrate.engines.base import Engine
 from statemigrate.errors import DestinationError, UsageError
 from statemigrate.model import TableInfo
-from statemigrate.pipeline import convert
 from statemigrate.registry import detect_engine, engine_for_suffix, engine_names, get_engine
 from statemigrate.stores.opening import resolve_destination
 from statemigrate.testing.phases import Phases

@@ -132,7 +132,7 @@ def test_every_verb_has_help() -> None:
 
 
 def test_jsonl_is_refused_clearly(tmp_path, store) -> None:
-    from statemigrate.pipeline import convert
+    from statemigrate.api import convert
 
     dump = tmp_path / "dump.jsonl"
     convert(store, str(dump))

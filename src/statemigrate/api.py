@@ -1,41 +1,200 @@
 """The library's verbs: typed functions that the CLI only calls.
 
-Every verb of the command line is a function here, the schema commands included.
-Paths are ``str`` or :class:`os.PathLike` (a ``pathlib.Path``); a string may name
-the engine as ``ENGINE:PATH``. Failures raise :class:`~statemigrate.errors.StateMigrateError`
-subclasses carrying the contract's exit code.
+This module is the one home of the verbs, as Alembic's ``command.py`` is of its
+commands: each verb of the command line is one function here, with its docstring,
+which resolves what it was given and hands one job to the package that does the work
+(:mod:`.pipeline` for ``convert``, :mod:`.verification` for ``verify`` and
+``checksum``, :mod:`.schema` for the schema verbs). Paths are ``str`` or
+:class:`os.PathLike` (a ``pathlib.Path``); a string may name the engine as
+``ENGINE:PATH``. Failures raise :class:`~statemigrate.errors.StateMigrateError`
+subclasses carrying the contract's exit code. The schema verbs load Alembic's glue
+when first called, so that the command line's ``--help`` stays light.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .engines.base import META_REVISION, META_SCHEMA, Engine, Reader
+from .engines.base import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_RECORDS,
+    META_REVISION,
+    META_SCHEMA,
+    Engine,
+    Reader,
+)
 from .errors import SourceError, StoreBusyError, UsageError
-from .pipeline import ConvertReport, TableReport, convert
-from .progress import ProgressLike, as_progress, run_total, table_total
+from .pipeline import ConvertReport, Job, TableReport
+from .progress import Progress, ProgressLike, as_progress, run_total, table_total
 from .registry import StorePath, engine_names, get_engine, resolve_source
 from .schema.reports import CurrentReport, UpgradeReport
-from .verification import ChecksumReport, VerifyReport, checksum, verify, verify_manifest
+from .stores.opening import Source, resolve_destination
+from .verification import ChecksumReport, VerifyReport
 
 if TYPE_CHECKING:
-    from .schema.runner import (
-        check,
-        current,
-        downgrade,
-        finish_interrupted,
-        history,
-        revision,
-        stamp,
-        upgrade,
+    from .schema.job import UpgradeJob
+
+
+def convert(
+    source: StorePath,
+    destination: StorePath,
+    *,
+    from_engine: str | None = None,
+    to_engine: str | None = None,
+    tables: list[str] | None = None,
+    batch_records: int = DEFAULT_BATCH_RECORDS,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    overwrite: bool = False,
+    verify: bool = True,
+    resume: bool = False,
+    force: bool = False,
+    source_options: dict[str, Any] | None = None,
+    destination_options: dict[str, Any] | None = None,
+    progress: ProgressLike | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    allow_empty: bool = False,
+) -> ConvertReport:
+    """Convert a store to another engine (or the same one), verified, never in place.
+
+    Args:
+        source: the source path, or ``ENGINE:PATH``.
+        destination: the destination path, or ``ENGINE:PATH``.
+        from_engine: the source engine, when not detected.
+        to_engine: the destination engine, when not given in ``destination`` or its suffix.
+        tables: only these tables (all by default).
+        batch_records: records per batch at most.
+        batch_bytes: payload bytes per batch at most (one record may exceed it).
+        overwrite: replace an existing destination (kept until the new one verified).
+        verify: read the destination back and compare digests before renaming it.
+        resume: continue a ``DST.partial`` left by an interrupted run.
+        force: skip the free-space check.
+        source_options: engine options for the reader.
+        destination_options: engine options for the writer.
+        progress: receives progress events: a :class:`~statemigrate.progress.Progress`,
+            or a callable given a :class:`~statemigrate.progress.ProgressEvent` each time.
+        should_stop: polled between batches; True stops with a resumable checkpoint.
+        allow_empty: convert even when the reader left every part of the source out
+            (``skip_foreign_tables``); refused otherwise (exit 4).
+
+    Returns:
+        A :class:`ConvertReport`.
+
+    Raises:
+        StateMigrateError: a subclass carrying the exit code of the contract.
+    """
+    from .pipeline import run
+
+    job = Job(
+        *resolve_source(source, from_engine),
+        *resolve_destination(destination, to_engine),
+        src_options=source_options,
+        dst_options=destination_options,
+        tables=tables,
+        batch_records=batch_records,
+        batch_bytes=batch_bytes,
+        overwrite=overwrite,
+        verify=verify,
+        resume=resume,
+        force=force,
+        progress=as_progress(progress) or Progress(),
+        should_stop=should_stop,
+        allow_empty=allow_empty,
+    )
+    return run(job)
+
+
+def verify(
+    a: StorePath,
+    b: StorePath,
+    *,
+    engine_a: str | None = None,
+    engine_b: str | None = None,
+    limit: int = 20,
+    options_a: dict[str, Any] | None = None,
+    options_b: dict[str, Any] | None = None,
+    progress: ProgressLike | None = None,
+) -> VerifyReport:
+    """Compare two stores record by record, on any two engines.
+
+    Args:
+        a: the first store (path or ``ENGINE:PATH``).
+        b: the second store.
+        engine_a: engine of ``a`` when not detected.
+        engine_b: engine of ``b`` when not detected.
+        limit: how many differences to list (all are counted).
+        options_a: reader options for ``a``.
+        options_b: reader options for ``b``.
+        progress: receives progress events: the phase ``verifying``, then one table at
+            a time, advanced by A's records (B's where A lacks the table), its total
+            from A's engine where it knows the count cheaply.
+
+    Returns:
+        A :class:`VerifyReport`; ``equal`` is False when anything differs.
+    """
+    from .verification import compare
+
+    return compare(
+        Source.named(a, engine_a, options_a),
+        Source.named(b, engine_b, options_b),
+        limit,
+        as_progress(progress),
     )
 
-# convert is statemigrate.pipeline's; verify, verify_manifest and checksum are
-# statemigrate.verification's; the schema verbs statemigrate.schema.runner's.
+
+def verify_manifest(
+    store: StorePath,
+    manifest: str | os.PathLike[str],
+    *,
+    engine: str | None = None,
+    options: dict[str, Any] | None = None,
+    progress: ProgressLike | None = None,
+) -> VerifyReport:
+    """Check a store against a saved manifest (per-table counts and digests).
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        manifest: a manifest written by ``checksum --json``.
+        engine: the engine, when not detected.
+        options: reader options of the engine.
+        progress: receives progress events (one table at a time, as it is digested).
+
+    Returns:
+        A :class:`VerifyReport`; ``equal`` is False when anything differs.
+
+    Raises:
+        UsageError: the manifest is missing or malformed (exit 2).
+    """
+    from .verification import against_manifest
+
+    return against_manifest(Source.named(store, engine, options), manifest, as_progress(progress))
+
+
+def checksum(
+    store: StorePath,
+    *,
+    engine: str | None = None,
+    options: dict[str, Any] | None = None,
+    progress: ProgressLike | None = None,
+) -> ChecksumReport:
+    """Digest every table of a store and the store as a whole.
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        engine: the engine, when not detected.
+        options: reader options of the engine.
+        progress: receives progress events.
+
+    Returns:
+        A :class:`ChecksumReport` whose JSON form is a manifest for :func:`verify_manifest`.
+    """
+    from .verification import digest_of
+
+    return digest_of(Source.named(store, engine, options), as_progress(progress))
 
 
 def open_store(
@@ -261,6 +420,278 @@ def engines() -> list[dict[str, Any]]:
     return out
 
 
+def upgrade(
+    store: StorePath,
+    schema: str | os.PathLike[str],
+    *,
+    to: str = "head",
+    engine: str | None = None,
+    dry_run: bool = False,
+    backup: str | os.PathLike[str] | None = None,
+    digests: bool = True,
+    batch_records: int = DEFAULT_BATCH_RECORDS,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    create: bool = False,
+    progress: ProgressLike | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> UpgradeReport:
+    """Bring a store to a revision of its schema, in place, one atomic revision at a time.
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        schema: the schema directory (an Alembic script directory).
+        to: the target: ``head`` (default), ``heads``, a revision id, ``+N``.
+        engine: the engine, when not detected.
+        dry_run: only list the revisions and operations that would run.
+        backup: first write an engine-native backup of the store there.
+        digests: compute the store digest before and after (for the report).
+        batch_records: records per batch at most.
+        batch_bytes: payload bytes per batch at most.
+        create: make the store first when nothing is at the path, or an empty directory
+            where a directory engine's store goes (a first install); its engine is named
+            (``ENGINE:PATH``, ``engine``) or told by the path's suffix. A store made so is
+            not backed up (``backup``: nothing was there).
+        progress: receives the phases (each revision, the digests) and a table's
+            records as each operation writes them.
+        options: the engine's options for the store (a layout file: ``layout``).
+
+    Returns:
+        An :class:`UpgradeReport` (status ``up_to_date`` when nothing was to do;
+        ``created`` when ``create`` made the store).
+
+    Raises:
+        StoreMissingError: nothing is at the path and ``create`` is not set (exit 4).
+        StoreBusyError: another process holds the store (exit 3).
+        RevisionUnknownError: the store's revision is unknown to the schema (exit 1).
+        RevisionFailedError: a revision failed; the store is at the revision before it.
+    """
+    from .schema.job import UpgradeJob
+
+    job = UpgradeJob(
+        os.fspath(store),
+        schema,
+        to,
+        up=True,
+        engine=engine,
+        dry_run=dry_run,
+        backup=None if backup is None else Path(backup),
+        digests=digests,
+        batch_records=batch_records,
+        batch_bytes=batch_bytes,
+        create=create,
+        progress=as_progress(progress) or Progress(),
+        options=options,
+    )
+    return _migrate(job)
+
+
+def downgrade(
+    store: StorePath,
+    schema: str | os.PathLike[str],
+    *,
+    to: str,
+    engine: str | None = None,
+    dry_run: bool = False,
+    backup: str | os.PathLike[str] | None = None,
+    digests: bool = True,
+    batch_records: int = DEFAULT_BATCH_RECORDS,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    progress: ProgressLike | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> UpgradeReport:
+    """Take a store back to an earlier revision through the revisions' downgrades.
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        schema: the schema directory.
+        to: the target: ``base``, a revision id, ``-N``.
+        engine: the engine, when not detected.
+        dry_run: only list the revisions and operations that would run.
+        backup: first write an engine-native backup of the store there.
+        digests: compute the store digest before and after (for the report).
+        batch_records: records per batch at most.
+        batch_bytes: payload bytes per batch at most.
+        progress: as :func:`upgrade`.
+        options: as :func:`upgrade`.
+
+    Returns:
+        An :class:`UpgradeReport` (status ``downgraded``, or ``up_to_date``).
+
+    Raises:
+        StateMigrateError: as :func:`upgrade`.
+    """
+    from .schema.job import UpgradeJob
+
+    job = UpgradeJob(
+        os.fspath(store),
+        schema,
+        to,
+        up=False,
+        engine=engine,
+        dry_run=dry_run,
+        backup=None if backup is None else Path(backup),
+        digests=digests,
+        batch_records=batch_records,
+        batch_bytes=batch_bytes,
+        progress=as_progress(progress) or Progress(),
+        options=options,
+    )
+    return _migrate(job)
+
+
+def _migrate(job: UpgradeJob) -> UpgradeReport:
+    from .schema.runner import migrate
+
+    return migrate(job)
+
+
+def stamp(
+    store: StorePath,
+    schema: str | os.PathLike[str],
+    revision: str,
+    *,
+    engine: str | None = None,
+    dry_run: bool = False,
+    options: Mapping[str, Any] | None = None,
+) -> UpgradeReport:
+    """Set the store's revision without running anything (Alembic's ``stamp``).
+
+    The checksums of the stamped revisions and their ancestors are recorded as applied.
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        schema: the schema directory.
+        revision: a revision id, ``head`` or ``base``.
+        engine: the engine, when not detected.
+        dry_run: say what the stamp would be; change nothing.
+        options: the engine's options for the store (a layout file: ``layout``).
+
+    Returns:
+        An :class:`UpgradeReport` (status ``stamped``, or ``dry_run``).
+
+    Raises:
+        StateMigrateError: the store is missing (exit 4), busy (exit 3), or the
+            revision is not the schema's (exit 2).
+    """
+    from .schema.runner import stamp_store
+
+    return stamp_store(store, schema, revision, engine, dry_run, options)
+
+
+def finish_interrupted(
+    store: StorePath, *, engine: str | None = None, options: Mapping[str, Any] | None = None
+) -> str | None:
+    """Finish (or roll back) an interrupted upgrade, and nothing else; no schema needed.
+
+    ``upgrade`` and ``downgrade`` do this first on their own; this is for a caller
+    that wants the store whole at its stamped revision without moving it.
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        engine: the engine, when not detected.
+        options: the engine's options for the store (a layout file: ``layout``).
+
+    Returns:
+        What was done, or None when no upgrade was unfinished (nothing is written then;
+        a sort directory that a re-key killed inside its transaction left beside the
+        store is removed, under the store's lock).
+
+    Raises:
+        StoreBusyError: another process holds the store (exit 3).
+    """
+    from .schema.runner import finish
+
+    return finish(store, engine, options)
+
+
+def current(
+    store: StorePath,
+    *,
+    schema: str | os.PathLike[str] | None = None,
+    engine: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> CurrentReport:
+    """The store's stamped revision(s); with a schema, whether it is at head.
+
+    Read only: the store is never changed. An upgrade that was interrupted is reported
+    in ``interrupted`` (``upgrade`` or ``downgrade`` finishes it, or
+    :func:`finish_interrupted`); the revision named is the stamp, the one the store is
+    at once that is done.
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        schema: the schema directory, to say whether the store is at its head.
+        engine: the engine, when not detected.
+        options: the engine's options for the store (a layout file: ``layout``).
+
+    Returns:
+        A :class:`CurrentReport`.
+
+    Raises:
+        StoreMissingError: nothing is at the path (exit 4).
+    """
+    from .schema.queries import current_report
+
+    return current_report(store, schema, engine, options)
+
+
+def check(
+    store: StorePath,
+    schema: str | os.PathLike[str],
+    *,
+    engine: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> CurrentReport:
+    """Whether the store is at the schema's head, no applied revision file changed and no
+    upgrade is unfinished (read only, as :func:`current`).
+
+    Args:
+        store: a path or ``ENGINE:PATH``.
+        schema: the schema directory.
+        engine: the engine, when not detected.
+        options: as :func:`current`.
+
+    Returns:
+        A :class:`CurrentReport`; ``report.ok`` is the answer (the CLI exits 0 or 1).
+    """
+    from .schema.queries import current_report
+
+    return current_report(store, schema, engine, options)
+
+
+def history(schema: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The schema's revisions, newest first.
+
+    Args:
+        schema: the schema directory.
+
+    Returns:
+        One dict per revision: id, down revisions, message, head/merge/branch point.
+    """
+    from .schema.scripts import Schema
+
+    return Schema(schema).history()
+
+
+def revision(
+    schema: str | os.PathLike[str], message: str, *, head: str = "head", rev_id: str | None = None
+) -> str:
+    """Write a new revision file from the schema's ``script.py.mako``.
+
+    Args:
+        schema: the schema directory.
+        message: what the revision does.
+        head: the revision it follows.
+        rev_id: the revision id (random by default, as Alembic makes them).
+
+    Returns:
+        The new file's path.
+    """
+    from .schema.scripts import Schema
+
+    return Schema(schema).new_revision(message, head=head, rev_id=rev_id)
+
+
 __all__ = [
     "ChecksumReport",
     "ConvertReport",
@@ -288,29 +719,3 @@ __all__ = [
     "verify",
     "verify_manifest",
 ]
-
-
-# The schema commands (statemigrate.schema.runner) import Alembic's glue and the native
-# extension: loaded when first asked for, so that the command line's --help stays light.
-_SCHEMA_VERBS = frozenset(
-    (
-        "check",
-        "current",
-        "downgrade",
-        "finish_interrupted",
-        "history",
-        "revision",
-        "stamp",
-        "upgrade",
-    )
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SCHEMA_VERBS:
-        from .schema import runner
-
-        value = getattr(runner, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

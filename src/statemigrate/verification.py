@@ -21,10 +21,9 @@ from .engines.base import Reader
 from .errors import UsageError
 from .model import Record, TableInfo, TableKind, check_source_tables
 from .prefetch import prefetch
-from .progress import Progress, ProgressLike, as_progress, run_total, table_total
-from .registry import StorePath, resolve_source
+from .progress import Progress, run_total, table_total
 from .stores.interrupted import refuse_interrupted
-from .stores.opening import open_source
+from .stores.opening import Source
 from .stores.walk import digest_checked, digest_store
 
 MANIFEST_FORMAT = 1
@@ -91,27 +90,10 @@ class ChecksumReport:
         }
 
 
-def checksum(
-    store: StorePath,
-    *,
-    engine: str | None = None,
-    options: dict[str, Any] | None = None,
-    progress: ProgressLike | None = None,
-) -> ChecksumReport:
-    """Digest every table of a store and the store as a whole.
-
-    Args:
-        store: a path or ``ENGINE:PATH``.
-        engine: the engine, when not detected.
-        options: reader options of the engine.
-        progress: receives progress events.
-
-    Returns:
-        A :class:`ChecksumReport` whose JSON form is a manifest for :func:`verify_manifest`.
-    """
-    eng, path = resolve_source(store, engine)
-    progress = as_progress(progress)
-    with open_source(eng, path, options) as reader:
+def digest_of(src: Source, progress: Progress | None) -> ChecksumReport:
+    """Every table's digest and the store's (:func:`statemigrate.api.checksum`'s work)."""
+    eng, path = src.engine, src.path
+    with src.open() as reader:
         tables = reader.tables()
         refuse_interrupted(path, reader.metadata())  # a half-switched upgrade has no digest
         check_source_tables(tables, reader.metadata(), str(path))
@@ -251,39 +233,11 @@ def _walks(reader: Reader) -> bool:
     return type(reader).native_digests is not Reader.native_digests
 
 
-def verify(
-    a: StorePath,
-    b: StorePath,
-    *,
-    engine_a: str | None = None,
-    engine_b: str | None = None,
-    limit: int = 20,
-    options_a: dict[str, Any] | None = None,
-    options_b: dict[str, Any] | None = None,
-    progress: ProgressLike | None = None,
-) -> VerifyReport:
-    """Compare two stores record by record, on any two engines.
-
-    Args:
-        a: the first store (path or ``ENGINE:PATH``).
-        b: the second store.
-        engine_a: engine of ``a`` when not detected.
-        engine_b: engine of ``b`` when not detected.
-        limit: how many differences to list (all are counted).
-        options_a: reader options for ``a``.
-        options_b: reader options for ``b``.
-        progress: receives progress events: the phase ``verifying``, then one table at
-            a time, advanced by A's records (B's where A lacks the table), its total
-            from A's engine where it knows the count cheaply.
-
-    Returns:
-        A :class:`VerifyReport`; ``equal`` is False when anything differs.
-    """
-    ea, pa = resolve_source(a, engine_a)
-    eb, pb = resolve_source(b, engine_b)
-    progress = as_progress(progress)
+def compare(a: Source, b: Source, limit: int, progress: Progress | None) -> VerifyReport:
+    """Two stores compared record by record (:func:`statemigrate.api.verify`'s work)."""
+    pa, pb = a.path, b.path
     report = VerifyReport(str(pa), str(pb))
-    with open_source(ea, pa, options_a) as ra, open_source(eb, pb, options_b) as rb:
+    with a.open() as ra, b.open() as rb:
         ta = {t.name: t for t in ra.tables()}
         tb = {t.name: t for t in rb.tables()}
         # Before the tables' names: a private table of a running upgrade is its, busy.
@@ -462,34 +416,14 @@ def load_manifest(path: Path) -> dict[str, Any]:
         raise UsageError(f"{path}: not a statemigrate manifest ({exc})") from exc
 
 
-def verify_manifest(
-    store: StorePath,
-    manifest: str | os.PathLike[str],
-    *,
-    engine: str | None = None,
-    options: dict[str, Any] | None = None,
-    progress: ProgressLike | None = None,
+def against_manifest(
+    src: Source, manifest: str | os.PathLike[str], progress: Progress | None
 ) -> VerifyReport:
-    """Check a store against a saved manifest (per-table counts and digests).
-
-    Args:
-        store: a path or ``ENGINE:PATH``.
-        manifest: a manifest written by ``checksum --json``.
-        engine: the engine, when not detected.
-        options: reader options of the engine.
-        progress: receives progress events (one table at a time, as it is digested).
-
-    Returns:
-        A :class:`VerifyReport`; ``equal`` is False when anything differs.
-
-    Raises:
-        UsageError: the manifest is missing or malformed (exit 2).
-    """
+    """A store checked against a saved manifest (:func:`statemigrate.api.verify_manifest`'s work)."""
     saved = load_manifest(Path(manifest))
-    progress = as_progress(progress)
     if progress:
         progress.phase("verifying")
-    now = checksum(store, engine=engine, options=options, progress=progress)
+    now = digest_of(src, progress)
     report = VerifyReport(
         now.store, os.fspath(manifest), digest_a=now.digest, digest_b=saved["digest"]
     )
@@ -516,4 +450,11 @@ def verify_manifest(
     return report
 
 
-__all__ = ["ChecksumReport", "TableKind", "VerifyReport", "checksum", "verify", "verify_manifest"]
+__all__ = [
+    "ChecksumReport",
+    "TableKind",
+    "VerifyReport",
+    "against_manifest",
+    "compare",
+    "digest_of",
+]

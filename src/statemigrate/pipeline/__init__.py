@@ -5,7 +5,8 @@ bounded by count and bytes; each batch is digested (natively) and committed to
 ``DST.partial`` together with a checkpoint. The destination is then read back and its
 digests compared with the source's, synced, and only then renamed into place.
 
-The modules, by job: :mod:`.conversion` (:func:`convert`, its steps in order),
+The verb is :func:`statemigrate.api.convert`; it makes a :class:`~.job.Job` and calls
+:func:`run`. The modules, by job: :mod:`.conversion` (:func:`run`, its steps in order),
 :mod:`.job` (what one convert was asked to do), :mod:`.destination` (the
 destination's engine and path, what may be replaced, the lock, placing),
 :mod:`.sidefiles` (what a side file beside the destination holds), :mod:`.resume`
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from ..model import TableKind
 from ..stores.walk import digest_checked, digest_store
-from .conversion import convert
+from .conversion import run
 from .copy import check_keys
 from .destination import (
     check_destination,
@@ -28,18 +29,20 @@ from .destination import (
     partial_path,
     refuse_in_place,
 )
+from .job import Job
 from .report import ConvertReport, TableReport
 
 __all__ = [
     "ConvertReport",
+    "Job",
     "TableKind",
     "TableReport",
     "check_destination",
     "check_keys",
-    "convert",
     "digest_checked",
     "digest_store",
     "owned_paths",
     "partial_path",
     "refuse_in_place",
+    "run",
 ]

@@ -1,4 +1,6 @@
-"""``convert``: one store to another engine, verified, never in place, as named steps.
+"""A convert's run: one store to another engine, verified, never in place, as named steps.
+
+:func:`statemigrate.api.convert` makes the :class:`~.job.Job` and calls :func:`run`.
 
 Refuse what can be refused, lock the destination, plan the resume, check the source
 and the destination's limits, copy batch by batch into ``DST.partial``, read it back,
@@ -8,27 +10,19 @@ sync it and rename it into place.
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Callable
 from typing import Any
 
 from ..checkpoint import Checkpoint, cleared
 from ..digest import Digest
-from ..engines.base import (
-    DEFAULT_BATCH_BYTES,
-    DEFAULT_BATCH_RECORDS,
-    Reader,
-    Writer,
-)
-from ..errors import DestinationError, InterruptedByUser, SourceError, UsageError
+from ..engines.base import Reader, Writer
+from ..errors import DestinationError, InterruptedByUser, SourceError
 from ..fsutil import crash_point, fsync_tree, lexists, recover_placement
 from ..model import META_CHECKPOINT_DONE, TableInfo, check_source_tables
 from ..perms import keep_owner, no_wider_than
-from ..progress import Progress, ProgressLike, as_progress, drawn, run_total, table_total
-from ..registry import StorePath, resolve_source
+from ..progress import drawn, run_total, table_total
 from ..stores.interrupted import refuse_interrupted
 from ..stores.lockfile import writer_lock
-from ..stores.opening import open_source, resolve_destination
+from ..stores.opening import open_source
 from .copy import carried_metadata, check_keys, copy_tables
 from .destination import (
     check_destination,
@@ -55,82 +49,14 @@ from .sidefiles import check_built_side_files
 from .source import select_tables
 
 
-def convert(
-    source: StorePath,
-    destination: StorePath,
-    *,
-    from_engine: str | None = None,
-    to_engine: str | None = None,
-    tables: list[str] | None = None,
-    batch_records: int = DEFAULT_BATCH_RECORDS,
-    batch_bytes: int = DEFAULT_BATCH_BYTES,
-    overwrite: bool = False,
-    verify: bool = True,
-    resume: bool = False,
-    force: bool = False,
-    source_options: dict[str, Any] | None = None,
-    destination_options: dict[str, Any] | None = None,
-    progress: ProgressLike | None = None,
-    should_stop: Callable[[], bool] = lambda: False,
-    allow_empty: bool = False,
-) -> ConvertReport:
-    """Convert a store to another engine (or the same one), verified, never in place.
-
-    Args:
-        source: the source path, or ``ENGINE:PATH``.
-        destination: the destination path, or ``ENGINE:PATH``.
-        from_engine: the source engine, when not detected.
-        to_engine: the destination engine, when not given in ``destination`` or its suffix.
-        tables: only these tables (all by default).
-        batch_records: records per batch at most.
-        batch_bytes: payload bytes per batch at most (one record may exceed it).
-        overwrite: replace an existing destination (kept until the new one verified).
-        verify: read the destination back and compare digests before renaming it.
-        resume: continue a ``DST.partial`` left by an interrupted run.
-        force: skip the free-space check.
-        source_options: engine options for the reader.
-        destination_options: engine options for the writer.
-        progress: receives progress events: a :class:`~statemigrate.progress.Progress`,
-            or a callable given a :class:`~statemigrate.progress.ProgressEvent` each time.
-        should_stop: polled between batches; True stops with a resumable checkpoint.
-        allow_empty: convert even when the reader left every part of the source out
-            (``skip_foreign_tables``); refused otherwise (exit 4).
-
-    Returns:
-        A :class:`ConvertReport`.
-
-    Raises:
-        StateMigrateError: a subclass carrying the exit code of the contract.
-    """
-    started = time.monotonic()
-    if batch_records < 1 or batch_bytes < 1:
-        raise UsageError("batch sizes must be positive")
-    src_engine, src_path = resolve_source(source, from_engine)
-    dst_engine, final = resolve_destination(destination, to_engine)
-    job = Job(
-        src_engine,
-        src_path,
-        source_options,
-        dst_engine,
-        final,
-        destination_options,
-        tables,
-        batch_records,
-        batch_bytes,
-        overwrite,
-        verify,
-        resume,
-        force,
-        as_progress(progress) or Progress(),
-        should_stop,
-        allow_empty,
-    )
+def run(job: Job) -> ConvertReport:
+    """Run a convert job (:func:`statemigrate.api.convert`'s work), in the order above."""
     _refuse_before_locking(job)
     # Everything made from here (lock, .partial, side files) is no wider than the
     # source, nor than the store an --overwrite replaces.
-    with no_wider_than(src_path, final), writer_lock(final):
+    with no_wider_than(job.src_path, job.final), writer_lock(job.final):
         report = _convert_locked(job)
-    report.seconds = time.monotonic() - started
+    report.seconds = job.seconds()
     job.progress.close()
     return report
 
@@ -324,19 +250,7 @@ def _copy_and_finish(
     """Copy every table from the checkpoint on, drop the checkpoint, make it durable."""
     assert plan.checkpoint is not None
     try:
-        digests = copy_tables(
-            reader,
-            writer,
-            chosen,
-            plan.checkpoint,
-            job.batch_records,
-            job.batch_bytes,
-            job.progress,
-            job.should_stop,
-            str(job.src_path),
-            job.resume_hint,
-            job.sizes,
-        )
+        digests = copy_tables(job, reader, writer, chosen, plan.checkpoint)
         writer.put_metadata(cleared(META_CHECKPOINT_DONE + name for name in plan.checkpoint.done))
         crash_point("copied")
         job.progress.phase("syncing")
@@ -376,4 +290,4 @@ def _place(job: Job) -> None:
     put_in_place(job.dst_engine, job.partial, job.final)
 
 
-__all__ = ["convert"]
+__all__ = ["run"]

@@ -9,7 +9,6 @@ name: limits come from the destination's declared capabilities.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from operator import itemgetter
 
 from ..checkpoint import Checkpoint, is_checkpoint_entry
@@ -19,8 +18,9 @@ from ..errors import InterruptedByUser
 from ..fsutil import crash_point
 from ..model import Batch, TableInfo
 from ..prefetch import prefetch
-from ..progress import Progress, table_total
+from ..progress import table_total
 from ..stores.walk import digest_checked
+from .job import Job
 
 
 def check_keys(engine: type[Engine], reader: Reader, tables: list[TableInfo]) -> None:
@@ -87,35 +87,20 @@ def carried_metadata(
 
 
 def copy_tables(
-    reader: Reader,
-    writer: Writer,
-    chosen: list[TableInfo],
-    cp: Checkpoint,
-    batch_records: int,
-    batch_bytes: int,
-    progress: Progress,
-    should_stop: Callable[[], bool],
-    where: str,
-    hint: str,
-    sizes: dict[str, int] | None = None,
+    job: Job, reader: Reader, writer: Writer, chosen: list[TableInfo], cp: Checkpoint
 ) -> dict[str, Digest]:
     """Stream every table into the writer, committing the checkpoint with each batch.
 
     Tables the checkpoint holds as done are skipped; the table in progress goes on
-    after its last key. ``should_stop`` is polled after every commit.
+    after its last key. The job's ``should_stop`` is polled after every commit; its
+    ``sizes`` receives the payload bytes this run copied of each table.
 
     Args:
+        job: the convert (batch bounds, progress, should_stop, the source's name).
         reader: the source, at one snapshot.
         writer: the destination being built.
         chosen: the tables to copy, in name order.
         cp: the checkpoint, updated as batches commit.
-        batch_records: records per batch at most.
-        batch_bytes: payload bytes per batch at most.
-        progress: receives progress events.
-        should_stop: True stops the copy with its work kept.
-        where: the source, as named in errors.
-        hint: how to go on after a stop.
-        sizes: receives the payload bytes this run copied of each table.
 
     Returns:
         Each table's digest, as read from the source.
@@ -132,41 +117,24 @@ def copy_tables(
                 if table.name not in existing:
                     writer.create_table(table)
                 cp.table, cp.last_key, cp.so_far = table.name, None, Digest()
-            total, copied = _copy_table(
-                reader,
-                writer,
-                table,
-                cp,
-                (batch_records, batch_bytes),
-                progress,
-                should_stop,
-                where,
-                hint,
-            )
-            if sizes is not None:
-                sizes[table.name] = copied
+            total, job.sizes[table.name] = _copy_table(job, reader, writer, table, cp)
             writer.put_metadata(cp.finish_table(table.name, total))
-            _stop_if_told(should_stop, hint)
+            _stop_if_told(job)
         digests[table.name] = cp.done[table.name]
     return digests
 
 
 def _copy_table(
-    reader: Reader,
-    writer: Writer,
-    table: TableInfo,
-    cp: Checkpoint,
-    bounds: tuple[int, int],
-    progress: Progress,
-    should_stop: Callable[[], bool],
-    where: str,
-    hint: str,
+    job: Job, reader: Reader, writer: Writer, table: TableInfo, cp: Checkpoint
 ) -> tuple[Digest, int]:
     """Copy one table from the checkpoint's last key on; its whole digest, the bytes copied."""
     after, total = cp.last_key, cp.so_far
     copied = 0
+    progress, where = job.progress, str(job.src_path)
     progress.start_table(table.name, table_total(progress, reader, table))
-    batches = reader.read_batches(table, after, max_records=bounds[0], max_bytes=bounds[1])
+    batches = reader.read_batches(
+        table, after, max_records=job.batch_records, max_bytes=job.batch_bytes
+    )
     for batch in prefetch(batches) if reader.threadsafe_reads else batches:
         d, nbytes = digest_checked(batch, table, after, where)
         total = total + d
@@ -176,11 +144,11 @@ def _copy_table(
         crash_point("batch")
         copied += nbytes
         progress.advance(d.count, nbytes)
-        _stop_if_told(should_stop, hint)
+        _stop_if_told(job)
     progress.end_table()
     return total, copied
 
 
-def _stop_if_told(should_stop: Callable[[], bool], hint: str) -> None:
-    if should_stop():
-        raise InterruptedByUser("interrupted; the work done so far is kept", hint=hint)
+def _stop_if_told(job: Job) -> None:
+    if job.should_stop():
+        raise InterruptedByUser("interrupted; the work done so far is kept", hint=job.resume_hint)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..checkpoint import fingerprint
-from ..engines.base import Engine
+from ..engines.base import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_RECORDS, Engine
+from ..errors import UsageError
 from ..progress import Progress
 from .destination import done_mark, partial_path
 from .report import ConvertReport
@@ -16,7 +18,7 @@ from .report import ConvertReport
 
 @dataclass
 class Job:
-    """What :func:`~statemigrate.pipeline.convert` was asked to do, resolved.
+    """What :func:`~statemigrate.api.convert` was asked to do, resolved; passed down whole.
 
     Attributes:
         src_engine: the source's engine.
@@ -37,25 +39,35 @@ class Job:
         allow_empty: a source whose every part the reader left out (``skip_foreign_tables``)
             may be converted into an empty store.
         sizes: each source table's payload bytes, from the last whole read of it.
+        started: when the job began (``time.monotonic``), for the report's seconds.
     """
 
     src_engine: type[Engine]
     src_path: Path
-    src_options: dict[str, Any] | None
     dst_engine: type[Engine]
     final: Path
-    dst_options: dict[str, Any] | None
-    tables: list[str] | None
-    batch_records: int
-    batch_bytes: int
-    overwrite: bool
-    verify: bool
-    resume: bool
-    force: bool
-    progress: Progress
-    should_stop: Callable[[], bool]
+    src_options: Mapping[str, Any] | None = None
+    dst_options: Mapping[str, Any] | None = None
+    tables: list[str] | None = None
+    batch_records: int = DEFAULT_BATCH_RECORDS
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+    overwrite: bool = False
+    verify: bool = True
+    resume: bool = False
+    force: bool = False
+    progress: Progress = field(default_factory=Progress)
+    should_stop: Callable[[], bool] = lambda: False
     allow_empty: bool = False
     sizes: dict[str, int] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        if self.batch_records < 1 or self.batch_bytes < 1:
+            raise UsageError("batch sizes must be positive")
+
+    def seconds(self) -> float:
+        """Seconds since the job began."""
+        return time.monotonic() - self.started
 
     @property
     def partial(self) -> Path:

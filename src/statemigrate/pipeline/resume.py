@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
@@ -107,7 +107,7 @@ def plan_resume(job: Job) -> ResumePlan:
 
 
 def load_checkpoint(
-    engine: type[Engine], partial: Path, options: dict[str, Any] | None
+    engine: type[Engine], partial: Path, options: Mapping[str, Any] | None
 ) -> Checkpoint | None:
     """The checkpoint committed in ``partial``, or None (nothing there can be trusted)."""
     try:

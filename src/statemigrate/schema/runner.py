@@ -1,7 +1,8 @@
-"""The verbs that change a store: upgrade, downgrade, stamp, finish_interrupted.
+"""Running the verbs that change a store: upgrade, downgrade, stamp, finish_interrupted.
 
-``current``, ``check``, ``history`` and ``revision`` change no store: they are
-:mod:`.queries`', importable from here too.
+The verbs themselves, with their arguments and docstrings, are
+:mod:`statemigrate.api`'s; they call :func:`migrate` with an :class:`~.job.UpgradeJob`,
+:func:`stamp_store` and :func:`finish`.
 
 Order of an upgrade (the installer contract): take the store's lock (busy: exit 3),
 read its stamp (a revision the schema does not know: exit 1, nothing changed),
@@ -19,33 +20,24 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..engines.base import (
-    DEFAULT_BATCH_BYTES,
-    DEFAULT_BATCH_RECORDS,
-    META_REVISION,
-    Engine,
-    Reader,
-    Writer,
-)
+from ..engines.base import META_REVISION, Engine
 from ..errors import StateMigrateError
 from ..model import TableInfo
-from ..progress import Progress, ProgressLike, as_progress
 from ..registry import StorePath
-from ..stores.walk import store_digest_of
 from . import op as op_module
 from .backup import write_backup
 from .errors import RevisionFailedError, RevisionUnknownError, with_adoption_hint
 from .first_install import is_vacant, make_store
 from .heads import already_at_head
+from .job import RevisionRun, UpgradeJob
 from .journal import (
     META_CHECKSUMS,
     crash_point,
     needs_recovery,
     recover,
 )
-from .queries import check, current, history, revision
 from .recorder import Recorder
-from .reports import CurrentReport, UpgradeReport
+from .reports import UpgradeReport
 from .scripts import Schema, Step
 from .sort import leftovers, remove_leftovers
 from .staging import Staging
@@ -75,15 +67,13 @@ def _record_steps(
         report.revisions.append(_step_json(step, 0.0, rec.log))
 
 
-def _dry_run_of_a_new_store(
-    store: str, engine: str | None, schema: Schema, target: str, started: float
-) -> UpgradeReport:
-    eng, path = new_store_engine(store, engine)
+def _dry_run_of_a_new_store(job: UpgradeJob, schema: Schema) -> UpgradeReport:
+    eng, path = new_store_engine(job.store, job.engine)
     report = UpgradeReport(str(path), eng.name, str(schema.dir), dry_run=True, status="dry_run")
-    steps = schema.steps([], target, True)
+    steps = schema.steps([], job.target, True)
     report.to_revisions = steps[-1].heads_after if steps else []
     _record_steps(eng, steps, [], report)
-    report.seconds = time.monotonic() - started
+    report.seconds = job.seconds()
     return report
 
 
@@ -97,113 +87,82 @@ def _check_known(schema: Schema, path: Path, current: list[str]) -> None:
         )
 
 
-def _recover(
-    eng: type[Engine], writer: Writer, path: Path, batch_records: int, batch_bytes: int
-) -> str | None:
-    remove_leftovers(path)
-    with atomic(eng, writer):
-        return recover(writer, eng.capabilities.rename_table, batch_records, batch_bytes)
+def _recover(run: RevisionRun) -> str | None:
+    remove_leftovers(run.path)
+    with atomic(run.engine, run.writer):
+        return recover(
+            run.writer, run.engine.capabilities.rename_table, run.batch_records, run.batch_bytes
+        )
 
 
-def _digest_reader(reader: Reader) -> str:
-    return store_digest_of(reader.tables(), reader.read_batches, str(reader.path))
-
-
-def _migrate(
-    store: StorePath,
-    schema_dir: str | os.PathLike[str],
-    target: str,
-    up: bool,
-    *,
-    engine: str | None,
-    dry_run: bool,
-    backup: str | os.PathLike[str] | None,
-    digests: bool,
-    batch_records: int,
-    batch_bytes: int,
-    create: bool = False,
-    progress: ProgressLike | None = None,
-    options: Mapping[str, Any] | None = None,
-) -> UpgradeReport:
-    started = time.monotonic()
-    progress = as_progress(progress) or Progress()
+def migrate(job: UpgradeJob) -> UpgradeReport:
+    """Run an upgrade or downgrade job (:func:`statemigrate.api.upgrade`'s work)."""
+    progress = job.progress
     created = False
-    store = os.fspath(store)
-    vacant = create and is_vacant(store, engine)  # nothing there, or an empty directory
-    at_head_asked = up and not dry_run and target in ("head", "heads")
-    if at_head_asked and not vacant and not is_missing(store, engine):
-        at_head = already_at_head(store, engine, schema_dir, options)  # Alembic not loaded
+    vacant = job.create and is_vacant(job.store, job.engine)  # nothing there, or empty
+    if job.at_head_asked and not vacant and not is_missing(job.store, job.engine):
+        # Answered from the stamp and the revision files' literals: Alembic not loaded.
+        at_head = already_at_head(job.store, job.engine, job.schema_dir, job.options)
         if at_head is not None:
-            at_head.seconds = time.monotonic() - started
+            at_head.seconds = job.seconds()
             return at_head
     if vacant:
-        schema = Schema(schema_dir)  # a broken schema is refused before anything exists
-        if dry_run:
-            return _dry_run_of_a_new_store(store, engine, schema, target, started)
-        new_eng, new_path = new_store_engine(store, engine)
-        created = make_store(new_eng, new_path, options)
-        store, engine = str(new_path), new_eng.name
-    eng, path = in_place_engine(store, engine, CREATE_HINT if up else MISSING_HINT)
-    schema = Schema(schema_dir)
-    report = UpgradeReport(str(path), eng.name, str(schema.dir), dry_run=dry_run, created=created)
-    meta, tables, reader = peek(eng, path, options)
+        schema = Schema(job.schema_dir)  # a broken schema is refused before anything exists
+        if job.dry_run:
+            return _dry_run_of_a_new_store(job, schema)
+        new_eng, new_path = new_store_engine(job.store, job.engine)
+        created = make_store(new_eng, new_path, job.options)
+        job.store, job.engine = str(new_path), new_eng.name
+    eng, path = in_place_engine(job.store, job.engine, CREATE_HINT if job.up else MISSING_HINT)
+    schema = Schema(job.schema_dir)
+    report = UpgradeReport(
+        str(path), eng.name, str(schema.dir), dry_run=job.dry_run, created=created
+    )
+    meta, tables, reader = peek(eng, path, job.options)
     with reader:
         raw = meta.get(META_REVISION)
         current = sorted(json.loads(raw)) if raw else []
         _check_known(schema, path, current)
         report.from_revisions = list(current)
-        steps = schema.steps(current, target, up)
+        steps = schema.steps(current, job.target, job.up)
         report.to_revisions = steps[-1].heads_after if steps else list(current)
         pending = needs_recovery(meta)
-        if dry_run or not (steps or pending):
+        if job.dry_run or not (steps or pending):
             if pending:
                 report.recovered = "an interrupted revision would be finished or rolled back first"
             _record_steps(eng, steps, tables, report)
             # At the target: the stamp answers; no digest (the store is not read).
-            report.status = "dry_run" if dry_run else "up_to_date"
-            report.seconds = time.monotonic() - started
+            report.status = "dry_run" if job.dry_run else "up_to_date"
+            report.seconds = job.seconds()
             return report
-    with open_writer(eng, path, options) as writer:
-        report.recovered = _recover(eng, writer, path, batch_records, batch_bytes)
-        current = stamped_revisions(eng, path, writer.metadata(), options)
+    with open_writer(eng, path, job.options) as writer:
+        run = RevisionRun(eng, writer, path, job.batch_records, job.batch_bytes, progress)
+        report.recovered = _recover(run)
+        current = stamped_revisions(eng, path, writer.metadata(), job.options)
         _check_known(schema, path, current)
         report.from_revisions = list(current)
-        steps = schema.steps(current, target, up)
+        steps = schema.steps(current, job.target, job.up)
         report.to_revisions = steps[-1].heads_after if steps else list(current)
-        counts: dict[str, int] = {}  # tables' record counts, progress totals
-        if digests:
+        if job.digests:
             progress.phase("digesting the store before")
-            report.digest_before = digest_writer(writer, progress, counts)
+            report.digest_before = digest_writer(writer, progress, run.counts)
         if not steps:
             report.status = "up_to_date"
             report.digest_after = report.digest_before
             writer.finish()
-            report.seconds = time.monotonic() - started
+            report.seconds = job.seconds()
             return report
-        if backup is not None and not created:  # nothing was there to back up
-            progress.phase(f"writing the backup {backup}")
-            report.backup = str(write_backup(eng, writer, Path(backup)))
+        if job.backup is not None and not created:  # nothing was there to back up
+            progress.phase(f"writing the backup {job.backup}")
+            report.backup = str(write_backup(eng, writer, job.backup))
         checksums = json.loads(writer.metadata().get(META_CHECKSUMS) or b"{}")
-        counter = [0]
         for i, step in enumerate(steps, 1):
             t0 = time.monotonic()
             progress.phase(
                 f"revision {step.revision} ({i} of {len(steps)}, {step.direction}): {step.doc}"
             )
             try:
-                log = _run_step(
-                    eng,
-                    writer,
-                    path,
-                    schema,
-                    step,
-                    checksums,
-                    counter,
-                    batch_records,
-                    batch_bytes,
-                    progress,
-                    counts,
-                )
+                log = _run_step(run, schema, step, checksums)
             except RevisionFailedError as exc:
                 with_adoption_hint(exc, current, tables, path, schema.dir)
                 raise
@@ -211,12 +170,12 @@ def _migrate(
             crash_point(f"{step.revision} done")
         progress.phase("syncing")
         writer.finish()
-        if digests:
+        if job.digests:
             progress.phase("digesting the store after")
-            report.digest_after = digest_writer(writer, progress, counts)
+            report.digest_after = digest_writer(writer, progress, run.counts)
     progress.close()
-    report.status = "upgraded" if up else "downgraded"
-    report.seconds = time.monotonic() - started
+    report.status = "upgraded" if job.up else "downgraded"
+    report.seconds = job.seconds()
     return report
 
 
@@ -230,35 +189,11 @@ def _step_json(step: Step, seconds: float, log: list[str]) -> dict[str, Any]:
     }
 
 
-def _run_step(
-    eng: type[Engine],
-    writer: Writer,
-    path: Path,
-    schema: Schema,
-    step: Step,
-    checksums: dict[str, str],
-    counter: list[int],
-    batch_records: int,
-    batch_bytes: int,
-    progress: Progress,
-    counts: dict[str, int] | None = None,
-) -> list[str]:
+def _run_step(run: RevisionRun, schema: Schema, step: Step, checksums: dict[str, str]) -> list[str]:
     """One revision and its stamp, atomically; on failure the store stays at the revision before."""
     try:
-        with atomic(eng, writer):
-            staging = Staging(
-                eng,
-                writer,
-                path,
-                step.revision,
-                batch_records,
-                batch_bytes,
-                counter,
-                to=step.heads_after,
-                direction=step.direction,
-                progress=progress,
-                counts=counts,
-            )
+        with atomic(run.engine, run.writer):
+            staging = Staging(run, step.revision, to=step.heads_after, direction=step.direction)
             try:
                 with op_module.bind(staging):
                     step.fn()
@@ -280,161 +215,27 @@ def _run_step(
         # Roll back what the failed revision built (non-transactional engines), or
         # finish a switch that was committed; never leave private tables behind.
         with contextlib.suppress(Exception):
-            _recover(eng, writer, path, batch_records, batch_bytes)
+            _recover(run)
         raise
     return staging.log
 
 
-def upgrade(
+def stamp_store(
     store: StorePath,
-    schema: str | os.PathLike[str],
-    *,
-    to: str = "head",
-    engine: str | None = None,
-    dry_run: bool = False,
-    backup: str | os.PathLike[str] | None = None,
-    digests: bool = True,
-    batch_records: int = DEFAULT_BATCH_RECORDS,
-    batch_bytes: int = DEFAULT_BATCH_BYTES,
-    create: bool = False,
-    progress: ProgressLike | None = None,
-    options: Mapping[str, Any] | None = None,
-) -> UpgradeReport:
-    """Bring a store to a revision of its schema, in place, one atomic revision at a time.
-
-    Args:
-        store: a path or ``ENGINE:PATH``.
-        schema: the schema directory (an Alembic script directory).
-        to: the target: ``head`` (default), ``heads``, a revision id, ``+N``.
-        engine: the engine, when not detected.
-        dry_run: only list the revisions and operations that would run.
-        backup: first write an engine-native backup of the store there.
-        digests: compute the store digest before and after (for the report).
-        batch_records: records per batch at most.
-        batch_bytes: payload bytes per batch at most.
-        create: make the store first when nothing is at the path, or an empty directory
-            where a directory engine's store goes (a first install); its engine is named
-            (``ENGINE:PATH``, ``engine``) or told by the path's suffix. A store made so is
-            not backed up (``backup``: nothing was there).
-        progress: receives the phases (each revision, the digests) and a table's
-            records as each operation writes them.
-        options: the engine's options for the store (a layout file: ``layout``).
-
-    Returns:
-        An :class:`UpgradeReport` (status ``up_to_date`` when nothing was to do;
-        ``created`` when ``create`` made the store).
-
-    Raises:
-        StoreMissingError: nothing is at the path and ``create`` is not set (exit 4).
-        StoreBusyError: another process holds the store (exit 3).
-        RevisionUnknownError: the store's revision is unknown to the schema (exit 1).
-        RevisionFailedError: a revision failed; the store is at the revision before it.
-    """
-    return _migrate(
-        store,
-        schema,
-        to,
-        True,
-        engine=engine,
-        dry_run=dry_run,
-        backup=backup,
-        digests=digests,
-        batch_records=batch_records,
-        batch_bytes=batch_bytes,
-        create=create,
-        progress=progress,
-        options=options,
-    )
-
-
-def downgrade(
-    store: StorePath,
-    schema: str | os.PathLike[str],
-    *,
-    to: str,
-    engine: str | None = None,
-    dry_run: bool = False,
-    backup: str | os.PathLike[str] | None = None,
-    digests: bool = True,
-    batch_records: int = DEFAULT_BATCH_RECORDS,
-    batch_bytes: int = DEFAULT_BATCH_BYTES,
-    progress: ProgressLike | None = None,
-    options: Mapping[str, Any] | None = None,
-) -> UpgradeReport:
-    """Take a store back to an earlier revision through the revisions' downgrades.
-
-    Args:
-        store: a path or ``ENGINE:PATH``.
-        schema: the schema directory.
-        to: the target: ``base``, a revision id, ``-N``.
-        engine: the engine, when not detected.
-        dry_run: only list the revisions and operations that would run.
-        backup: first write an engine-native backup of the store there.
-        digests: compute the store digest before and after (for the report).
-        batch_records: records per batch at most.
-        batch_bytes: payload bytes per batch at most.
-        progress: as :func:`upgrade`.
-        options: as :func:`upgrade`.
-
-    Returns:
-        An :class:`UpgradeReport` (status ``downgraded``, or ``up_to_date``).
-
-    Raises:
-        StateMigrateError: as :func:`upgrade`.
-    """
-    return _migrate(
-        store,
-        schema,
-        to,
-        False,
-        engine=engine,
-        dry_run=dry_run,
-        backup=backup,
-        digests=digests,
-        batch_records=batch_records,
-        batch_bytes=batch_bytes,
-        progress=progress,
-        options=options,
-    )
-
-
-def stamp(
-    store: StorePath,
-    schema: str | os.PathLike[str],
+    schema_dir: str | os.PathLike[str],
     revision: str,
-    *,
-    engine: str | None = None,
-    dry_run: bool = False,
-    options: Mapping[str, Any] | None = None,
+    engine: str | None,
+    dry_run: bool,
+    options: Mapping[str, Any] | None,
 ) -> UpgradeReport:
-    """Set the store's revision without running anything (Alembic's ``stamp``).
-
-    The checksums of the stamped revisions and their ancestors are recorded as applied.
-
-    Args:
-        store: a path or ``ENGINE:PATH``.
-        schema: the schema directory.
-        revision: a revision id, ``head`` or ``base``.
-        engine: the engine, when not detected.
-        dry_run: say what the stamp would be; change nothing.
-        options: the engine's options for the store (a layout file: ``layout``).
-
-    Returns:
-        An :class:`UpgradeReport` (status ``stamped``, or ``dry_run``).
-
-    Raises:
-        StateMigrateError: the store is missing (exit 4), busy (exit 3), or the
-            revision is not the schema's (exit 2).
-    """
+    """Set the store's revision without running anything (:func:`statemigrate.api.stamp`)."""
     started = time.monotonic()
     eng, path = in_place_engine(store, engine)
-    sch = Schema(schema)
+    sch = Schema(schema_dir)
     report = UpgradeReport(str(path), eng.name, str(sch.dir), dry_run=dry_run)
     with open_writer(eng, path, options) as writer:
         if not dry_run:
-            report.recovered = _recover(
-                eng, writer, path, DEFAULT_BATCH_RECORDS, DEFAULT_BATCH_BYTES
-            )
+            report.recovered = _recover(RevisionRun(eng, writer, path))
         current = stamped_revisions(eng, path, writer.metadata(), options)
         report.from_revisions = current
         known = [r for r in current if sch.knows(r)]
@@ -455,27 +256,8 @@ def stamp(
     return report
 
 
-def finish_interrupted(
-    store: StorePath, *, engine: str | None = None, options: Mapping[str, Any] | None = None
-) -> str | None:
-    """Finish (or roll back) an interrupted upgrade, and nothing else; no schema needed.
-
-    ``upgrade`` and ``downgrade`` do this first on their own; this is for a caller
-    that wants the store whole at its stamped revision without moving it.
-
-    Args:
-        store: a path or ``ENGINE:PATH``.
-        engine: the engine, when not detected.
-        options: the engine's options for the store (a layout file: ``layout``).
-
-    Returns:
-        What was done, or None when no upgrade was unfinished (nothing is written then;
-        a sort directory that a re-key killed inside its transaction left beside the
-        store is removed, under the store's lock).
-
-    Raises:
-        StoreBusyError: another process holds the store (exit 3).
-    """
+def finish(store: StorePath, engine: str | None, options: Mapping[str, Any] | None) -> str | None:
+    """Finish or roll back an interrupted upgrade (:func:`statemigrate.api.finish_interrupted`)."""
     eng, path = in_place_engine(store, engine)
     meta, _tables, reader = peek(eng, path, options)
     reader.close()
@@ -487,21 +269,9 @@ def finish_interrupted(
             remove_leftovers(path)
         return "removed the sort directory of an interrupted revision (the store is unchanged)"
     with open_writer(eng, path, options) as writer:
-        done = _recover(eng, writer, path, DEFAULT_BATCH_RECORDS, DEFAULT_BATCH_BYTES)
+        done = _recover(RevisionRun(eng, writer, path))
         writer.finish()
     return done
 
 
-__all__ = [
-    "CurrentReport",
-    "UpgradeReport",
-    "check",
-    "current",
-    "digest_writer",
-    "downgrade",
-    "finish_interrupted",
-    "history",
-    "revision",
-    "stamp",
-    "upgrade",
-]
+__all__ = ["digest_writer", "finish", "migrate", "stamp_store"]

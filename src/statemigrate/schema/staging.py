@@ -15,14 +15,13 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
-from ..engines.base import META_REVISION, META_TABLE_PREFIX, Engine, Writer
+from ..engines.base import META_REVISION, META_TABLE_PREFIX
 from ..errors import UsageError
 from ..model import TableInfo, TableKind, check_table_name
-from ..progress import Progress
 from .errors import RevisionFailedError
+from .job import RevisionRun
 from .journal import (
     META_CHECKSUMS,
     META_JOURNAL,
@@ -41,32 +40,25 @@ class Staging:
 
     def __init__(
         self,
-        engine: type[Engine],
-        writer: Writer,
-        path: Path,
+        run: RevisionRun,
         revision: str,
-        batch_records: int,
-        batch_bytes: int,
-        counter: list[int],
         *,
         to: list[str] | None = None,
         direction: str = "upgrade",
-        progress: Progress | None = None,
-        counts: dict[str, int] | None = None,
     ) -> None:
-        self.engine = engine
-        self.writer = writer
-        self.path = path
+        self.engine = run.engine
+        self.writer = writer = run.writer
+        self.path = run.path
         self.revision = revision
-        self.batch_records = batch_records
-        self.batch_bytes = batch_bytes
-        self.counter = counter  # shared across a run: private names never repeat
+        self.batch_records = run.batch_records
+        self.batch_bytes = run.batch_bytes
+        self.counter = run.counter  # shared across a run: private names never repeat
         self.to = list(to or [])
         self.direction = direction
-        self.progress = progress or Progress()  # a bar or log line per table written
+        self.progress = run.progress  # a bar or log line per table written
         # Progress totals: the store's tables' record counts where known (shared across
         # a run, carried over each commit), and what this revision wrote in its tables.
-        self.counts = counts if counts is not None else {}
+        self.counts = run.counts
         self.written: dict[str, int] = {}
         self.private: list[str] = []  # every private name this revision took, in order
         self.original = {t.name: t for t in writer.list_tables()}

@@ -8,14 +8,40 @@ another statemigrate is writing is busy, exit 3).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..engines.base import Engine, Reader
 from ..errors import SourceError, UsageError
-from ..registry import StorePath, engine_for_suffix, parse_store
+from ..registry import StorePath, engine_for_suffix, parse_store, resolve_source
 
-__all__ = ["open_source", "resolve_destination"]
+__all__ = ["Source", "open_source", "resolve_destination"]
+
+
+@dataclass(frozen=True)
+class Source:
+    """An existing store to read: its engine, its path, the reader's options.
+
+    Made by :meth:`named` from what a caller gave (``ENGINE:PATH``, or a path and an
+    engine that is detected when not given); opened by :meth:`open`.
+    """
+
+    engine: type[Engine]
+    path: Path
+    options: Mapping[str, Any] | None = None
+
+    @classmethod
+    def named(
+        cls, store: StorePath, engine: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> Source:
+        """The store a caller named (see :func:`~statemigrate.registry.resolve_source`)."""
+        eng, path = resolve_source(store, engine)
+        return cls(eng, path, options)
+
+    def open(self) -> Reader:
+        """Its reader, at one consistent snapshot (:func:`open_source`)."""
+        return open_source(self.engine, self.path, self.options)
 
 
 def resolve_destination(spec: StorePath, engine: str | None) -> tuple[type[Engine], Path]:
