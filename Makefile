@@ -45,6 +45,7 @@ $(INSTALLED): $(PYTHON) $(BUILT_FROM)
 	@touch $@
 	@echo "install: done ($(VENV))"
 
+SYSTEM_DEPS := sqlite3 rocksdb-tools librocksdb-dev g++ postfix postfix-lmdb lmdb-utils
 system-deps:  ## Debian's sqlite3, ldb, librocksdb-dev, g++, postfix-lmdb, lmdb-utils (the app tests)
 	@dpkg-query -W -f='$${Status}\n' $(SYSTEM_DEPS) 2>/dev/null | grep -c '^install ok installed$$' \
 	  | grep -qx '$(words $(SYSTEM_DEPS))' || { \
