@@ -18,7 +18,6 @@ import pytest
 from click.testing import CliRunner
 
 from statemigrate.cli import main
-from statemigrate.cli.output import JSON_SCHEMA_VERSION
 from statemigrate.engines.sqlite import SqliteEngine
 from statemigrate.model import TableInfo, TableKind
 from statemigrate.testing.holders import app_holding
@@ -43,7 +42,8 @@ def run_json(*args: object) -> tuple[int, dict[str, Any]]:
     command = str(args[0])
     data = json.loads(res.stdout)  # one document, nothing else on stdout
     jsonschema.validate(data, schema_of(command), cls=jsonschema.Draft202012Validator)
-    assert data["command"] == command and data["schema_version"] == JSON_SCHEMA_VERSION
+    documented = schema_of(command)["properties"]["schema_version"]["const"]
+    assert data["command"] == command and data["schema_version"] == documented
     assert data["exit_code"] == res.exit_code, (data, res.output)
     if res.exit_code not in (0, 1):
         assert res.stderr.startswith("statemigrate: error: ") or "Error:" in res.stderr
@@ -71,7 +71,8 @@ def test_every_schema_is_a_valid_draft_2020_12_schema(command: str) -> None:
 def test_the_schemas_can_fail(command: str) -> None:
     """A status paired with another command's exit code, or a failure without its
     error, is rejected: the schemas pin what they promise."""
-    base = {"schema_version": 1, "command": command, "error": "x", "hint": None}
+    version = schema_of(command)["properties"]["schema_version"]["const"]
+    base = {"schema_version": version, "command": command, "error": "x", "hint": None}
     validator = jsonschema.Draft202012Validator(schema_of(command))
     assert validator.is_valid({**base, "status": "busy", "exit_code": 3})
     assert not validator.is_valid({**base, "status": "failed", "exit_code": 4})
@@ -97,6 +98,10 @@ def test_success_objects(src: Path, tmp_path: Path) -> None:
     assert code == 0 and against["status"] == "equal"
     code, seen = run_json("inspect", src, "--json")
     assert code == 0 and seen["status"] == "ok"
+    # --no-verify: valid against the schema (version 2), its digests null.
+    code, fast = run_json("convert", src, tmp_path / "c.rocksdb", "--no-verify", "--json")
+    assert code == 0 and fast["verified"] is False and fast["store_digest"] is None
+    assert [t["digest"] for t in fast["tables"]] == [None] * len(conv["tables"])
     assert [(t["table"], t["records"]) for t in seen["tables"]] == [("events", 50), ("settings", 1)]
 
 

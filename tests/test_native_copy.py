@@ -279,8 +279,28 @@ def test_no_verify(engine: str, tmp_path: Path) -> None:
     progress = Phases()
     report = convert(str(src), str(dst), verify=False, progress=progress)
     assert progress.native() and "verifying" not in progress.phases
-    assert not report.verified and report.store_digest == content_digest(CONTENT)
+    # No verification work: the source is not digested (no "reading the source"
+    # phase), the copy is the only read, and the report carries no digests.
+    assert not any(p.startswith("reading the source") for p in progress.phases), progress.phases
+    assert not report.verified and report.store_digest is None
+    assert [(t.records, t.bytes, t.digest) for t in report.tables] == [(None, None, None)] * len(
+        report.tables
+    )
+    assert report.records is None and len(report.tables) == len(CONTENT)
     assert read_store(get_engine(engine), dst) == read_store(get_engine(engine), src)
+    # What --no-verify left out, checksum gives: the copy's digest is the source's.
+    assert checksum(str(dst)).digest == content_digest(CONTENT)
+
+
+def test_no_verify_on_the_batch_path_counts_but_carries_no_digest(tmp_path: Path) -> None:
+    src = store("sqlite", tmp_path)
+    dst = tmp_path / "dst.lmdb"
+    report = convert(str(src), str(dst), verify=False)
+    assert not report.verified and report.store_digest is None
+    assert all(t.digest is None for t in report.tables)
+    counted = {t.name: t.records for t in report.tables}
+    assert counted == {t.name: len(records) for t, records in CONTENT.items()}
+    assert checksum(str(dst)).digest == content_digest(CONTENT)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

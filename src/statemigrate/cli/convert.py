@@ -261,7 +261,9 @@ def _count_option(flag: str, default: int, help: str, minimum: int = 1) -> Calla
     "--resume", is_flag=True, help="Continue DST.partial left by an interrupted run (or start)."
 )
 @click.option(
-    "--no-verify", is_flag=True, help="Skip reading the destination back (not recommended)."
+    "--no-verify",
+    is_flag=True,
+    help="Do no verification work: no read back, no digests in the report (not recommended).",
 )
 @click.option("--force", is_flag=True, help="Skip the free-space check.")
 @click.option(

@@ -33,6 +33,19 @@ from ..schema.errors import StoreMissingError
 # The version of the ``--json`` report shapes (docs/schemas/*.schema.json): raised when
 # a field is removed or changes meaning, not when one is added.
 JSON_SCHEMA_VERSION = 1
+# Commands whose object changed since version 1 (docs/schemas/<command>.schema.json):
+# convert 2, its digests null after --no-verify (no verification work is done).
+SCHEMA_VERSIONS = {"convert": 2}
+
+
+def schema_version(command: str) -> int:
+    """The ``schema_version`` of ``command``'s ``--json`` object."""
+    return SCHEMA_VERSIONS.get(command, JSON_SCHEMA_VERSION)
+
+
+def count(n: int | None) -> str:
+    """A count for a table row: ``1,234``, or ``-`` where nothing counted it."""
+    return "-" if n is None else f"{n:,}"
 
 
 T = TypeVar("T")
@@ -294,7 +307,7 @@ def _is_missing(exc: BaseException | None) -> bool:
 def envelope(command: str, status: str, exit_code: int) -> dict[str, Any]:
     """The fields every ``--json`` object starts with, success or not."""
     return {
-        "schema_version": JSON_SCHEMA_VERSION,
+        "schema_version": schema_version(command),
         "command": command,
         "status": status,
         "exit_code": exit_code,
@@ -443,7 +456,7 @@ def print_convert(report: Any, tables: bool = False) -> None:
         from .tables import printable, table
 
         rows = [
-            [printable(t.name), t.kind, f"{t.records:,}", f"{t.bytes:,}", t.digest]
+            [printable(t.name), t.kind, count(t.records), count(t.bytes), t.digest or "-"]
             for t in report.tables
         ]
         for line in table(["table", "kind", "records", "bytes", "digest"], rows, right={2, 3}):
@@ -452,12 +465,14 @@ def print_convert(report: Any, tables: bool = False) -> None:
         echo(f"nothing to do: {report.destination} is already complete")
     else:
         state = "verified" if report.verified else "NOT verified (--no-verify)"
+        what = "" if report.records is None else f"{report.records:,} records in "
         echo(
-            f"converted {report.records:,} records in {len(report.tables)} tables "
+            f"converted {what}{len(report.tables)} tables "
             f"{report.source_engine} -> {report.destination_engine} in {report.seconds:.1f}s, "
             f"{state}"
         )
-    echo(f"store digest {report.store_digest}")
+    if report.store_digest is not None:
+        echo(f"store digest {report.store_digest}")
     if report.skipped:
         from ..pipeline.conversion import skipped_text
 

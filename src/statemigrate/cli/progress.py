@@ -225,6 +225,7 @@ def summary_lines(progress: Tracker, report: Any) -> list[str]:
     ``report`` is a convert's report (its tables' records and bytes), or None (a
     verify: the figures the progress saw).
     """
+    from .output import count
     from .tables import printable, table
 
     figures = progress.tables
@@ -242,18 +243,19 @@ def summary_lines(progress: Tracker, report: Any) -> list[str]:
         seconds = f.seconds if f is not None else 0.0
         note = "resumed" if f is not None and f.done_before else ""
         rows.append(
-            [printable(name), f"{records:,}", f"{nbytes:,}", *_time_rate(records, seconds), note]
+            [printable(name), count(records), count(nbytes), *_time_rate(records, seconds), note]
         )
-    records = sum(r for _, r, _ in names)
-    nbytes = sum(b for _, _, b in names)
-    total = ["total", f"{records:,}", f"{nbytes:,}", *_time_rate(records, wall)]
+    records = None if any(r is None for _, r, _ in names) else sum(r for _, r, _ in names)
+    nbytes = None if any(b is None for _, _, b in names) else sum(b for _, _, b in names)
+    total = ["total", count(records), count(nbytes), *_time_rate(records, wall)]
     rows.append([*total, "resumed" if resumed else ""])
     return table(["table", "records", "bytes", "time", "rate", ""], rows, right={1, 2, 3, 4})
 
 
-def _time_rate(records: int, seconds: float) -> list[str]:
-    # A table a native walk answered in one go has no rate worth printing.
-    rate = f"{records / seconds:,.0f}/s" if seconds >= 0.01 else "-"
+def _time_rate(records: int | None, seconds: float) -> list[str]:
+    # A table a native walk answered in one go has no rate worth printing, nor one
+    # whose records nothing counted (the engine's own copy under --no-verify).
+    rate = f"{records / seconds:,.0f}/s" if records is not None and seconds >= 0.01 else "-"
     return [f"{seconds:.1f}s", rate]
 
 

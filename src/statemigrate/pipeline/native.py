@@ -11,7 +11,8 @@ opens a second reader of the same snapshot (SQLite outside WAL mode) is digested
 through it while it copies on another thread; an engine whose pages a native walk
 digests without the GIL (LMDB, redb) digests them during the copy and its read back,
 and the walk is waited for when the two sides are compared.
-Reading back, syncing and placing are the pipeline's, as for any convert.
+Reading back, syncing and placing are the pipeline's, as for any convert. Under
+``--no-verify`` the source is not digested at all: the copy is the only read.
 
 No checkpoint is written: a ``DST.partial`` without one and without the finished mark
 (a run killed during the copy) is started over by the next ``--resume``; one with the
@@ -110,6 +111,9 @@ def copy_natively(
 ) -> SourceDigests:
     """Digest the source, copy the same snapshot into ``DST.partial``, sync it, mark it done.
 
+    Without verification (``verify=False``) the source is not digested at all: the copy
+    is the only read, and the digests returned are none.
+
     ``should_stop`` is polled while the source is read (nothing is written yet) and
     once the copy is done and marked (a ``--resume`` then reads it back and keeps it).
     Where the engine gives a second reader of the same snapshot (:attr:`NativeCopy.twin`:
@@ -127,7 +131,17 @@ def copy_natively(
     Raises:
         InterruptedByUser: ``should_stop`` said so (exit 6).
     """
-    if copy.digest_alongside:
+    if not job.verify:
+        # --no-verify does no verification work: the source is not digested, the copy
+        # is the engine's own, and the report carries no digests.
+        if job.should_stop():
+            raise InterruptedByUser(_NOTHING_WRITTEN)
+        job.progress.phase(f"copying natively ({copy.method})")
+        plan.created = True
+        copy.run(job.partial)
+        crash_point("copied")
+        digests = SourceDigests.known({})
+    elif copy.digest_alongside:
         pool = ThreadPoolExecutor(max_workers=1)
         later.callback(pool.shutdown, wait=True)  # the walk ends before the reader closes
         job.progress.phase("reading the source")
