@@ -115,3 +115,77 @@ def test_equal_stores_on_walking_engines_are_verified_by_their_walks(
         got = report.tables[row["table"]]
         assert got["equal"] and got["a"] == got["b"], got
         assert (got["a"]["count"], got["a"]["sum"]) == (row["count"], row["sum"]), (got, row)
+
+
+# --- both sides at once: B's tables digested in a worker process ---------------------
+
+
+@pytest.fixture
+def beside(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The worker process for stores of any size (the command line waits for tens of MB);
+    the list says, for each compare that asked the worker, whether it answered."""
+    from statemigrate import verification
+
+    monkeypatch.setattr(verification, "BESIDE_MIN_BYTES", 0)
+    answered: list[bool] = []
+    real = verification._digested_beside
+
+    def spy(*a, **k):
+        got = real(*a, **k)
+        answered.append(got is not None)
+        return got
+
+    monkeypatch.setattr(verification, "_digested_beside", spy)
+    return answered
+
+
+def _as_compared(report) -> tuple:
+    return (
+        report.equal,
+        report.difference_count,
+        [d.line() for d in report.differences],
+        report.digest_a,
+        report.digest_b,
+        report.tables,
+    )
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "rocksdb", "libsql", "jsonl"])
+def test_verify_beside_a_worker_gives_the_one_process_report(
+    engine: str, tmp_path: Path, beside: list[bool]
+) -> None:
+    from statemigrate import api
+    from statemigrate.testing.phases import Phases
+
+    a = write_content("sqlite", store_file("sqlite", tmp_path, "a"), content())
+    same = write_content(engine, store_file(engine, tmp_path, "same"), content())
+    changed, lines = _changed()
+    other = write_content(engine, store_file(engine, tmp_path, "other"), changed)
+    for b in (same, other):
+        one = api.verify(spec("sqlite", a), spec(engine, b))
+        two = api.verify(spec("sqlite", a), spec(engine, b), workers=2, progress=Phases())
+        assert _as_compared(two) == _as_compared(one)
+    assert api.verify(spec("sqlite", a), spec(engine, same), workers=2).equal
+    listed = [
+        d.line() for d in api.verify(spec("sqlite", a), spec(engine, other), workers=2).differences
+    ]
+    assert sorted(listed) == sorted(lines)
+    assert beside == [True] * 4  # the worker answered every compare that asked it
+
+
+def test_a_failing_worker_leaves_the_error_to_this_process(
+    tmp_path: Path, beside: list[bool]
+) -> None:
+    from statemigrate import api
+    from statemigrate.errors import SourceError
+
+    a = write_content("sqlite", store_file("sqlite", tmp_path, "a"), content())
+    b = write_content("jsonl", store_file("jsonl", tmp_path, "b"), content())
+    lines = b.read_bytes().splitlines(keepends=True)
+    b.write_bytes(b"".join(lines[:-3]) + b'{"t": "settings", "k": "!!"}\n' + b"".join(lines[-2:]))
+    with pytest.raises(SourceError) as one:
+        api.verify(spec("sqlite", a), spec("jsonl", b))
+    with pytest.raises(SourceError) as two:
+        api.verify(spec("sqlite", a), spec("jsonl", b), workers=2)
+    assert two.value.message == one.value.message
+    assert beside == [False]  # the worker failed on the damaged line; this process named it

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -19,6 +21,7 @@ from typing import Any
 from .digest import Digest, store_digest
 from .engines.base import Reader
 from .errors import UsageError
+from .fsutil import store_size
 from .model import Record, TableInfo, TableKind, check_source_tables
 from .prefetch import prefetch
 from .progress import Progress, run_total, table_total
@@ -233,8 +236,109 @@ def _walks(reader: Reader) -> bool:
     return type(reader).native_digests is not Reader.native_digests
 
 
-def compare(a: Source, b: Source, limit: int, progress: Progress | None) -> VerifyReport:
-    """Two stores compared record by record (:func:`statemigrate.api.verify`'s work)."""
+# Below this many bytes on disk (both stores) a second process costs more than it saves:
+# an interpreter's start and the imports of a driver are about 0.3 s.
+BESIDE_MIN_BYTES = 32 << 20
+
+
+def _digested_beside(
+    ra: Reader,
+    ta: list[TableInfo],
+    b: Source,
+    tb: list[TableInfo],
+    where: str,
+    progress: Progress | None,
+) -> dict[str, tuple[Digest, Digest, int]] | None:
+    """Both sides' digests of their common tables, B's walked in a worker process while
+    this one walks A's (:func:`digest_store`): two drivers that hold the GIL then scan
+    at once. A's walk advances ``progress``.
+
+    The worker is this interpreter run again (``python -c``), told the store as JSON on
+    its stdin; it answers the digests as one JSON line. No ``multiprocessing``: its
+    spawn imports the caller's ``__main__`` again, which an app embedding the library
+    or a frozen build cannot allow.
+
+    Returns:
+        name -> (A's digest, B's digest, A's payload bytes), or None when the worker
+        could not answer (B is then read in this process, where its error, if any, is
+        raised).
+    """
+    try:
+        told = json.dumps(
+            {
+                "engine": b.engine.name,
+                "path": str(b.path),
+                "options": dict(b.options) if b.options is not None else None,
+                "tables": [t.name for t in tb],
+            }
+        )
+    except (TypeError, ValueError):
+        return None  # options that are not plain data: this process reads B itself
+    worker = subprocess.Popen(
+        [sys.executable, "-c", "from statemigrate.verification import digest_side; digest_side()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    answer = None
+    try:
+        assert worker.stdin is not None and worker.stdout is not None
+        worker.stdin.write(told.encode())
+        worker.stdin.close()
+        sizes: dict[str, int] = {}
+        da = digest_store(ra, ta, where, progress, sizes=sizes)
+        lines = worker.stdout.read().splitlines()
+        worker.wait()
+        if worker.returncode == 0 and lines:
+            answer = json.loads(lines[-1])
+    finally:
+        if worker.poll() is None:
+            worker.kill()  # A failed or was interrupted: B's walk is not wanted
+            worker.wait()
+    if not isinstance(answer, dict) or "digests" not in answer:
+        return None
+    db = {name: Digest(c, int(sm, 16)) for name, (c, sm) in answer["digests"].items()}
+    return {n: (da[n], db[n], sizes.get(n, 0)) for n in da.keys() & db.keys()}
+
+
+def digest_side() -> None:
+    """The worker of :func:`_digested_beside`: the store named on stdin (JSON), each of
+    the named tables' digests printed as one JSON line (``{"digests": {name: [count,
+    sum]}}``), or ``{"error": ...}`` and exit 1."""
+    from .registry import get_engine
+
+    told = json.loads(sys.stdin.read())
+    try:
+        src = Source(get_engine(told["engine"]), Path(told["path"]), told["options"])
+        with src.open() as reader:
+            names = set(told["tables"])
+            tables = [t for t in reader.tables() if t.name in names]
+            digests = digest_store(reader, tables, told["path"])
+    except Exception as exc:  # noqa: BLE001 - told to the parent, which reads B itself
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+        sys.exit(1)
+    print(json.dumps({"digests": {n: [d.count, f"{d.sum:x}"] for n, d in digests.items()}}))
+
+
+def _beside_worth_it(a: Source, b: Source) -> bool:
+    if getattr(sys, "frozen", False):
+        return False  # a standalone build's executable is not a Python to run -c
+    try:
+        return store_size(a.path) + store_size(b.path) >= BESIDE_MIN_BYTES
+    except OSError:
+        return False
+
+
+def compare(
+    a: Source, b: Source, limit: int, progress: Progress | None, workers: int = 1
+) -> VerifyReport:
+    """Two stores compared record by record (:func:`statemigrate.api.verify`'s work).
+
+    Where both engines walk their files natively, both walks run at once on threads;
+    else, with ``workers`` >= 2 and stores large enough to be worth it, B's tables are
+    digested in a worker process while A's are here. A table whose two digests are
+    equal holds the same records; only the others are merged record by record.
+    """
     pa, pb = a.path, b.path
     report = VerifyReport(str(pa), str(pb))
     with a.open() as ra, b.open() as rb:
@@ -253,13 +357,19 @@ def compare(a: Source, b: Source, limit: int, progress: Progress | None) -> Veri
             counts += [table_total(progress, rb, t) for n, t in tb.items() if n not in ta]
             progress.expect(run_total(counts))
         walked = _walked(ra, list(ta.values()), rb, list(tb.values()))
+        counted = False  # whether A's walk already advanced the progress
+        if not walked and workers >= 2 and _beside_worth_it(a, b):
+            beside = _digested_beside(
+                ra, list(ta.values()), b, list(tb.values()), str(pa), progress
+            )
+            walked, counted = beside or {}, beside is not None
         for name in sorted(set(ta) | set(tb), key=lambda n: n.encode()):
             xa, xb = ta.get(name), tb.get(name)
             facts = _facts_differ(xa, xb)
             if name in walked and xa is not None and xb is not None:
                 da, db, nbytes = walked[name]
                 if da == db and xa.kind is xb.kind and facts is None:  # equal: nothing to list
-                    if progress:
+                    if progress and not counted:
                         progress.start_table(name, da.count)
                         progress.advance(da.count, nbytes)
                         progress.end_table()
@@ -267,11 +377,13 @@ def compare(a: Source, b: Source, limit: int, progress: Progress | None) -> Veri
                     sums_a.append((name, xa.kind, da))
                     sums_b.append((name, xb.kind, db))
                     continue
-            # Progress follows one side: A, or B for a table only B has.
-            follow_a, follow_b = (progress, None) if xa is not None else (None, progress)
-            if progress:
+            # Progress follows one side: A, or B for a table only B has; not A's tables
+            # again where A's walk beside B's counted them.
+            shown = None if counted and xa is not None else progress
+            follow_a, follow_b = (shown, None) if xa is not None else (None, shown)
+            if shown:
                 side_reader, side_table = (ra, xa) if xa is not None else (rb, xb)
-                progress.start_table(name, table_total(progress, side_reader, side_table))
+                shown.start_table(name, table_total(shown, side_reader, side_table))
             if xa is not None and xb is not None and xa.kind is not xb.kind:
                 report.difference_count += 1
                 report.differences.append(
@@ -292,8 +404,8 @@ def compare(a: Source, b: Source, limit: int, progress: Progress | None) -> Veri
                 report,
                 limit,
             )
-            if progress:
-                progress.end_table()
+            if shown:
+                shown.end_table()
             report.tables[name] = {
                 "a": da.to_json() if xa else None,
                 "b": db.to_json() if xb else None,

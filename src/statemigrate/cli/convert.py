@@ -419,9 +419,10 @@ def verify(
                 raise UsageError(f"{flag} needs a second store B")
             return api.verify_manifest(a, manifest, options=options_a, progress=progress)
         if manifest is None and b is not None:
+            # Two processes: B's tables are digested in a worker while A's are here.
             return api.verify(
                 a, b, limit=limit, options_a=options_a, options_b=options_b,
-                progress=progress,
+                progress=progress, workers=2,
             )  # fmt: skip
         raise UsageError("give either a second store B or --manifest M")
 
