@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..digest import Digest
 from ..engines.base import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_RECORDS, Engine, Writer
 from ..errors import UsageError
+from ..model import TableKind
 from ..progress import Progress
 
 
@@ -84,6 +86,9 @@ class RevisionRun:
         counter: private table names taken so far (they never repeat within a run).
         counts: the store's tables' record counts where known (progress totals),
             carried over each revision's commit.
+        digests: each table's kind and digest, from the walk before the revisions and
+            carried over each commit (a rewritten table's from the records its
+            operation wrote); None when not kept, or no longer known (``op.execute``).
     """
 
     engine: type[Engine]
@@ -94,6 +99,7 @@ class RevisionRun:
     progress: Progress = field(default_factory=Progress)
     counter: list[int] = field(default_factory=lambda: [0])
     counts: dict[str, int] = field(default_factory=dict)
+    digests: dict[str, tuple[TableKind, Digest]] | None = None
 
 
 __all__ = ["RevisionRun", "UpgradeJob"]

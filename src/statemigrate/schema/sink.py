@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..digest import Digest
 from ..engines.base import Engine, Writer
 from ..errors import DestinationError
 from ..model import TableInfo
@@ -57,6 +58,7 @@ class Sink:
         self.duplicates = duplicates
         self.named = TableInfo(table or dst.name, dst.kind)
         self.last: bytes | None = None
+        self.digest = Digest()  # of every record written: the private table's digest
 
     def put(self, batch: list) -> int:
         """Check and write one batch; returns its payload bytes."""
@@ -64,7 +66,7 @@ class Sink:
             return 0
         dst = self.dst
         try:
-            _digest, nbytes, unsorted = batch_facts(batch, dst.versioned, self.last)
+            digest, nbytes, unsorted = batch_facts(batch, dst.versioned, self.last)
         except (TypeError, ValueError, OverflowError) as exc:
             shape = "(key, value, version)" if dst.versioned else "(key, value)"
             raise self.fail(
@@ -86,6 +88,7 @@ class Sink:
                 except DestinationError as exc:
                     raise self.fail(exc.message) from exc
         self.writer.write_batch(dst, batch)
+        self.digest = self.digest + digest
         self.last = batch[-1][0]
         crash_point(f"{self.revision} {self.what}")
         return int(nbytes)

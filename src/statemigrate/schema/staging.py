@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..digest import Digest
 from ..engines.base import META_REVISION, META_TABLE_PREFIX
 from ..errors import UsageError
 from ..model import TableInfo, TableKind, check_table_name
@@ -59,6 +60,8 @@ class Staging:
         # Progress totals: the store's tables' record counts where known (shared across
         # a run, carried over each commit), and what this revision wrote in its tables.
         self.counts = run.counts
+        self.run = run
+        self.sinks: dict[str, Sink] = {}  # private table -> the operation writing it
         self.written: dict[str, int] = {}
         self.private: list[str] = []  # every private name this revision took, in order
         self.original = {t.name: t for t in writer.list_tables()}
@@ -149,7 +152,7 @@ class Staging:
     def _sink(
         self, dst: TableInfo, what: str, duplicates: str | None = None, table: str | None = None
     ) -> Sink:
-        return Sink(
+        sink = self.sinks[dst.name] = Sink(
             self.engine,
             self.writer,
             dst,
@@ -159,6 +162,7 @@ class Staging:
             duplicates=duplicates,
             table=table,
         )
+        return sink
 
     def _count(self, table: TableInfo, name: str | None = None) -> int | None:
         """The records ``table`` (as stored) holds, where known; None with changes
@@ -168,6 +172,26 @@ class Staging:
         if self._is_ours(table):
             return self.written.get(table.name)
         return self.counts.get(table.name)
+
+    def _carry_digests(self) -> None:
+        """At the commit: each table's digest under its name as the switch leaves it, so
+        that the digest after the run needs no walk. A table still the store's own has
+        the digest it had; one an operation wrote, the digest of the records written."""
+        known = self.run.digests
+        if known is None:
+            return
+        carried: dict[str, tuple[TableKind, Digest]] = {}
+        for name, t in self.view.items():
+            if self._is_ours(t):
+                sink = self.sinks.get(t.name)
+                carried[name] = (t.kind, sink.digest if sink is not None else Digest())
+            elif t.name in known:
+                carried[name] = known[t.name]
+            else:
+                self.run.digests = None  # a table nothing digested: the walk decides
+                return
+        known.clear()
+        known.update(carried)
 
     def _carry_counts(self) -> None:
         """At the commit: the counts under the tables' names as the switch leaves them."""
@@ -437,6 +461,7 @@ class Staging:
         self._switch_now()
         self.writer.execute_sql(sql)
         self.counts.clear()  # what the SQL did to the tables is not known
+        self.run.digests = None  # nor their digests: the walk after the run decides
         self.original = {t.name: t for t in self.writer.list_tables()}
         self.view = dict(self.original)
 
@@ -472,6 +497,7 @@ class Staging:
         """The commit point (stamp + journal, one atomic write), then the switch."""
         steps = self._finish_ops()
         self._carry_counts()
+        self._carry_digests()
         meta = self.writer.metadata()
         updates: dict[str, bytes | None] = {}
         # Per-table metadata (typed keys …) follows its table: dropped or rebuilt

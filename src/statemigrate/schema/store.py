@@ -14,9 +14,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..digest import Digest
 from ..engines.base import META_REVISION, Engine, Reader, Writer
 from ..errors import DestinationError, StateMigrateError, StoreBusyError, UsageError
-from ..model import TableInfo
+from ..model import TableInfo, TableKind
 from ..perms import no_wider_than
 from ..progress import Progress
 from ..registry import StorePath, parse_store, resolve_source
@@ -211,14 +212,17 @@ def stamped_revisions(
 
 
 def digest_writer(
-    writer: Writer, progress: Progress | None = None, counts: dict[str, int] | None = None
+    writer: Writer,
+    progress: Progress | None = None,
+    counts: dict[str, int] | None = None,
+    digests: dict[str, tuple[TableKind, Digest]] | None = None,
 ) -> str:
     """The store digest, read through the writer (it sees what the writer sees).
 
     ``counts``: each table's record count, for progress: the totals given, the counts
-    read put in it."""
+    read put in it. ``digests`` receives each table's kind and digest."""
     return store_digest_of(
-        writer.list_tables(), writer.read_batches, str(writer.path), progress, counts
+        writer.list_tables(), writer.read_batches, str(writer.path), progress, counts, digests
     )
 
 

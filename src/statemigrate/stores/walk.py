@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from ..digest import Digest, store_digest
 from ..engines.base import Reader
 from ..errors import InterruptedByUser, SourceError
-from ..model import Batch, TableInfo
+from ..model import Batch, TableInfo, TableKind
 from ..progress import Progress, table_total
 
 __all__ = ["batch_facts", "digest_checked", "digest_store", "digests_answered", "store_digest_of"]
@@ -114,12 +114,14 @@ def store_digest_of(
     where: str,
     progress: Progress | None = None,
     counts: dict[str, int] | None = None,
+    digests: dict[str, tuple[TableKind, Digest]] | None = None,
 ) -> str:
     """The store digest of ``tables``, each read through ``read_batches`` (a writer's,
     which sees its own writes), every batch checked as :func:`digest_checked` checks.
 
     ``counts``: tables' record counts known before, as progress totals; each table's
-    count read is put in it."""
+    count read is put in it. ``digests``, when given, receives each table's kind and
+    digest."""
     progress = progress or Progress()
     parts = []
     for table in tables:
@@ -134,5 +136,7 @@ def store_digest_of(
         progress.end_table()
         if counts is not None:
             counts[table.name] = total.count
+        if digests is not None:
+            digests[table.name] = (table.kind, total)
         parts.append((table.name, table.kind, total))
     return store_digest(parts)
