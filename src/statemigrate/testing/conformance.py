@@ -1,9 +1,11 @@
 """The conformance suite: what every engine's reader and writer must do.
 
 Each case is a function ``case(engine, tmp_path)`` that raises AssertionError when
-the engine does not conform. ``tests/test_conformance.py`` runs every case against
-every registered engine; a case an engine declares in ``Engine.known_limits`` (a real
-limit of the engine, with the reason) runs as a strict xfail.
+the engine does not conform. :func:`statemigrate.testing.conformance_suite` runs every
+case against one engine as a pytest test class (``tests/test_conformance.py`` for the
+built-in engines, a plugin's own tests for its engine); a case an engine declares in
+``Engine.known_limits`` (a real limit of the engine, with the reason) runs as a strict
+xfail.
 """
 
 from __future__ import annotations
