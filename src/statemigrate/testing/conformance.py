@@ -30,6 +30,21 @@ SUITE_LIMITS = {
 P = TableKind.PLAIN
 V = TableKind.VERSIONED
 
+# The table names of the case odd_table_names (a layout over them names every one).
+ODD_TABLE_NAMES = (
+    'x"; DROP TABLE y; --',
+    "it's",
+    "../../etc/passwd",
+    "a/b\\c",
+    "with space",
+    "ünïcødé 状态",
+    "é" * 127 + "x",
+    "[brackets]",
+    "`tick`",
+    "%s%n",
+    "default",
+)
+
 
 def in_layout(engine: type[Engine], layout: Path) -> type[Engine]:
     """``engine`` with the layout file ``layout`` given to every reader and writer, as the
@@ -195,21 +210,8 @@ def persistence_and_metadata(engine: type[Engine], tmp: Path) -> None:
 @case
 def odd_table_names(engine: type[Engine], tmp: Path) -> None:
     """Quotes, semicolons, slashes, dots, spaces, non-ASCII and 255-byte names work."""
-    names = [
-        'x"; DROP TABLE y; --',
-        "it's",
-        "../../etc/passwd",
-        "a/b\\c",
-        "with space",
-        "ünïcødé 状态",
-        "é" * 127 + "x",
-        "[brackets]",
-        "`tick`",
-        "%s%n",
-        "default",
-    ]
-    assert len(names[6].encode()) == 255
-    content = {TableInfo(n): [(b"k", n.encode())] for n in names}
+    assert len(ODD_TABLE_NAMES[6].encode()) == 255
+    content = {TableInfo(n): [(b"k", n.encode())] for n in ODD_TABLE_NAMES}
     path = write_store(engine, store_path(engine, tmp), content)
     assert read_store(engine, path)["tables"] == content_as_data(content)
 
