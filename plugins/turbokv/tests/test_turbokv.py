@@ -22,7 +22,13 @@ from statemigrate.model import MAX_VERSION, TableInfo, TableKind
 from statemigrate.registry import detect_engine, get_engine
 from statemigrate.testing.fuzz import fuzz_reader
 from statemigrate.testing.holders import app_holding
-from statemigrate.testing.stores import content_as_data, read_store, tree_sha256, write_store
+from statemigrate.testing.stores import (
+    content_as_data,
+    expectation_as_data,
+    read_store,
+    tree_sha256,
+    write_store,
+)
 
 _native = pytest.importorskip("statemigrate_turbokv._native")
 from statemigrate_turbokv.engine import TurbokvEngine
@@ -39,18 +45,6 @@ def fixture(tmp_path: Path) -> Path:
 
 def expected() -> dict:
     return json.loads((FIXTURES / "app.turbokv.expected.json").read_text())
-
-
-def as_data(exp: dict) -> dict:
-    """The expectation in :func:`read_store`'s form."""
-    out = {}
-    for name, t in exp["tables"].items():
-        recs = [
-            (bytes.fromhex(r[0]), bytes.fromhex(r[1]), *([r[2]] if len(r) == 3 else []))
-            for r in t["records"]
-        ]
-        out[name] = (t["kind"], sorted(recs, key=lambda r: r[0]))
-    return out
 
 
 def crate_reads(path: Path) -> list[str]:
@@ -70,7 +64,7 @@ def test_the_crates_moved_store_reads_exactly_and_stays_byte_identical(tmp_path:
     assert TurbokvEngine.detect(store) and detect_engine(store) is TurbokvEngine
     exp = expected()
     got = read_store(TurbokvEngine, store)
-    assert got["tables"] == as_data(exp)
+    assert got["tables"] == expectation_as_data(exp)
     assert {k: got["metadata"][k].hex() for k in exp["metadata"]} == exp["metadata"]
     assert not any(k.startswith("kind:") for k in got["metadata"])
     assert tree_sha256(store) == before
