@@ -87,8 +87,8 @@ fixtures: install  ## remake the small fixture stores made by the Python drivers
 	$(PYTHON) fixtures/make_fixtures.py
 
 lint: install  ## the gate CI runs before the tests: ruff (lint, format), mypy, cargo fmt and clippy
-	$(PYTHON) -m ruff check src tests benchmarks plugins/turbokv/python docs/hooks
-	$(PYTHON) -m ruff format --check src tests benchmarks plugins/turbokv/python docs/hooks
+	$(PYTHON) -m ruff check src tests benchmarks plugins/turbokv/python plugins/turbokv/tests docs/hooks
+	$(PYTHON) -m ruff format --check src tests benchmarks plugins/turbokv/python plugins/turbokv/tests docs/hooks
 	$(PYTHON) -m mypy src/statemigrate plugins/turbokv/python/statemigrate_turbokv
 	cd rust && cargo fmt --check && cargo clippy --release --quiet -- -D warnings
 	cd rust/fixture-maker && cargo fmt --check

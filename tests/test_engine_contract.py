@@ -18,46 +18,27 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from builtin_engines import builtin_engines  # tests/ is on sys.path, not a package
 
 import statemigrate.engines
 from statemigrate.engines import snapshot
-from statemigrate.engines.access import Reader, StoreAccess
 from statemigrate.engines.errors import DriverErrors, Meaning, Rule
 from statemigrate.engines.sqlite import APSW_ERRORS
 from statemigrate.errors import DestinationError, SourceError, StoreBusyError, UsageError
 from statemigrate.locks import LockProbe, lock_holder, refuse_if_held
-from statemigrate.model import TableInfo, TableKind
-from statemigrate.registry import engine_names, get_engine
+from statemigrate.model import TableInfo
+from statemigrate.testing import contract_suite
 from statemigrate.testing.stores import store_path, write_store
 
 HANG_GUARD = 60  # seconds: a generous bound on a child process, never a timing assertion
 
 
-# --- every engine reads through the base ------------------------------------------------
+# --- every built-in engine: the shipped contract suite ----------------------------------
+# (statemigrate.testing.contract_suite: it reads through the base, its declared name,
+# suffixes and options hold; a plugin's engine runs the same class in its own tests)
 
-
-def test_every_engine_reads_through_the_base_with_bounded_batches(engine, tmp_path):
-    plain = [(i.to_bytes(4, "big"), bytes(100)) for i in range(1, 50)]
-    versioned = [(i.to_bytes(2, "big"), b"v%d" % i, 2**64 - i) for i in range(1, 30)]
-    content = {TableInfo("p"): plain, TableInfo("v", TableKind.VERSIONED): versioned}
-    path = write_store(engine, store_path(engine, tmp_path), content, {"app": b"1"}, batch=5)
-    with engine.open_reader(path) as reader:
-        assert isinstance(reader, Reader)
-        engine_classes = [c for c in type(reader).__mro__ if c not in (Reader, StoreAccess)]
-        for name in ("read_batches", "iter_records", "metadata"):
-            assert [c.__name__ for c in engine_classes if name in vars(c)] == [], name
-        tables = {t.name: t for t in reader.tables()}
-        by_count = list(reader.read_batches(tables["p"], max_records=7, max_bytes=1 << 30))
-        by_bytes = list(reader.read_batches(tables["p"], max_records=10_000, max_bytes=350))
-        after = list(reader.iter_records(tables["v"], versioned[9][0]))
-        meta = reader.metadata()
-    assert [r for b in by_count for r in b] == plain
-    assert [r for b in by_bytes for r in b] == plain
-    assert max(len(b) for b in by_count) <= 7 and all(by_count)
-    assert max(len(b) for b in by_bytes) <= 4 and all(by_bytes)  # 104 bytes a record
-    assert after == versioned[10:]
-    assert meta.get("app") == b"1"
-    assert not [k for k in meta if k.startswith(("kind:", "sql.name:", "helixdb.table:"))]
+for _name in builtin_engines():
+    globals()[f"TestContract_{_name}"] = contract_suite(_name)
 
 
 def _engine_modules() -> dict[str, list[Path]]:
@@ -81,7 +62,7 @@ def _imported(path: Path, node: ast.ImportFrom) -> list[list[str]]:
 
 def test_no_engine_module_imports_another() -> None:
     # The built-in engines (a plugin distribution's engine, plugins/turbokv, lives in its own package).
-    engines = {n for n in engine_names() if get_engine(n).__module__.startswith("statemigrate.")}
+    engines = set(builtin_engines())
     modules = _engine_modules()
     assert engines <= set(modules), "every built-in engine is a module of statemigrate.engines"
     assert len(modules["helixdb"]) > 1  # a package: every one of its files is read

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
+from builtin_engines import builtin_engines  # tests/ is on sys.path, not a package
 
 from statemigrate import registry
 from statemigrate.api import convert
@@ -44,19 +45,8 @@ def _bump_mtime(path: Path) -> None:
 # --- suffixes ----------------------------------------------------------------------------
 
 
-def test_every_engine_declares_the_suffixes_that_name_its_stores(engine: type[Engine]) -> None:
-    assert engine.suffixes, f"{engine.name} declares no suffix"
-    for suffix in engine.suffixes:
-        assert suffix.startswith(".") and suffix == suffix.lower(), suffix
-        assert engine_for_suffix(Path(f"x{suffix.upper()}")) is engine
-
-
-def test_a_destination_named_by_its_suffix_needs_no_engine(
-    engine: type[Engine], tmp_path: Path
-) -> None:
-    for suffix in engine.suffixes:
-        path = tmp_path / f"new{suffix}"
-        assert resolve_destination(str(path), None) == (engine, path)
+# Each engine's own suffixes name its stores and its destinations: the contract suite
+# (statemigrate.testing.contract_suite, run in tests/test_engine_contract.py).
 
 
 def test_no_suffix_is_claimed_by_two_engines() -> None:
@@ -138,11 +128,7 @@ def test_without_metadata_the_builtin_engines_are_found_by_their_module(
 ) -> None:
     everything = engine_names()
     # The built-in ones (a plugin distribution's engine, plugins/turbokv, needs its entry point).
-    installed = {
-        name: get_engine(name)
-        for name in everything
-        if get_engine(name).__module__.startswith("statemigrate.")
-    }
+    installed = {name: get_engine(name) for name in builtin_engines()}
     monkeypatch.setattr(registry, "entry_points", lambda group: [])
     registry._entry_points.cache_clear()
     registry.get_engine.cache_clear()

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from statemigrate import api
 from statemigrate.cli import main
 from statemigrate.registry import engine_names, get_engine
+from statemigrate.testing.cli import run_cli
 from statemigrate.testing.conformance import CASES as CONFORMANCE_CASES
 from statemigrate.testing.conformance import in_layout
 
@@ -324,22 +325,13 @@ def test_a_killed_convert_from_the_one_table_layout_resumes_exactly(
 ) -> None:
     """Killed after its first batch, then resumed: the destination holds exactly the app's
     state (the source read on from after the last key committed), read by the driver."""
-    import os
     import signal
-    import subprocess
-    import sys
 
     src = app_store(tmp_path / "app.sqlite")
     out = tmp_path / f"out.{dst}"
     args = ["convert", "-q", "--source-layout", str(EXAMPLE_LAYOUT), "--batch-records", "50",
             str(src), f"{dst}:{out}"]  # fmt: skip
-    killed = subprocess.run(
-        [sys.executable, "-m", "statemigrate", *args],
-        env={**os.environ, "STATEMIGRATE_CRASH_AT": "batch"},
-        capture_output=True,
-        timeout=120,  # a guard against a hung child, never a measurement
-        check=False,
-    )
+    killed = run_cli(args, env={"STATEMIGRATE_CRASH_AT": "batch"}, timeout=120)  # a hang guard
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert Path(f"{out}.partial").exists() and not out.exists()
     r = run(*args, "--resume")

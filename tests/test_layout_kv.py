@@ -10,11 +10,8 @@ one-table app of ``test_layout.py`` (plain apsw).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +24,7 @@ from statemigrate import api
 from statemigrate.cli import main
 from statemigrate.errors import DestinationError
 from statemigrate.registry import engine_names, get_engine
+from statemigrate.testing.cli import run_cli
 from statemigrate.testing.conformance import CASES as CONFORMANCE_CASES
 from statemigrate.testing.conformance import in_layout
 
@@ -293,13 +291,7 @@ def test_a_killed_convert_into_a_prefix_layout_resumes_exactly(tmp_path: Path) -
     out = tmp_path / "out.rocksdb"
     args = ["convert", "-q", "--source-layout", str(SQLITE_LAYOUT), "--dest-layout", str(LAYOUT),
             "--batch-records", "50", str(src), f"rocksdb:{out}"]  # fmt: skip
-    killed = subprocess.run(
-        [sys.executable, "-m", "statemigrate", *args],
-        env={**os.environ, "STATEMIGRATE_CRASH_AT": "batch"},
-        capture_output=True,
-        timeout=120,  # a guard against a hung child, never a measurement
-        check=False,
-    )
+    killed = run_cli(args, env={"STATEMIGRATE_CRASH_AT": "batch"}, timeout=120)  # a hang guard
     assert killed.returncode == -signal.SIGKILL and Path(str(out) + ".partial").exists()
     r = run(*args, "--resume")
     assert r.exit_code == 0, r.output

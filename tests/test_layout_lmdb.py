@@ -22,7 +22,8 @@ from click.testing import CliRunner
 from statemigrate.cli import main
 from statemigrate.engines.lmdb import LmdbEngine
 from statemigrate.errors import DestinationError
-from statemigrate.testing.conformance import CASES, in_layout
+from statemigrate.testing.cli import run_cli
+from statemigrate.testing.conformance import CASES, ODD_TABLE_NAMES, in_layout
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from apps import lmdb_databases  # tests/ is on sys.path, not a package
@@ -138,7 +139,6 @@ def test_a_link_at_a_single_files_lock_file_is_refused(tmp_path: Path) -> None:
 def test_a_killed_convert_to_a_single_file_resumes_exactly(tmp_path: Path) -> None:
     """Killed after its first batch: DST.partial is a single file, --resume finishes it."""
     import signal
-    import subprocess
 
     env = lmdb.open(str(tmp_path / "big.lmdb"), subdir=False, lock=False, map_size=1 << 26)
     many = [(b"key%06d\x00" % i, b"value %d\x00" % i) for i in range(500)]
@@ -153,13 +153,7 @@ def test_a_killed_convert_to_a_single_file_resumes_exactly(tmp_path: Path) -> No
     out = tmp_path / "out.lmdb"
     args = ["convert", "-q", "--dest-layout", str(layout), "--batch-records", "50", str(mid)]
     args.append(f"lmdb:{out}")
-    killed = subprocess.run(
-        [sys.executable, "-m", "statemigrate", *args],
-        env={**os.environ, "STATEMIGRATE_CRASH_AT": "batch"},
-        capture_output=True,
-        timeout=120,  # a guard against a hung child, never a measurement
-        check=False,
-    )
+    killed = run_cli(args, env={"STATEMIGRATE_CRASH_AT": "batch"}, timeout=120)  # a hang guard
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     partial = Path(f"{out}.partial")
     assert partial.is_file() and not out.exists()
@@ -392,20 +386,7 @@ def test_inspect_shows_each_databases_flags(tmp_path: Path) -> None:
 
 # --- the conformance suite over LMDB's namespaces layouts -------------------------------
 
-ODD = [
-    'x"; DROP TABLE y; --',
-    "it's",
-    "../../etc/passwd",
-    "a/b\\c",
-    "with space",
-    "ünïcødé 状态",
-    "é" * 127 + "x",
-    "[brackets]",
-    "`tick`",
-    "%s%n",
-    "default",
-]
-SUITE_TABLES = ["empty", "one", "t", "a", "b", "s", "p", *ODD]
+SUITE_TABLES = ["empty", "one", "t", "a", "b", "s", "p", *ODD_TABLE_NAMES]
 
 
 def _toml_string(s: str) -> str:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import lmdb
@@ -23,6 +21,7 @@ from click.testing import CliRunner
 from statemigrate import api
 from statemigrate.cli import main
 from statemigrate.registry import get_engine
+from statemigrate.testing.cli import run_cli
 from statemigrate.testing.upgrade_conformance import EXAMPLE, seeded
 
 EVENTS = [(b"e%05d" % i, b"payload %d" % i) for i in range(400)]
@@ -120,13 +119,7 @@ def test_a_killed_convert_into_metadata_none_resumes_from_its_side_file(tmp_path
         str(mid),
         f"lmdb:{out}",
     ]
-    killed = subprocess.run(
-        [sys.executable, "-m", "statemigrate", *args],
-        env={**os.environ, "STATEMIGRATE_CRASH_AT": "batch"},
-        capture_output=True,
-        timeout=120,  # a guard against a hung child, never a measurement
-        check=False,
-    )
+    killed = run_cli(args, env={"STATEMIGRATE_CRASH_AT": "batch"}, timeout=120)  # a hang guard
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     partial = Path(str(out) + ".partial")
     side = tmp_path / "out.lmdb.partial.sm-meta.json"

@@ -21,7 +21,7 @@ import pytest
 from statemigrate.engines.rocksdb import RocksdbEngine
 from statemigrate.engines.rocksdb.options_file import ROCKSDB_7_8_KEYS
 from statemigrate.model import TableInfo, TableKind
-from statemigrate.testing.conformance import in_layout
+from statemigrate.testing.conformance import ODD_TABLE_NAMES, in_layout
 from statemigrate.testing.stores import read_store, tree_sha256, write_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -501,7 +501,7 @@ CONFORMANCE_TABLES = ["empty", "one", "t", "a", "b", "s", "p"]
 def _namespaces_engine(tmp: Path, metadata: str) -> type:
     """RocksDB with a namespaces layout given to every reader and writer (the CLI's
     flags): the suite's tables, each its own column family named ``cf NAME``."""
-    names = [*CONFORMANCE_TABLES, *ODD_NAMES]
+    names = [*CONFORMANCE_TABLES, *ODD_TABLE_NAMES]
     # No table in the default family: a table there always exists (RocksDB always has
     # the family), which the suite's empty store would list.
     tables = ", ".join(f"{json.dumps(n)} = {json.dumps('cf ' + n)}" for n in names)
@@ -512,22 +512,6 @@ def _namespaces_engine(tmp: Path, metadata: str) -> type:
     )
 
     return in_layout(RocksdbEngine, layout)
-
-
-# The suite's odd table names (testing/conformance.py, odd_table_names).
-ODD_NAMES = [
-    'x"; DROP TABLE y; --',
-    "it's",
-    "../../etc/passwd",
-    "a/b\\c",
-    "with space",
-    "ünïcødé 状态",
-    "é" * 127 + "x",
-    "[brackets]",
-    "`tick`",
-    "%s%n",
-    "default",
-]
 
 
 def _namespaces_params():

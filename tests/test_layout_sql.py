@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from statemigrate.cli import main
+from statemigrate.testing.cli import run_cli
 from statemigrate.testing.conformance import CASES as CONFORMANCE_CASES
 from statemigrate.testing.conformance import in_layout
 
@@ -523,7 +524,6 @@ def test_a_killed_convert_into_a_layout_without_metadata_resumes_exactly(tmp_pat
     """metadata = "none": the checkpoint lives in a side file beside the .partial; a
     convert killed after its first batch resumes (records written again are replaced)
     and the store placed holds the app's tables only, no side file beside it."""
-    import os
     import signal
     import subprocess
     import sys
@@ -545,13 +545,7 @@ def test_a_killed_convert_into_a_layout_without_metadata_resumes_exactly(tmp_pat
     out.parent.mkdir()
     args = ["convert", "-q", "--dest-layout", str(layout), "--batch-records", "50",
             f"sqlite:{mid}", f"sqlite:{out}"]  # fmt: skip
-    killed = subprocess.run(
-        [sys.executable, "-m", "statemigrate", *args],
-        env={**os.environ, "STATEMIGRATE_CRASH_AT": "batch"},
-        capture_output=True,
-        timeout=120,  # a guard against a hung child, never a measurement
-        check=False,
-    )
+    killed = run_cli(args, env={"STATEMIGRATE_CRASH_AT": "batch"}, timeout=120)  # a hang guard
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     partial = Path(f"{out}.partial")
     assert partial.exists() and not out.exists()

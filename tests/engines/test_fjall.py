@@ -24,7 +24,13 @@ from statemigrate.errors import DestinationError, SourceError, StoreBusyError
 from statemigrate.model import MAX_VERSION, TableInfo, TableKind
 from statemigrate.registry import get_engine
 from statemigrate.testing.holders import app_holding
-from statemigrate.testing.stores import content_as_data, read_store, tree_sha256, write_store
+from statemigrate.testing.stores import (
+    content_as_data,
+    expectation_as_data,
+    read_store,
+    tree_sha256,
+    write_store,
+)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "fjall"
 ENGINES = {2: Fjall2Engine, 3: Fjall3Engine}
@@ -40,18 +46,6 @@ def expected(major: int) -> dict:
     return json.loads((FIXTURES / f"app.fjall{major}.expected.json").read_text())
 
 
-def as_data(exp: dict) -> dict:
-    """The expectation in :func:`read_store`'s form."""
-    out = {}
-    for name, t in exp["tables"].items():
-        recs = [
-            (bytes.fromhex(r[0]), bytes.fromhex(r[1]), *([r[2]] if len(r) == 3 else []))
-            for r in t["records"]
-        ]
-        out[name] = (t["kind"], sorted(recs, key=lambda r: r[0]))
-    return out
-
-
 @pytest.mark.parametrize("major", [2, 3])
 def test_the_crates_fixture_reads_exactly_and_stays_byte_identical(
     major: int, tmp_path: Path
@@ -60,7 +54,7 @@ def test_the_crates_fixture_reads_exactly_and_stays_byte_identical(
     before = tree_sha256(store)
     exp = expected(major)
     got = read_store(ENGINES[major], store)
-    assert got["tables"] == as_data(exp)
+    assert got["tables"] == expectation_as_data(exp)
     assert {k: got["metadata"][k].hex() for k in exp["metadata"]} == exp["metadata"]
     assert not any(k.startswith("kind:") for k in got["metadata"])
     assert tree_sha256(store) == before
@@ -101,7 +95,7 @@ def test_fjall2_to_fjall3_converts_and_verifies(tmp_path: Path) -> None:
     report = convert(str(src), f"fjall3:{dst}")
     assert report.verified
     assert tree_sha256(src) == before
-    assert read_store(Fjall3Engine, dst)["tables"] == as_data(expected(2))
+    assert read_store(Fjall3Engine, dst)["tables"] == expectation_as_data(expected(2))
     assert verify(str(src), str(dst)).equal
     # fjall 3 keeps the real name as the keyspace name: the app finds it as it is.
     reader = _native.FjallReader(str(shutil.copytree(dst, tmp_path / "copy")), 3)

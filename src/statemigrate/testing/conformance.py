@@ -1,9 +1,11 @@
 """The conformance suite: what every engine's reader and writer must do.
 
 Each case is a function ``case(engine, tmp_path)`` that raises AssertionError when
-the engine does not conform. ``tests/test_conformance.py`` runs every case against
-every registered engine; a case an engine declares in ``Engine.known_limits`` (a real
-limit of the engine, with the reason) runs as a strict xfail.
+the engine does not conform. :func:`statemigrate.testing.conformance_suite` runs every
+case against one engine as a pytest test class (``tests/test_conformance.py`` for the
+built-in engines, a plugin's own tests for its engine); a case an engine declares in
+``Engine.known_limits`` (a real limit of the engine, with the reason) runs as a strict
+xfail.
 """
 
 from __future__ import annotations
@@ -27,6 +29,21 @@ SUITE_LIMITS = {
 
 P = TableKind.PLAIN
 V = TableKind.VERSIONED
+
+# The table names of the case odd_table_names (a layout over them names every one).
+ODD_TABLE_NAMES = (
+    'x"; DROP TABLE y; --',
+    "it's",
+    "../../etc/passwd",
+    "a/b\\c",
+    "with space",
+    "ünïcødé 状态",
+    "é" * 127 + "x",
+    "[brackets]",
+    "`tick`",
+    "%s%n",
+    "default",
+)
 
 
 def in_layout(engine: type[Engine], layout: Path) -> type[Engine]:
@@ -193,21 +210,8 @@ def persistence_and_metadata(engine: type[Engine], tmp: Path) -> None:
 @case
 def odd_table_names(engine: type[Engine], tmp: Path) -> None:
     """Quotes, semicolons, slashes, dots, spaces, non-ASCII and 255-byte names work."""
-    names = [
-        'x"; DROP TABLE y; --',
-        "it's",
-        "../../etc/passwd",
-        "a/b\\c",
-        "with space",
-        "ünïcødé 状态",
-        "é" * 127 + "x",
-        "[brackets]",
-        "`tick`",
-        "%s%n",
-        "default",
-    ]
-    assert len(names[6].encode()) == 255
-    content = {TableInfo(n): [(b"k", n.encode())] for n in names}
+    assert len(ODD_TABLE_NAMES[6].encode()) == 255
+    content = {TableInfo(n): [(b"k", n.encode())] for n in ODD_TABLE_NAMES}
     path = write_store(engine, store_path(engine, tmp), content)
     assert read_store(engine, path)["tables"] == content_as_data(content)
 

@@ -29,11 +29,14 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from .cli import run_cli
 from .corruption import copy_store, data_files, mutate
+from .killpoints import LONG
 from .stores import spec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -50,6 +53,11 @@ HANG_GUARD = 90.0
 
 # The outcomes the contract allows for a damaged store: read, or refused as unreadable.
 ACCEPTED_EXITS = (0, 4)
+
+# Mutated stores read per engine, and the first example's seed number: fixed in
+# ``make test``; ``STATEMIGRATE_LONG=1`` reads more, from a new random base.
+EXAMPLES = 2_000 if LONG else 200
+BASE = random.SystemRandom().getrandbits(32) if LONG else 0
 
 _WORKER = r"""
 import json, sys, traceback
@@ -204,11 +212,54 @@ class ReaderWorker:
             self.proc = None
 
 
+@contextmanager
+def reader(engine: str) -> Iterator[Callable[[Path], Outcome]]:
+    """How one mutated store is read: a new CLI process, or the engine's reader child."""
+    if engine in ABORTING_DRIVERS:
+        yield lambda path: read_with_cli(engine, path)
+        return
+    worker = ReaderWorker(engine)
+    try:
+        yield worker.read
+    finally:
+        worker.close()
+
+
+def fuzz_reader(engine: str, pristine: Path, work: Path, examples: int = EXAMPLES) -> None:
+    """Read ``examples`` mutated copies of the store ``pristine`` (a copy of a committed
+    fixture) with ``engine``'s reader, each in a child process, below ``work``.
+
+    Raises:
+        AssertionError: the pristine store does not read, or a mutated copy was neither
+            read nor refused as unreadable (exit 4); the message names its seed.
+    """
+    work.mkdir()
+    with reader(engine) as read:
+        clean = read(pristine)
+        assert clean.exit == 0, f"the unmutated fixture must read: {clean.describe()}"
+
+        # Fixed seeds, one random.Random each: the same bytes are hit on every run,
+        # machine and commit (hypothesis's derandomized draws also depend on the
+        # constants of whichever project modules are loaded, so they moved with every
+        # code change). STATEMIGRATE_LONG=1 starts from a new random base, printed.
+        for n in range(examples):
+            seed = f"{engine}-{BASE + n}"
+            rnd = random.Random(seed)
+            target = mutated_copy(pristine, work / pristine.name, rnd, rnd.randint(1, 6))
+            outcome = read(target)
+            assert outcome.accepted, (
+                f"seed {seed!r} (random.Random(seed); flips = rnd.randint(1, 6), then "
+                f"statemigrate.testing.fuzz.mutated_copy): {outcome.describe()}"
+            )
+
+
 __all__ = [
     "ABORTING_DRIVERS",
+    "EXAMPLES",
     "HANG_GUARD",
     "Outcome",
     "ReaderWorker",
+    "fuzz_reader",
     "mutated_copy",
     "read_with_cli",
     "seed_fixture",

@@ -66,6 +66,19 @@ def content_as_data(content: Content) -> dict[str, Any]:
     return {t.name: (t.kind.value, sorted(recs, key=lambda r: r[0])) for t, recs in content.items()}
 
 
+def expectation_as_data(expectation: Mapping[str, Any]) -> dict[str, Any]:
+    """The tables of a crate-written fixture's expectation file (``"tables"``: each table's
+    ``kind`` and ``records``, ``[key hex, value hex(, version)]``) in :func:`read_store`'s form."""
+    out = {}
+    for name, t in expectation["tables"].items():
+        recs = [
+            (bytes.fromhex(r[0]), bytes.fromhex(r[1]), *([r[2]] if len(r) == 3 else []))
+            for r in t["records"]
+        ]
+        out[name] = (t["kind"], sorted(recs, key=lambda r: r[0]))
+    return out
+
+
 def content_digest(content: Content) -> str:
     """The contract's store digest of ``content``."""
     parts = []

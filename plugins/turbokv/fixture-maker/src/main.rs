@@ -12,7 +12,7 @@
 //! MANIFEST names the SSTables by absolute paths that no longer exist: a moved store,
 //! which statemigrate's reader must still read (README: TurboKV).
 //!
-//! Run: `cd plugins/turbokv/fixture-maker && cargo run --release -- ../../../fixtures/turbokv`
+//! Run: `cd plugins/turbokv/fixture-maker && cargo run --release -- ../tests/fixtures`
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;

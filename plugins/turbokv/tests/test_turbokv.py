@@ -1,8 +1,10 @@
 """TurboKV 0.6 quirks: the crate's own store, detection before opening, the layout's
-names, the presets, private images and moved stores.
+names, the presets, private images, moved stores, and the reader under a fuzzer.
 
-The engine is the ``statemigrate-turbokv`` distribution (``plugins/turbokv``), installed
-only where the CPU has AES instructions: without it this file is skipped as a whole.
+The engine is this distribution (``statemigrate-turbokv``), installed only where the CPU
+has AES instructions: without it this file is skipped as a whole. It uses statemigrate's
+public API and its shipped test kit (``statemigrate.testing``) only, as any third-party
+engine's tests would; the shared suites run in ``test_turbokv_suites.py``.
 """
 
 from __future__ import annotations
@@ -14,18 +16,25 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from statemigrate import convert, verify
+from statemigrate import DestinationError, SourceError, StoreBusyError, convert, verify
 from statemigrate.cli import main
-from statemigrate.errors import DestinationError, SourceError, StoreBusyError
 from statemigrate.model import MAX_VERSION, TableInfo, TableKind
 from statemigrate.registry import detect_engine, get_engine
+from statemigrate.testing.fuzz import fuzz_reader
 from statemigrate.testing.holders import app_holding
-from statemigrate.testing.stores import content_as_data, read_store, tree_sha256, write_store
+from statemigrate.testing.stores import (
+    content_as_data,
+    expectation_as_data,
+    read_store,
+    tree_sha256,
+    write_store,
+)
 
 _native = pytest.importorskip("statemigrate_turbokv._native")
 from statemigrate_turbokv.engine import TurbokvEngine
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "turbokv"
+# Written by the real crate (../fixture-maker; how: fixtures/README.md).
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 V = TableKind.VERSIONED
 
 
@@ -36,18 +45,6 @@ def fixture(tmp_path: Path) -> Path:
 
 def expected() -> dict:
     return json.loads((FIXTURES / "app.turbokv.expected.json").read_text())
-
-
-def as_data(exp: dict) -> dict:
-    """The expectation in :func:`read_store`'s form."""
-    out = {}
-    for name, t in exp["tables"].items():
-        recs = [
-            (bytes.fromhex(r[0]), bytes.fromhex(r[1]), *([r[2]] if len(r) == 3 else []))
-            for r in t["records"]
-        ]
-        out[name] = (t["kind"], sorted(recs, key=lambda r: r[0]))
-    return out
 
 
 def crate_reads(path: Path) -> list[str]:
@@ -67,7 +64,7 @@ def test_the_crates_moved_store_reads_exactly_and_stays_byte_identical(tmp_path:
     assert TurbokvEngine.detect(store) and detect_engine(store) is TurbokvEngine
     exp = expected()
     got = read_store(TurbokvEngine, store)
-    assert got["tables"] == as_data(exp)
+    assert got["tables"] == expectation_as_data(exp)
     assert {k: got["metadata"][k].hex() for k in exp["metadata"]} == exp["metadata"]
     assert not any(k.startswith("kind:") for k in got["metadata"])
     assert tree_sha256(store) == before
@@ -206,3 +203,19 @@ def test_inspect_shows_the_format_without_opening(tmp_path: Path) -> None:
     assert info["sstables"] >= 1 and info["disk_bytes"] > 0
     assert info["lock_holder_pid"] is None
     assert tree_sha256(store) == before
+
+
+def test_every_fixture_says_how_it_was_made() -> None:
+    readme = (FIXTURES / "README.md").read_text()
+    assert "plugins/turbokv/fixture-maker/" in readme
+    stores = sorted(p.name for p in FIXTURES.glob("*.turbokv"))
+    assert stores == ["app.turbokv", "foreign.turbokv"]
+    assert all(f"`{name}/`" in readme for name in stores)
+    assert expected()["tables"], "app.turbokv.expected.json lists no table"
+
+
+def test_reader_under_fuzzer(tmp_path: Path) -> None:
+    # Mutated copies of the crate's store, each read in a child process: read, or refused
+    # as unreadable (exit 4) with one line; a crash, a hang or another exit fails (its seed
+    # named). The same seeds as every built-in engine's (tests/test_safety_fuzz.py).
+    fuzz_reader("turbokv", fixture(tmp_path), tmp_path / "work")
