@@ -131,27 +131,26 @@ def copy_natively(
     Raises:
         InterruptedByUser: ``should_stop`` said so (exit 6).
     """
-    if not job.verify:
-        # --no-verify does no verification work: the source is not digested, the copy
-        # is the engine's own, and the report carries no digests.
+
+    def copy_alone() -> None:
         if job.should_stop():
             raise InterruptedByUser(_NOTHING_WRITTEN)
         job.progress.phase(f"copying natively ({copy.method})")
         plan.created = True
         copy.run(job.partial)
         crash_point("copied")
+
+    if not job.verify:
+        # --no-verify does no verification work: the source is not digested, the copy
+        # is the engine's own, and the report carries no digests.
+        copy_alone()
         digests = SourceDigests.known({})
     elif copy.digest_alongside:
         pool = ThreadPoolExecutor(max_workers=1)
         later.callback(pool.shutdown, wait=True)  # the walk ends before the reader closes
         job.progress.phase("reading the source")
         walked = pool.submit(reader.native_digests, chosen)
-        if job.should_stop():
-            raise InterruptedByUser(_NOTHING_WRITTEN)
-        job.progress.phase(f"copying natively ({copy.method})")
-        plan.created = True
-        copy.run(job.partial)
-        crash_point("copied")
+        copy_alone()
 
         def walk() -> dict[str, Digest]:
             native = walked.result()
@@ -181,12 +180,7 @@ def copy_natively(
         digests = SourceDigests.known(known)
     else:
         known = _source_digests(job, reader, chosen, None, written=False)
-        if job.should_stop():
-            raise InterruptedByUser(_NOTHING_WRITTEN)
-        job.progress.phase(f"copying natively ({copy.method})")
-        plan.created = True
-        copy.run(job.partial)
-        crash_point("copied")
+        copy_alone()
         digests = SourceDigests.known(known)
     job.progress.phase("syncing")
     fsync_tree(job.partial)
