@@ -484,3 +484,35 @@ def test_verify_says_how_many_records_were_the_same(src: Path, tmp_path: Path) -
         == 52
     )
 
+
+# --- 8. layout init on a store that needs no layout -----------------------------------
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "rocksdb", "lmdb"])
+def test_layout_init_on_the_default_layout_says_no_layout_file_is_needed(
+    engine: str, src: Path, tmp_path: Path
+) -> None:
+    """Exit 0, one line on stderr saying why, nothing on stdout (a `> file` gets no
+    layout that would mislead). RocksDB's own layout was refused (exit 4), or guessed as
+    a prefix layout where the keys hold a '/' (the bundled example's)."""
+    store = tmp_path / f"state.{engine}"
+    assert run("convert", "-q", src, f"{engine}:{store}").exit_code == 0
+    res = run("layout", "init", engine, store)
+    assert res.exit_code == 0, res.output
+    assert res.stdout == "", res.stdout
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "own" in lines[0] and "no layout file is needed" in lines[0], lines
+    assert run("layout", "init", "-q", engine, store).output == ""
+
+
+def test_layout_init_still_guesses_a_store_written_through_a_prefix_layout(
+    src: Path, tmp_path: Path
+) -> None:
+    """statemigrate's metadata family beside one family of prefixed keys: the layout the
+    store was written through, guessed again."""
+    layout = Path(__file__).resolve().parents[1] / "schemas" / "layouts" / "prefix.rocksdb.toml"
+    store = tmp_path / "pre.rocksdb"
+    assert run("convert", "-q", "--dest-layout", layout, src, f"rocksdb:{store}").exit_code == 0
+    res = run("layout", "init", "rocksdb", store)
+    assert res.exit_code == 0, res.output
+    assert 'mode = "prefix"' in res.stdout and "Tables found: events, settings" in res.stdout
