@@ -40,6 +40,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import results as R
+
 PARTS = ("same-engine", "upgrade", "drivers", "verify")
 
 
@@ -189,6 +193,29 @@ def verify(n: int, runs: int, out: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def results_table(rows: list[dict[str, Any]], command: str, conditions: str) -> R.Table:
+    """The targets, met or missed, as the data file ``results/scorecard.json``."""
+    met = sum(r["met"] for r in rows)
+    return R.Table(
+        name="scorecard",
+        title="The performance targets, met or missed",
+        command=command,
+        conditions=conditions,
+        columns=[
+            R.Column("target", align="left"),
+            R.Column("job", align="left"),
+            R.Column("ratio", ".2f"),
+            R.Column("bound", align="left"),
+            R.Column("", align="left"),
+        ],
+        rows=[
+            [r["target"], r["what"], r["figure"], r["bound"], "met" if r["met"] else "**missed**"]
+            for r in rows
+        ],
+        notes=[f"{met} of {len(rows)} targets met."],
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -200,6 +227,7 @@ def main() -> None:
     ap.add_argument("--only", default=",".join(PARTS), help=f"some of {', '.join(PARTS)}")
     ap.add_argument("--out", default=None, help="keep each script's output and JSON here")
     ap.add_argument("--json", default=None, help="also write the rows here")
+    R.add_argument(ap)
     args = ap.parse_args()
     parts = [p for p in args.only.split(",") if p]
     unknown = set(parts) - set(PARTS)
@@ -225,6 +253,10 @@ def main() -> None:
     print(f"\n{met} of {len(rows)} targets met; each script's output is in {out}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
+    conditions = f"medians of {args.runs}; {R.machine()}"
+    R.write_from(
+        results_table(rows, R.command_line("scorecard.py", sys.argv[1:]), conditions), args
+    )
 
 
 if __name__ == "__main__":
