@@ -440,7 +440,7 @@ def test_verify_counts_a_missing_table_as_one_difference(src: Path, tmp_path: Pa
     res = run("verify", src, b)
     assert res.exit_code == 1, res.output
     assert "events: table missing in B (50 records in A)" in res.stdout, res.stdout
-    assert "DIFFERENT (1 differences)" in res.stdout, res.stdout
+    assert "DIFFERENT (1 difference)" in res.stdout, res.stdout
     assert "missing in B\n" not in res.stdout  # no line per record
     data = json.loads(run("verify", src, b, "--json").output)
     assert data["difference_count"] == 1 and len(data["differences"]) == 1, data

@@ -457,7 +457,8 @@ def _equal_records_line(report: Any) -> str:
     }
     same = f"{report.equal_records:,} records the same"
     if report.equal:
-        return f"{same} in A and B ({len(report.tables)} tables)"
+        tables = len(report.tables)
+        return f"{same} in A and B ({tables} table{'' if tables == 1 else 's'})"
     return f"{same} in A and B (A holds {counts['a']:,}, B {counts['b']:,})"
 
 
@@ -478,7 +479,8 @@ def print_verify(report: Any, tables: bool = False) -> None:
     echo(f"A {report.a}: {report.digest_a}")
     echo(f"B {report.b}: {report.digest_b}")
     echo(_equal_records_line(report))
-    echo("equal" if report.equal else f"DIFFERENT ({report.difference_count} differences)")
+    n = report.difference_count
+    echo("equal" if report.equal else f"DIFFERENT ({n} difference{'' if n == 1 else 's'})")
 
 
 def print_convert(report: Any, tables: bool = False) -> None:
