@@ -63,7 +63,7 @@ def script(name: str, args: list[str], out: Path) -> str:
 
 def row(target: str, figure: float, bound: float, at_most: bool, what: str) -> dict[str, Any]:
     met = figure <= bound if at_most else figure >= bound
-    sign = "<=" if at_most else ">="
+    sign = "≤" if at_most else "≥"
     return {
         "target": target,
         "what": what,
@@ -81,10 +81,10 @@ def same_engine(n: int, runs: int, out: Path) -> list[dict[str, Any]]:
     for engine in ("sqlite", "lmdb", "rocksdb", "redb", "redb-2to3"):
         if engine in got:
             r = got[engine]
-            what = f"{engine} -> {engine.split('-')[0]}" if engine != "redb-2to3" else "redb 2 -> 3"
-            rows.append(row("same-engine verified / bound", r["verified ratio"], 1, True, what))
+            what = R.pair(f"{engine}->{engine}") if engine != "redb-2to3" else "redb 2 → 3"
+            rows.append(row("same-engine verified ÷ bound", r["verified ratio"], 1, True, what))
             rows.append(
-                row("same-engine --no-verify / bound", r["--no-verify ratio"], 1, True, what)
+                row("same-engine `--no-verify` ÷ bound", r["--no-verify ratio"], 1, True, what)
             )
     return rows
 
@@ -95,17 +95,17 @@ def upgrade(n: int, runs: int, out: Path) -> list[dict[str, Any]]:
     (out / "upgrade.json").write_text(json.dumps(got, indent=2))
     rows = []
     for r in got:
-        what = f"{r['engine']}, {r['events']:,} events"
+        what = f"{R.NAMES.get(r['engine'], r['engine'])}, {r['events']:,} events"
         rows.append(
             row(
-                "upgrade / (convert + functions)",
+                "upgrade ÷ (convert + functions)",
                 r["ratio_to_batch_plus_functions"],
                 1.5,
                 True,
                 what,
             )
         )
-        rows.append(row("upgrade / convert", r["ratio_to_batch"], 2, True, what))
+        rows.append(row("upgrade ÷ convert", r["ratio_to_batch"], 2, True, what))
     return rows
 
 
@@ -121,8 +121,8 @@ def drivers(n: int, helix_n: int, runs: int, out: Path) -> list[dict[str, Any]]:
         got = json.loads(path.read_text())
         for engine in engines.split(","):
             r = got[engine]
-            what = f"sqlite -> {engine}, {r['records']:,} records"
-            rows.append(row("convert / (driver load + scan)", r["ratio"], 0.8, False, what))
+            what = f"{R.pair(f'sqlite->{engine}')}, {r['records']:,} records"
+            rows.append(row("convert ÷ (driver load + scan)", r["ratio"], 0.8, False, what))
     return rows
 
 
@@ -187,9 +187,7 @@ def verify(n: int, runs: int, out: Path) -> list[dict[str, Any]]:
             f"{ea} vs {eb}, {n:,} events ({m['verify']:.2f} s with workers=2, as the CLI; "
             f"{m['verify, one process']:.2f} s in one process; scans {sa:.2f} s, {sb:.2f} s)"
         )
-        rows.append(
-            row("verify: slower scan / verify", max(sa, sb) / m["verify"], 0.9, False, what)
-        )
+        rows.append(row("slower scan ÷ `verify`", max(sa, sb) / m["verify"], 0.9, False, what))
     return rows
 
 
