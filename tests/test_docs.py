@@ -29,14 +29,19 @@ def paragraphs(text: str) -> list[str]:
     ]
 
 
-def commands_hook():
+def hook(name: str):
+    """The mkdocs hook ``docs/hooks/NAME.py``, loaded as a module."""
     spec = importlib.util.spec_from_file_location(
-        "docs_commands_hook", DOCS / "hooks" / "commands.py"
+        f"docs_{name}_hook", DOCS / "hooks" / f"{name}.py"
     )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def commands_hook():
+    return hook("commands")
 
 
 def test_docs_safety_is_the_one_copy() -> None:
@@ -128,13 +133,7 @@ def test_every_layout_in_the_docs_and_in_schemas_layouts_loads() -> None:
 
 
 def benchmarks_hook():
-    spec = importlib.util.spec_from_file_location(
-        "docs_benchmarks_hook", DOCS / "hooks" / "benchmarks.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return hook("benchmarks")
 
 
 def test_the_benchmark_page_shows_every_data_file_with_its_command() -> None:
