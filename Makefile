@@ -76,9 +76,14 @@ test-long: install system-deps  ## the same with the long kill harness and rando
 mutants: install system-deps  ## the curated mutations (tests/mutants/mutations.toml), each killed by its tests
 	$(PYTHON) tests/mutants/run.py
 
-bench: install  ## the benchmark runner (1M records; several minutes)
+# The bench extra of pyproject.toml (matplotlib, for the chart) is installed by name (not
+# `pip install -e .[bench]`: that would rebuild the native extension).
+bench: install  ## the conversion and memory benchmarks (1M and 4M records; several minutes): data files in benchmarks/results/, the chart in docs/img/
+	$(PYTHON) -m pip install -q --disable-pip-version-check "matplotlib>=3.8"
 	$(PYTHON) benchmarks/build_native.py  # the redb ceilings: the cargo feature bench
-	$(PYTHON) benchmarks/run.py
+	$(PYTHON) benchmarks/run.py --rss-n "" --results benchmarks/results
+	$(PYTHON) benchmarks/rss.py --results benchmarks/results
+	$(PYTHON) benchmarks/chart.py
 
 scorecard: install  ## issue 13's targets, met or missed, from one run (1M records; about 20 minutes)
 	$(PYTHON) benchmarks/scorecard.py

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -46,6 +47,9 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import results as R
 
 from statemigrate.registry import get_engine
 from statemigrate.testing.workload import write_workload
@@ -103,7 +107,6 @@ def lmdb_api_copy(src: Path, dst: Path) -> None:
 def rocksdb_api_copy(src: Path, dst: Path, own_files: bool) -> None:
     """rocksdict: a checkpoint of a read-only instance (hard links to the table files);
     with ``own_files``, each link then replaced by a copy, as the convert does."""
-    import os
 
     import rocksdict
 
@@ -270,6 +273,64 @@ def bounds(m: dict[str, float], cpu: bool = False) -> dict[str, float]:
     }
 
 
+SHOWN = {"sqlite": "SQLite", "lmdb": "LMDB", "rocksdb": "RocksDB", "redb": "redb",
+         "redb-2to3": "redb 2 → 3"}  # fmt: skip
+
+
+def results_table(results: dict[str, Any], command: str, conditions: str) -> R.Table:
+    """Each engine's row as the data file ``results/same-engine.json``.
+
+    Args:
+        results: by job (``sqlite``, ``redb-2to3`` …), its ``seconds`` (by name, as
+            :func:`measure` gives them) and its :func:`bounds`.
+        command: the command line that measured them.
+        conditions: how (rounds, machine).
+    """
+
+    def fastest(seconds: dict[str, float], kind: str) -> float | None:
+        found = [v for k, v in seconds.items() if k.startswith(kind) and not k.endswith("(CPU)")]
+        return min(found) if found else None
+
+    rows = []
+    for job, r in results.items():
+        s = r["seconds"]
+        rows.append([
+            SHOWN.get(job, job), s["convert"], s["convert --no-verify"], s["convert, batch loop"],
+            fastest(s, "tool:"), fastest(s, "api:"), r["verified ratio"], r["--no-verify ratio"],
+            r["speed-up over the batch loop"],
+        ])  # fmt: skip
+    return R.Table(
+        name="same-engine",
+        title="Same-engine converts (the engine's own copy) against their bounds",
+        command=command,
+        conditions=conditions,
+        columns=[
+            R.Column("engine", align="left"),
+            R.Column("convert", ".2f", " s"),
+            R.Column("`--no-verify`", ".2f", " s"),
+            R.Column("batch loop", ".2f", " s"),
+            R.Column("copy tool", ".2f", " s"),
+            R.Column("API copy", ".2f", " s"),
+            R.Column("verified ÷ bound", ".2f"),
+            R.Column("`--no-verify` ÷ bound", ".2f"),
+            R.Column("speed-up over the batch loop", ".2f", "×"),
+        ],
+        rows=rows,
+        notes=[
+            (
+                "Bounds: a verified convert at most 1.2 × (the fastest copy + the slower "
+                "checksum scan); `--no-verify` at most 1.2 × (the copy tool + the start-up). "
+                "A ratio of at most 1 meets its bound."
+            ),
+            (
+                "Copy tools: `sqlite3 VACUUM INTO`, `mdb_copy -c`, `ldb checkpoint` (hard "
+                "links), `cp` for redb (which has none); API copies: apsw's backup, "
+                "`env.copy(compact=True)`, rocksdict's `Checkpoint`, the file opened by redb."
+            ),
+        ],
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -277,6 +338,7 @@ def main() -> None:
     ap.add_argument("--engines", default="sqlite,lmdb,rocksdb,redb,redb-2to3")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--json", default=None, help="also write the results here")
+    R.add_argument(ap)
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="sm-native-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -308,6 +370,12 @@ def main() -> None:
         Path(args.json).write_text(
             json.dumps({"n": args.n, "runs": args.runs, **results}, indent=2)
         )
+    conditions = (
+        f"{args.n:,} events, medians of {args.runs} rounds, whole processes, warm page cache; "
+        f"{R.machine()}"
+    )
+    command = R.command_line("bench_native_copy.py", sys.argv[1:])
+    R.write_from(results_table(results, command, conditions), args)
 
 
 if __name__ == "__main__":

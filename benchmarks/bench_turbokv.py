@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import results as R
+
 KEY = 20
 VALUE = 400
 BATCH = 1_000
@@ -82,7 +84,70 @@ def fjall3_writes(path: Path, data: list[list[tuple[bytes, bytes]]]) -> tuple[fl
     return t1 - t0, t2 - t0
 
 
-def side_table(work: Path, n: int, repeat: int) -> None:
+def batch_writes_table(
+    med: dict[str, tuple[float, float]], n: int, repeat: int, command: str, machine: str
+) -> R.Table:
+    """The batch-write rates as the data file ``results/turbokv-batch-writes.json``.
+
+    Args:
+        med: by engine (``turbokv``, ``fjall3``), the median records/s of the write loop
+            and of the loop with its final flush, sync and close.
+        n: the records written.
+        repeat: the runs each median is of.
+        command: the command line that measured them.
+        machine: the cores and the load.
+    """
+    shown = {"turbokv": "TurboKV 0.6", "fjall3": "fjall 3"}
+    rows: list[list[object]] = [[shown[k], *v] for k, v in med.items()]
+    turbo, fjall = med["turbokv"], med["fjall3"]
+    rows.append(["TurboKV ÷ fjall 3", f"{turbo[0] / fjall[0]:.2f}×", f"{turbo[1] / fjall[1]:.2f}×"])
+    return R.Table(
+        name="turbokv-batch-writes",
+        title="TurboKV against fjall 3, sequential batch writes",
+        command=command,
+        conditions=f"{n:,} records, batches of {BATCH:,}, medians of {repeat}; {machine}",
+        columns=[
+            R.Column("engine", align="left"),
+            R.Column("batches acknowledged, records/s", ",.0f"),
+            R.Column("with the final flush, sync and close, records/s", ",.0f"),
+        ],
+        rows=rows,
+        notes=[
+            (
+                "20-byte ascending keys, 400-byte values, one table, compression off, "
+                "through the bindings; acknowledged means the WAL or journal written, "
+                "not synced."
+            )
+        ],
+    )
+
+
+def convert_results_table(
+    rows: list[tuple[str, float]], records: int, command: str, machine: str
+) -> R.Table:
+    """The convert figures as the data file ``results/turbokv-convert.json``.
+
+    Args:
+        rows: each job's name and seconds.
+        records: the records converted.
+        command: the command line that measured them.
+        machine: the cores and the load.
+    """
+    return R.Table(
+        name="turbokv-convert",
+        title="TurboKV: convert against the drivers' own work",
+        command=command,
+        conditions=f"{records:,} records, one run; {machine}",
+        columns=[
+            R.Column("what", align="left"),
+            R.Column("seconds", ".1f"),
+            R.Column("records/s", ",.0f"),
+        ],
+        rows=[[what, t, records / t] for what, t in rows],
+    )
+
+
+def side_table(work: Path, n: int, repeat: int) -> R.Table:
     data = batches(n)
     runs: dict[str, list[tuple[float, float]]] = {"turbokv": [], "fjall3": []}
     fns: dict[str, Callable[[Path, list[list[tuple[bytes, bytes]]]], tuple[float, float]]] = {
@@ -107,9 +172,12 @@ def side_table(work: Path, n: int, repeat: int) -> None:
         f"| TurboKV / fjall 3 | {med['turbokv'][0] / med['fjall3'][0]:.2f}x "
         f"| {med['turbokv'][1] / med['fjall3'][1]:.2f}x |"
     )
+    return batch_writes_table(
+        med, n, repeat, R.command_line("bench_turbokv.py", sys.argv[1:]), R.machine()
+    )
 
 
-def convert_table(work: Path, n: int) -> None:
+def convert_table(work: Path, n: int) -> R.Table:
     sys.path.insert(0, str(Path(__file__).parent))
     import baselines as B
     from statemigrate_turbokv import _native
@@ -169,19 +237,28 @@ def convert_table(work: Path, n: int) -> None:
     print(f"\nconvert at {records:,} records (workload of {n:,} events), one run")
     print("| what | seconds | records/s |")
     print("|---|---:|---:|")
-    for what, t in [
+    jobs = [
         ("SQLite scan + TurboKV binding load, batches of 10,000 (`durable`, flush, close)", t_load),
         ("TurboKV binding scan, batches of 10,000", t_scan),
         ("SQLite scan (apsw)", t_sql_scan),
         ("SQLite load (apsw, one transaction per table)", t_sql_load),
         ("convert sqlite → turbokv (verified)", t_to),
         ("convert turbokv → sqlite (verified)", t_from),
-    ]:
+    ]
+    for what, t in jobs:
         print(f"| {what} | {t:.1f} | {records / t:,.0f} |")
     print(
         f"ratio to the drivers' own sequential work: sqlite → turbokv "
         f"{t_load / t_to:.2f}, turbokv → sqlite {(t_scan + t_sql_load) / t_from:.2f}"
     )
+    command = R.command_line("bench_turbokv.py", sys.argv[1:])
+    table = convert_results_table(jobs, records, command, R.machine())
+    table.notes.append(
+        f"Ratio to the drivers' own sequential work (load and scan, without the read-back): "
+        f"SQLite → turbokv {t_load / t_to:.2f}, turbokv → SQLite "
+        f"{(t_scan + t_sql_load) / t_from:.2f}; the target is 0.8."
+    )
+    return table
 
 
 def main() -> None:
@@ -190,13 +267,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--convert-n", type=int, default=1_000_000)
     ap.add_argument("--dir", default=None)
+    R.add_argument(ap)
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="sm-bench-turbokv-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        side_table(work, args.records, args.repeat)
+        R.write(side_table(work, args.records, args.repeat), args.results)
         if args.convert_n:
-            convert_table(work, args.convert_n)
+            R.write(convert_table(work, args.convert_n), args.results)
     finally:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)

@@ -33,6 +33,9 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import results as R
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "schemas" / "example"
@@ -164,6 +167,48 @@ def remove(path: Path) -> None:
         path.unlink()
 
 
+def results_table(rows: list[dict[str, Any]], command: str, conditions: str) -> R.Table:
+    """The rows of :func:`bench`, one per engine, as the data file ``results/upgrade.json``."""
+    return R.Table(
+        name="upgrade",
+        title="Schema upgrade 0001 → 0003 against a convert of the same store",
+        command=command,
+        conditions=conditions,
+        columns=[
+            R.Column("engine", align="left"),
+            R.Column("convert, batch loop", ".2f", " s"),
+            R.Column("own copy", ".2f", " s"),
+            R.Column("functions alone", ".2f", " s"),
+            R.Column("upgrade", ".2f", " s"),
+            R.Column("`--no-digest`", ".2f", " s"),
+            R.Column("÷ (convert + functions)", ".2f"),
+            R.Column("÷ convert", ".2f"),
+            R.Column("peak RSS", ",.0f", " MB"),
+        ],
+        rows=[
+            [
+                R.NAMES.get(r["engine"], r["engine"]),
+                r["convert_batch_seconds"],
+                r["convert_seconds"],
+                r["functions_seconds"],
+                r["upgrade_seconds"],
+                r["upgrade_no_digest_seconds"],
+                r["ratio_to_batch_plus_functions"],
+                r["ratio_to_batch"],
+                r["upgrade_peak_rss_mb"],
+            ]
+            for r in rows
+        ],
+        notes=[
+            (
+                "Targets: the upgrade at most 1.5 × (a batch-loop convert + the revisions' "
+                "functions alone), and at most 2 × the convert. The upgrade takes digests "
+                "before and after, as the command line does."
+            )
+        ],
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -172,11 +217,19 @@ def main() -> None:
         "--runs", type=int, default=1, help="runs of every job (the median is kept)"
     )
     parser.add_argument("--json", action="store_true")
+    R.add_argument(parser)
     args = parser.parse_args()
     rows = []
     for engine in args.engines.split(","):
         with tempfile.TemporaryDirectory(prefix="bench-upgrade-") as tmp:
             rows.append(bench(engine, args.events, Path(tmp), args.runs))
+    conditions = (
+        f"{args.events:,} events, medians of {args.runs}, each job a fresh process timed "
+        f"inside it; {R.machine()}"
+    )
+    dropped = tuple(o for o in R.WHERE_OPTIONS if o != "--json")  # a flag here
+    command = R.command_line("bench_upgrade.py", sys.argv[1:], dropped)
+    R.write_from(results_table(rows, command, conditions), args)
     if args.json:
         print(json.dumps(rows, indent=2))
         return

@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import results as R
+
 from statemigrate.engines.sqlite import SqliteEngine
 from statemigrate.model import TableInfo
 from statemigrate.testing.stores import write_store
@@ -109,6 +111,42 @@ def run_once(src: Path, engine: str, dst: Path, pythonpath: str | None) -> dict[
     }
 
 
+def results_table(results: list[dict[str, Any]], command: str, conditions: str) -> R.Table:
+    """The medians of each engine and table count as the data file ``results/many-tables.json``
+    (the variant named ``after``, or the only one)."""
+    kept = [r for r in results if r["variant"] in ("", "after")]
+    return R.Table(
+        name="many-tables",
+        title="Many one-record tables from SQLite into fjall",
+        command=command,
+        conditions=conditions,
+        columns=[
+            R.Column("engine", align="left"),
+            R.Column("tables", ","),
+            R.Column("wall", ".1f", " s"),
+            R.Column("CPU", ".1f", " s"),
+            R.Column("s per 1,000 tables", ".1f"),
+            R.Column("peak", ",.1f", " MB"),
+            R.Column("final", ",.1f", " MB"),
+            R.Column("peak ÷ final", ".1f"),
+        ],
+        rows=[
+            [
+                r["engine"],
+                r["tables"],
+                r["seconds"],
+                r["cpu_seconds"],
+                1000 * r["seconds"] / r["tables"],
+                r["peak_bytes"] / 1e6,
+                r["final_bytes"] / 1e6,
+                r["peak_bytes"] / max(r["final_bytes"], 1),
+            ]
+            for r in kept
+        ],
+        notes=["Peak is the largest size of `DST.partial` on disk while the convert runs."],
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tables", default="500,1500,5000")
@@ -117,6 +155,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--variants", default="", help="NAME=PYTHONPATH,... (see above)")
+    R.add_argument(parser)
     args = parser.parse_args()
     variants = [tuple(v.split("=", 1)) for v in args.variants.split(",") if v] or [("", None)]
     counts = [int(n) for n in args.tables.split(",")]
@@ -150,6 +189,8 @@ def main() -> None:
             shutil.rmtree(dst, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
+    command = R.command_line("many_tables.py", sys.argv[1:])
+    R.write_from(results_table(results, command, f"medians of {args.runs}; {R.machine()}"), args)
     if args.dir is None:
         shutil.rmtree(work, ignore_errors=True)
 

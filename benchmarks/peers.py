@@ -42,6 +42,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import results as R
 
 from statemigrate.registry import get_engine
 from statemigrate.testing.workload import write_workload
@@ -479,6 +482,38 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def results_table(rows: list[dict[str, Any]], command: str, conditions: str) -> R.Table:
+    """The rows of :func:`table` as the data file ``results/peers.json``."""
+    return R.Table(
+        name="peers",
+        title="Against the engines' own tools, whole processes",
+        command=command,
+        conditions=conditions,
+        columns=[
+            R.Column("job", align="left"),
+            R.Column("statemigrate", ".2f", " s"),
+            R.Column("peer", align="left"),
+            R.Column("peer time", ".2f", " s"),
+            R.Column("ratio", ".2f"),
+            R.Column("CPU s, statemigrate", ".2f"),
+            R.Column("CPU s, peer", ".2f"),
+        ],
+        rows=[
+            [
+                r["job"],
+                r["statemigrate_seconds"],
+                r["peer"] or None,
+                r["peer_seconds"],
+                r["ratio"],
+                r["statemigrate_cpu_seconds"],
+                r["peer_cpu_seconds"],
+            ]
+            for r in rows
+        ],
+        notes=["Ratio is the peer's time over statemigrate's: above 1 the tool is faster."],
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000, help="events in each source")
@@ -493,6 +528,7 @@ def main() -> None:
         metavar="COMMIT",
         help="run that commit's src/ (unpacked into the work dir) instead of the live tree",
     )
+    R.add_argument(ap)
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="sm-peers-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -546,6 +582,11 @@ def main() -> None:
         f"before and {load[1]:.1f} after; ratio = peer / statemigrate\n"
     )
     print(table(rows))
+    conditions = (
+        f"{args.records:,} events per source, medians of {args.runs}; {os.cpu_count()} cores, "
+        f"load average {load[0]:.1f} before and {load[1]:.1f} after"
+    )
+    R.write_from(results_table(rows, R.command_line("peers.py", sys.argv[1:]), conditions), args)
     if args.json:
         Path(args.json).write_text(
             json.dumps(

@@ -44,6 +44,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import results as R
+
 from statemigrate.model import TableInfo
 from statemigrate.registry import get_engine
 from statemigrate.testing.stores import write_store
@@ -181,6 +183,78 @@ def measure(
     return out
 
 
+def memory_table(rows: list[dict[str, Any]], command: str, conditions: str) -> R.Table:
+    """The peaks of each pair and size as the data file ``results/memory.json``.
+
+    Args:
+        rows: each run's ``pair``, ``events``, ``rss_anon`` and ``vm_hwm`` (bytes),
+            ``seconds`` and ``cpu_seconds``, in the order measured (each pair's
+            smallest size first).
+        command: the command line that measured them.
+        conditions: how (runs, machine).
+    """
+    first: dict[str, dict[str, Any]] = {}
+    shown = []
+    for row in rows:
+        base = first.setdefault(row["pair"], row)
+        later = base is not row
+        shown.append([
+            R.pair(row["pair"]), row["events"], row["rss_anon"] / 2**20, row["vm_hwm"] / 2**20,
+            row["seconds"], row["cpu_seconds"],
+            (row["rss_anon"] / base["rss_anon"] - 1) * 100 if later else None,
+            row["cpu_seconds"] / base["cpu_seconds"] if later else None,
+        ])  # fmt: skip
+    return R.Table(
+        name="memory",
+        title="Peak memory of a convert, 1M and 4M events",
+        command=command,
+        conditions=conditions,
+        columns=[
+            R.Column("pair", align="left"),
+            R.Column("events", ","),
+            R.Column("peak RssAnon", ",.0f", " MiB"),
+            R.Column("peak RSS", ",.0f", " MiB"),
+            R.Column("seconds", ".1f"),
+            R.Column("CPU seconds", ".1f"),
+            R.Column("RssAnon growth", "+.0f", " %"),
+            R.Column("CPU time ratio", ".1f", "×"),
+        ],
+        rows=shown,
+        notes=[
+            (
+                "RssAnon is the process's own memory (heap, caches, buffers); peak RSS also "
+                "counts file mappings (LMDB maps its whole file), which are page cache."
+            ),
+            (
+                "Growth and the CPU time ratio are each pair's 4M-event run against its 1M "
+                "one. Targets: RssAnon under 300 MB, and within 10 % from 1M to 4M."
+            ),
+        ],
+    )
+
+
+def one_value_table(
+    rows: list[dict[str, Any]], value_mb: int, command: str, conditions: str
+) -> R.Table:
+    """The peaks with one huge value as the data file ``results/memory-one-value.json``."""
+    return R.Table(
+        name="memory-one-value",
+        title=f"Peak memory of a convert of one {value_mb} MiB value",
+        command=command,
+        conditions=conditions,
+        columns=[
+            R.Column("pair", align="left"),
+            R.Column("peak RssAnon", ",.0f", " MiB"),
+            R.Column("× the value", ".2f"),
+        ],
+        rows=[
+            [R.pair(r["pair"]), r["rss_anon"] / 2**20, r["rss_anon"] / 2**20 / value_mb]
+            for r in rows
+        ],
+        notes=["The whole convert, verification included; SQLite → SQLite is the native copy."],
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000000,4000000", help="events per store, comma-separated")
@@ -195,6 +269,7 @@ def main() -> None:
     ap.add_argument(
         "--value-mb", type=int, default=None, help="one record of this many MiB instead of events"
     )
+    R.add_argument(ap)
     args = ap.parse_args()
     huge = args.value_mb
     sizes = [int(x) for x in args.sizes.split(",") if x] if huge is None else [1]
@@ -235,6 +310,9 @@ def main() -> None:
     first: dict[str, dict[str, float]] = {}
     each = "one run each" if args.runs == 1 else f"medians of {args.runs} runs"
     print(f"\n{os.cpu_count()} cores (shared); {each}\n")
+    command = R.command_line("rss.py", sys.argv[1:])
+    load = statistics.median(r["load_average"] for r in rows)
+    conditions = f"{each}; {os.cpu_count()} cores, load average {load:.1f}"
     if huge is not None:
         print(
             "| pair | value MiB | peak RssAnon MiB | x value | peak RSS MiB | x value | seconds |"
@@ -248,6 +326,7 @@ def main() -> None:
             )
         if args.json:
             Path(args.json).write_text(json.dumps({"rows": rows, "value_mb": huge}, indent=2))
+        R.write_from(one_value_table(rows, huge, command, conditions), args)
         return
     print(
         "| pair | events | peak RssAnon MiB | peak RSS MiB | seconds | CPU seconds "
@@ -275,6 +354,7 @@ def main() -> None:
     if args.json:
         env = {k: v for k, v in os.environ.items() if k.startswith("STATEMIGRATE_")}
         Path(args.json).write_text(json.dumps({"rows": rows, "env": env}, indent=2))
+    R.write_from(memory_table(rows, command, conditions), args)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import results as R
+
 PARTS = ("same-engine", "upgrade", "drivers", "verify")
 
 
@@ -59,7 +63,7 @@ def script(name: str, args: list[str], out: Path) -> str:
 
 def row(target: str, figure: float, bound: float, at_most: bool, what: str) -> dict[str, Any]:
     met = figure <= bound if at_most else figure >= bound
-    sign = "<=" if at_most else ">="
+    sign = "≤" if at_most else "≥"
     return {
         "target": target,
         "what": what,
@@ -77,10 +81,10 @@ def same_engine(n: int, runs: int, out: Path) -> list[dict[str, Any]]:
     for engine in ("sqlite", "lmdb", "rocksdb", "redb", "redb-2to3"):
         if engine in got:
             r = got[engine]
-            what = f"{engine} -> {engine.split('-')[0]}" if engine != "redb-2to3" else "redb 2 -> 3"
-            rows.append(row("same-engine verified / bound", r["verified ratio"], 1, True, what))
+            what = R.pair(f"{engine}->{engine}") if engine != "redb-2to3" else "redb 2 → 3"
+            rows.append(row("same-engine verified ÷ bound", r["verified ratio"], 1, True, what))
             rows.append(
-                row("same-engine --no-verify / bound", r["--no-verify ratio"], 1, True, what)
+                row("same-engine `--no-verify` ÷ bound", r["--no-verify ratio"], 1, True, what)
             )
     return rows
 
@@ -91,17 +95,17 @@ def upgrade(n: int, runs: int, out: Path) -> list[dict[str, Any]]:
     (out / "upgrade.json").write_text(json.dumps(got, indent=2))
     rows = []
     for r in got:
-        what = f"{r['engine']}, {r['events']:,} events"
+        what = f"{R.NAMES.get(r['engine'], r['engine'])}, {r['events']:,} events"
         rows.append(
             row(
-                "upgrade / (convert + functions)",
+                "upgrade ÷ (convert + functions)",
                 r["ratio_to_batch_plus_functions"],
                 1.5,
                 True,
                 what,
             )
         )
-        rows.append(row("upgrade / convert", r["ratio_to_batch"], 2, True, what))
+        rows.append(row("upgrade ÷ convert", r["ratio_to_batch"], 2, True, what))
     return rows
 
 
@@ -117,8 +121,8 @@ def drivers(n: int, helix_n: int, runs: int, out: Path) -> list[dict[str, Any]]:
         got = json.loads(path.read_text())
         for engine in engines.split(","):
             r = got[engine]
-            what = f"sqlite -> {engine}, {r['records']:,} records"
-            rows.append(row("convert / (driver load + scan)", r["ratio"], 0.8, False, what))
+            what = f"{R.pair(f'sqlite->{engine}')}, {r['records']:,} records"
+            rows.append(row("convert ÷ (driver load + scan)", r["ratio"], 0.8, False, what))
     return rows
 
 
@@ -183,10 +187,31 @@ def verify(n: int, runs: int, out: Path) -> list[dict[str, Any]]:
             f"{ea} vs {eb}, {n:,} events ({m['verify']:.2f} s with workers=2, as the CLI; "
             f"{m['verify, one process']:.2f} s in one process; scans {sa:.2f} s, {sb:.2f} s)"
         )
-        rows.append(
-            row("verify: slower scan / verify", max(sa, sb) / m["verify"], 0.9, False, what)
-        )
+        rows.append(row("slower scan ÷ `verify`", max(sa, sb) / m["verify"], 0.9, False, what))
     return rows
+
+
+def results_table(rows: list[dict[str, Any]], command: str, conditions: str) -> R.Table:
+    """The targets, met or missed, as the data file ``results/scorecard.json``."""
+    met = sum(r["met"] for r in rows)
+    return R.Table(
+        name="scorecard",
+        title="The performance targets, met or missed",
+        command=command,
+        conditions=conditions,
+        columns=[
+            R.Column("target", align="left"),
+            R.Column("job", align="left"),
+            R.Column("ratio", ".2f"),
+            R.Column("bound", align="left"),
+            R.Column("", align="left"),
+        ],
+        rows=[
+            [r["target"], r["what"], r["figure"], r["bound"], "met" if r["met"] else "**missed**"]
+            for r in rows
+        ],
+        notes=[f"{met} of {len(rows)} targets met."],
+    )
 
 
 def main() -> None:
@@ -200,6 +225,7 @@ def main() -> None:
     ap.add_argument("--only", default=",".join(PARTS), help=f"some of {', '.join(PARTS)}")
     ap.add_argument("--out", default=None, help="keep each script's output and JSON here")
     ap.add_argument("--json", default=None, help="also write the rows here")
+    R.add_argument(ap)
     args = ap.parse_args()
     parts = [p for p in args.only.split(",") if p]
     unknown = set(parts) - set(PARTS)
@@ -225,6 +251,10 @@ def main() -> None:
     print(f"\n{met} of {len(rows)} targets met; each script's output is in {out}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
+    conditions = f"medians of {args.runs}; {R.machine()}"
+    R.write_from(
+        results_table(rows, R.command_line("scorecard.py", sys.argv[1:]), conditions), args
+    )
 
 
 if __name__ == "__main__":

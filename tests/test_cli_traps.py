@@ -427,3 +427,92 @@ def test_a_foreign_table_refusal_points_at_layout_init(tmp_path: Path) -> None:
     assert r.exit_code == 4, r.output
     hint = hint_of(r.stderr)
     assert hint is not None and "layout init" in hint and "--skip-foreign-tables" in hint, r.stderr
+
+
+# --- 7. verify's report reads at a glance ---------------------------------------------
+
+
+def test_verify_counts_a_missing_table_as_one_difference(src: Path, tmp_path: Path) -> None:
+    """A table B lacks is one difference (saying how many records A holds in it), not one
+    per record."""
+    b = tmp_path / "b.sqlite"
+    assert run("convert", "-q", "--tables", "settings", src, b).exit_code == 0
+    res = run("verify", src, b)
+    assert res.exit_code == 1, res.output
+    assert "events: table missing in B (50 records in A)" in res.stdout, res.stdout
+    assert "DIFFERENT (1 difference)" in res.stdout, res.stdout
+    assert "missing in B\n" not in res.stdout  # no line per record
+    data = json.loads(run("verify", src, b, "--json").output)
+    assert data["difference_count"] == 1 and len(data["differences"]) == 1, data
+    back = run("verify", b, src, "--json")  # the other way round: missing in A
+    assert json.loads(back.output)["difference_count"] == 1, back.output
+
+
+def test_verify_shows_a_long_key_by_its_first_bytes_and_its_length(tmp_path: Path) -> None:
+    key = b"k" * 800
+    a = write_store(SqliteEngine, tmp_path / "a.sqlite", {TableInfo("t"): [(key, b"1")]})
+    b = write_store(SqliteEngine, tmp_path / "b.sqlite", {TableInfo("t"): [(key, b"2")]})
+    res = run("verify", a, b)
+    assert res.exit_code == 1, res.output
+    line = next(x for x in res.stdout.splitlines() if "value differs" in x)
+    assert line == f"t: key {key[:32].hex()}… (800 bytes): value differs", line
+    data = json.loads(run("verify", a, b, "--json").output)
+    assert data["differences"][0]["key"] == key.hex()  # the JSON keeps every key whole
+
+
+def test_verify_says_how_many_records_were_the_same(src: Path, tmp_path: Path) -> None:
+    same = run("verify", src, src)
+    assert same.exit_code == 0, same.output
+    assert "52 records the same in A and B (2 tables)" in same.stdout, same.stdout
+    assert same.stdout.splitlines()[-1] == "equal"
+    content = {
+        TableInfo("events"): [(b"e%03d" % i, b"payload %d" % i) for i in range(1, 50)],
+        TableInfo("settings", TableKind.VERSIONED): [(b"s1", b"on", 4), (b"s2", b"off", 9)],
+    }
+    b = write_store(SqliteEngine, tmp_path / "b.sqlite", content)
+    res = run("verify", src, b)
+    assert res.exit_code == 1, res.output
+    assert "50 records the same in A and B (A holds 52, B 51)" in res.stdout, res.stdout
+    assert json.loads(run("verify", src, b, "--json").output)["equal_records"] == 50
+    manifest = tmp_path / "m.json"
+    manifest.write_text(run("checksum", b, "--json").output)
+    against = run("verify", src, "--manifest", manifest, "--json")
+    assert json.loads(against.output)["equal_records"] == 0  # both tables' digests differ
+    manifest.write_text(run("checksum", src, "--json").output)
+    assert (
+        json.loads(run("verify", src, "--manifest", manifest, "--json").output)["equal_records"]
+        == 52
+    )
+
+
+# --- 8. layout init on a store that needs no layout -----------------------------------
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "rocksdb", "lmdb"])
+def test_layout_init_on_the_default_layout_says_no_layout_file_is_needed(
+    engine: str, src: Path, tmp_path: Path
+) -> None:
+    """Exit 0, one line on stderr saying why, nothing on stdout (a `> file` gets no
+    layout that would mislead). RocksDB's own layout was refused (exit 4), or guessed as
+    a prefix layout where the keys hold a '/' (the bundled example's)."""
+    store = tmp_path / f"state.{engine}"
+    assert run("convert", "-q", src, f"{engine}:{store}").exit_code == 0
+    res = run("layout", "init", engine, store)
+    assert res.exit_code == 0, res.output
+    assert res.stdout == "", res.stdout
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "own" in lines[0] and "no layout file is needed" in lines[0], lines
+    assert run("layout", "init", "-q", engine, store).output == ""
+
+
+def test_layout_init_still_guesses_a_store_written_through_a_prefix_layout(
+    src: Path, tmp_path: Path
+) -> None:
+    """statemigrate's metadata family beside one family of prefixed keys: the layout the
+    store was written through, guessed again."""
+    layout = Path(__file__).resolve().parents[1] / "schemas" / "layouts" / "prefix.rocksdb.toml"
+    store = tmp_path / "pre.rocksdb"
+    assert run("convert", "-q", "--dest-layout", layout, src, f"rocksdb:{store}").exit_code == 0
+    res = run("layout", "init", "rocksdb", store)
+    assert res.exit_code == 0, res.output
+    assert 'mode = "prefix"' in res.stdout and "Tables found: events, settings" in res.stdout

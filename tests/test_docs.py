@@ -29,14 +29,19 @@ def paragraphs(text: str) -> list[str]:
     ]
 
 
-def commands_hook():
+def hook(name: str):
+    """The mkdocs hook ``docs/hooks/NAME.py``, loaded as a module."""
     spec = importlib.util.spec_from_file_location(
-        "docs_commands_hook", DOCS / "hooks" / "commands.py"
+        f"docs_{name}_hook", DOCS / "hooks" / f"{name}.py"
     )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def commands_hook():
+    return hook("commands")
 
 
 def test_docs_safety_is_the_one_copy() -> None:
@@ -122,3 +127,84 @@ def test_every_layout_in_the_docs_and_in_schemas_layouts_loads() -> None:
         engine = get_engine(raw["engine"])
         layout = load_layout(path, engine.name, engine.layout_family)
         assert layout.engine == raw["engine"], path
+
+
+# --- the benchmark page: data files, a table each, a chart -------------------------------
+
+
+def benchmarks_hook():
+    return hook("benchmarks")
+
+
+def test_the_benchmark_page_shows_every_data_file_with_its_command() -> None:
+    hook = benchmarks_hook()
+    results = hook._results_module()
+    source = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
+    named = hook.MARK.findall(source)
+    files = sorted(p.stem for p in results.RESULTS.glob("*.json"))
+    assert len(files) >= 10, files
+    assert sorted(named) == files, "every data file on the page once, and nothing else"
+    page = hook.render(source)
+    assert "<!-- results:" not in page
+    for name, table in results.read_all().items():
+        assert table.name == name and table.rows, name
+        assert all(len(row) == len(table.columns) for row in table.rows), name
+        assert table.command.startswith("python benchmarks/"), (name, table.command)
+        assert (ROOT / table.command.split()[1]).is_file(), (name, table.command)
+        assert f"Measured with `{table.command}`" in page, name
+        assert "\n".join(table.markdown()) in page, name
+
+
+def test_the_benchmark_chart_is_drawn_from_the_data_files() -> None:
+    """The committed SVG names each job and pair of the two files it is drawn from
+    (``benchmarks/chart.py`` keeps text as text), and carries no date."""
+    results = benchmarks_hook()._results_module()
+    source = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
+    assert "](img/benchmarks.svg)" in source
+    svg = (DOCS / "img" / "benchmarks.svg").read_text(encoding="utf-8")
+    for name in ("convert", "memory"):
+        for row in results.read(name).rows:
+            assert str(row[0]).replace("`", "") in svg, (name, row[0])
+    assert "<dc:date>" not in svg
+
+
+def test_the_benchmark_page_has_no_timestamps_hashes_or_history() -> None:
+    results = ROOT / "benchmarks" / "results"
+    texts = {"docs/benchmarks.md": (DOCS / "benchmarks.md").read_text(encoding="utf-8")}
+    texts |= {
+        f"benchmarks/results/{p.name}": p.read_text(encoding="utf-8")
+        for p in results.glob("*.json")
+    }
+    # Words of a lab notebook: figures are what the scripts measured, not their history.
+    history = re.compile(
+        r"\b(earlier|previous|session|since this run|in this run|this section said"
+        r"|a second run|the first run)\b",
+        re.IGNORECASE,
+    )
+    for where, text in texts.items():
+        hexword = r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b"
+        assert not re.search(hexword, text), (where, "a commit hash")
+        assert not re.search(r"\b20\d\d-\d\d-\d\d\b|\b\d\d:\d\d\b", text), (where, "a time")
+        found = history.search(text)
+        assert found is None, (where, found.group(0) if found else "")
+
+
+def test_the_results_writer_keeps_what_it_wrote(tmp_path: Path) -> None:
+    results = benchmarks_hook()._results_module()
+    table = results.Table(
+        "t", "a title", "python benchmarks/run.py", "one run",
+        [results.Column("what", align="left"), results.Column("rate", ",.0f", " /s")],
+        [["a | b", 1234.5678901], ["c", None]],
+    )  # fmt: skip
+    results.write(table, tmp_path)
+    back = results.read("t", tmp_path)
+    assert back.markdown() == [
+        "| what | rate |",
+        "|---|---:|",
+        "| a \\| b | 1,235 /s |",
+        "| c | — |",
+    ]
+    line = results.command_line(
+        "rss.py", ["--runs", "5", "--dir", "/x", "--results=out", "--json", "j"]
+    )
+    assert line == "python benchmarks/rss.py --runs 5"

@@ -296,7 +296,8 @@ def test_layout_init_refuses_what_it_cannot_guess(tmp_path: Path) -> None:
     src = app_store(tmp_path / "app.sqlite")
     assert run("convert", "-q", "--source-layout", EXAMPLE_LAYOUT, src, plain).exit_code == 0
     r = run("layout", "init", "sqlite", plain)  # the default layout: nothing to guess
-    assert r.exit_code == 4 and "statemigrate's own SQL layout" in r.stderr
+    assert r.exit_code == 0 and "statemigrate's own SQL layout" in r.stderr, r.output
+    assert r.stdout == "" and "no layout file is needed" in r.stderr
     r = run("layout", "init", "fjall3", src)
     assert r.exit_code == 2 and "sqlite, rocksdb and lmdb only so far" in r.stderr
     r = run("layout", "init", "rocksdb", src)  # a SQLite file is no RocksDB store

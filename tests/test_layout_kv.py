@@ -512,13 +512,23 @@ def test_layout_init_of_keys_without_prefixes_is_one_table(tmp_path: Path) -> No
 def test_layout_init_refuses_keys_without_prefixes_beside_statemigrates_family(
     tmp_path: Path,
 ) -> None:
-    """With statemigrate's metadata family the store was written in a layout: the prefix
-    guess, and its refusal when no family's keys split."""
+    """With statemigrate's metadata family recording a table that is no column family
+    the store was written in a layout: the prefix guess, and its refusal when no
+    family's keys split. Without such a record it is in the default layout (table
+    ``default``): no layout file is needed."""
     src = tmp_path / "app.rocksdb"
     db = _open(src)
     db[b"alpha"] = b"1"
     db[b"beta"] = b"2"
-    db.create_column_family("__statemigrate__", rocksdict.Options(raw_mode=True))
+    meta = db.create_column_family("__statemigrate__", rocksdict.Options(raw_mode=True))
+    del meta
+    db.close()
+    r = run("layout", "init", "rocksdb", src)
+    assert r.exit_code == 0 and "no layout file is needed" in r.stderr, r.output
+    db = _open(src)
+    meta = db.get_column_family("__statemigrate__")
+    meta[b"kind:events"] = b"plain"  # what a layout's writer records of each state table
+    del meta
     db.close()
     r = run("layout", "init", "rocksdb", src)
     assert r.exit_code == 4 and "no column family holds keys that split" in r.stderr, r.output

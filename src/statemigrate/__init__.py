@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .errors import (
         DestinationError,
         InterruptedByUser,
+        LayoutNotNeeded,
         LinkRefusedError,
         MissingDriverError,
         SourceError,
@@ -95,6 +96,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "DestinationError",
     "InterruptedByUser",
+    "LayoutNotNeeded",
     "LinkRefusedError",
     "MissingDriverError",
     "OffRevisionError",

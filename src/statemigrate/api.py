@@ -318,6 +318,9 @@ def layout(engine: str | None, store: StorePath) -> str:
 
     Raises:
         UsageError: the engine has no layout files yet (exit 2).
+        LayoutNotNeeded: the store is in statemigrate's own layout for its engine already:
+            it is read and written as it is, without a layout file (the command line
+            says so and exits 0).
         SourceError: no part of the store looks like a layout this engine has (exit 4).
     """
     if engine is None:

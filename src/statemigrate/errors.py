@@ -45,6 +45,12 @@ class SourceError(StateMigrateError):
     exit_code = EXIT_SOURCE
 
 
+class LayoutNotNeeded(SourceError):
+    """A layout file was asked for a store already in statemigrate's own layout for its
+    engine (``layout init``): it is read and written as it is, without one. The command
+    line says so and exits 0."""
+
+
 class DestinationError(StateMigrateError):
     """The destination is refused: exists, not writable, no space, a key the engine rejects."""
 

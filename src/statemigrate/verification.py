@@ -60,6 +60,9 @@ class VerifyReport:
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     digest_a: str = ""
     digest_b: str = ""
+    # Records found the same on both sides (against a manifest: the records of the
+    # tables whose digests match it).
+    equal_records: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +70,7 @@ class VerifyReport:
             "b": self.b,
             "equal": self.equal,
             "difference_count": self.difference_count,
+            "equal_records": self.equal_records,
             "differences": [d.to_json() for d in self.differences],
             "tables": self.tables,
             "digest_a": self.digest_a,
@@ -184,6 +188,7 @@ def _merge(
             ):
                 a.pos += n
                 b.pos += n
+                report.equal_records += n
                 continue
             ra, rb = ca[0], cb[0]
             if ra[0] == rb[0]:
@@ -191,6 +196,8 @@ def _merge(
                     note(ra[0], "value differs")
                 elif ra[2:] != rb[2:]:
                     note(ra[0], "version differs")
+                else:
+                    report.equal_records += 1
                 a.pos += 1
                 b.pos += 1
             elif ra[0] < rb[0]:
@@ -203,6 +210,15 @@ def _merge(
             side, other = (a, "missing in B") if ha else (b, "missing in A")
             for r in side.chunk():
                 note(r[0], other)
+            side.pos = len(side.buf)
+    return a.digest, b.digest
+
+
+def _drain(a: _Stream, b: _Stream) -> tuple[Digest, Digest]:
+    """Read both streams to their ends (one of them is a table the other side lacks:
+    one difference, not one per record); returns both digests."""
+    for side in (a, b):
+        while side.fill():
             side.pos = len(side.buf)
     return a.digest, b.digest
 
@@ -374,6 +390,7 @@ def compare(
                         progress.advance(da.count, nbytes)
                         progress.end_table()
                     report.tables[name] = {"a": da.to_json(), "b": db.to_json(), "equal": True}
+                    report.equal_records += da.count
                     sums_a.append((name, xa.kind, da))
                     sums_b.append((name, xb.kind, db))
                     continue
@@ -397,13 +414,11 @@ def compare(
                 report.difference_count += 1
                 if len(report.differences) < limit:
                     report.differences.append(Difference(name, b"", facts))
-            da, db = _merge(
-                name,
-                _Stream(ra, xa, str(pa), follow_a),
-                _Stream(rb, xb, str(pb), follow_b),
-                report,
-                limit,
-            )
+            streams = (_Stream(ra, xa, str(pa), follow_a), _Stream(rb, xb, str(pb), follow_b))
+            if xa is None or xb is None:
+                da, db = _drain(*streams)
+            else:
+                da, db = _merge(name, *streams, report, limit)
             if shown:
                 shown.end_table()
             report.tables[name] = {
@@ -415,14 +430,12 @@ def compare(
                 and xa.kind is xb.kind
                 and facts is None,
             }
-            if xa is None:
-                report.difference_count += 1 if da.count == 0 else 0
-                if da.count == 0 and len(report.differences) < limit:
-                    report.differences.append(Difference(name, b"", "table missing in A"))
-            if xb is None:
-                report.difference_count += 1 if db.count == 0 else 0
-                if db.count == 0 and len(report.differences) < limit:
-                    report.differences.append(Difference(name, b"", "table missing in B"))
+            if xa is None or xb is None:  # one difference, whatever the table holds
+                side, other, count = ("A", "B", db.count) if xa is None else ("B", "A", da.count)
+                report.difference_count += 1
+                if len(report.differences) < limit:
+                    what = f"table missing in {side} ({count:,} records in {other})"
+                    report.differences.append(Difference(name, b"", what))
             if xa:
                 sums_a.append((name, xa.kind, da))
             if xb:
@@ -548,6 +561,8 @@ def against_manifest(
             and (x["kind"], x["count"], x["sum"]) == (y["kind"], y["count"], y["sum"])
         )
         report.tables[name] = {"a": x, "b": y, "equal": same}
+        if same and x is not None:
+            report.equal_records += x["count"]
         if not same:
             report.difference_count += 1
             what = (

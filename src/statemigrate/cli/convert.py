@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from .. import api
-from ..errors import EXIT_INTERRUPTED, InterruptedByUser, UsageError
+from ..errors import EXIT_INTERRUPTED, InterruptedByUser, LayoutNotNeeded, UsageError
 from ..model import BATCH_BYTES, BATCH_RECORDS
 from .output import (
     RESUME_HINT,
@@ -28,6 +28,7 @@ from .output import (
     print_verify,
     quiet,
     reported,
+    say,
     verbose,
     verbosity_options,
 )
@@ -528,7 +529,12 @@ def engines(as_json: bool) -> None:
 @click.group()
 def layout() -> None:
     """Layout files: how an app lays its state out in one engine (README: Your app's own
-    layout)."""
+    layout).
+
+    \b
+    Example:
+      statemigrate layout init app.sqlite > app-layout.toml
+    """
 
 
 @layout.command("init")
@@ -538,16 +544,22 @@ def layout() -> None:
 def layout_init(engine_or_store: str, store: str | None) -> None:
     """Print a layout file guessed from STORE, an existing store, to check and save.
 
-    The engine is detected from the store (or given first, or as ENGINE:PATH).
+    The engine is detected from the store (or given first, or as ENGINE:PATH). A
+    store already in statemigrate's own layout needs no layout file: that is said on
+    stderr, and the exit status is 0.
 
     \b
     Example:
       statemigrate layout init app.sqlite > app-layout.toml
     """
-    if store is None:
-        click.echo(api.layout(None, engine_or_store), nl=False)
-    else:
-        click.echo(api.layout(engine_or_store, store), nl=False)
+    engine, path = (None, engine_or_store) if store is None else (engine_or_store, store)
+    try:
+        text = api.layout(engine, path)
+    except LayoutNotNeeded as exc:
+        if not quiet():
+            say(exc.message)
+        return
+    click.echo(text, nl=False)
 
 
 COMMANDS = (convert, verify, checksum, inspect, engines, layout)

@@ -426,6 +426,42 @@ def _verify_table_lines(tables: dict[str, dict[str, Any]]) -> list[str]:
     return table(["table", "A records", "B records", "A digest", "B digest"], rows, right={1, 2})
 
 
+# A key longer than this is shown by its first bytes and its length (``--json`` keeps
+# every key whole).
+SHOWN_KEY_BYTES = 32
+
+
+def key_text(key: bytes) -> str:
+    """A record's key as one short hex word: ``(empty key)``, or its first 32 bytes in
+    hex followed by ``… (800 bytes)`` when it is longer."""
+    if not key:
+        return "(empty key)"
+    if len(key) <= SHOWN_KEY_BYTES:
+        return key.hex()
+    return f"{key[:SHOWN_KEY_BYTES].hex()}… ({len(key):,} bytes)"
+
+
+def _difference_line(diff: Any) -> str:
+    from .tables import printable
+
+    if not diff.key and diff.what.startswith("table "):  # about the table, not a record
+        return f"{printable(diff.table)}: {diff.what}"
+    return f"{printable(diff.table)}: key {key_text(diff.key)}: {diff.what}"
+
+
+def _equal_records_line(report: Any) -> str:
+    """How many records were the same on both sides, and of how many."""
+    counts = {
+        side: sum(t[side]["count"] for t in report.tables.values() if t.get(side))
+        for side in ("a", "b")
+    }
+    same = f"{report.equal_records:,} records the same"
+    if report.equal:
+        tables = len(report.tables)
+        return f"{same} in A and B ({tables} table{'' if tables == 1 else 's'})"
+    return f"{same} in A and B (A holds {counts['a']:,}, B {counts['b']:,})"
+
+
 def print_verify(report: Any, tables: bool = False) -> None:
     """The text form of a :class:`~statemigrate.verification.VerifyReport`.
 
@@ -434,7 +470,7 @@ def print_verify(report: Any, tables: bool = False) -> None:
         tables: also each table's counts and digests on both sides (``-v``).
     """
     for diff in report.differences:
-        echo(diff.line())
+        echo(_difference_line(diff))
     if report.difference_count > len(report.differences):
         echo(f"... and {report.difference_count - len(report.differences)} more differences")
     if tables and report.tables:
@@ -442,7 +478,9 @@ def print_verify(report: Any, tables: bool = False) -> None:
             echo(line)
     echo(f"A {report.a}: {report.digest_a}")
     echo(f"B {report.b}: {report.digest_b}")
-    echo("equal" if report.equal else f"DIFFERENT ({report.difference_count} differences)")
+    echo(_equal_records_line(report))
+    n = report.difference_count
+    echo("equal" if report.equal else f"DIFFERENT ({n} difference{'' if n == 1 else 's'})")
 
 
 def print_convert(report: Any, tables: bool = False) -> None:

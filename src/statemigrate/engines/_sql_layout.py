@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import DestinationError, SourceError
+from ..errors import DestinationError, LayoutNotNeeded, SourceError
 from ..layout import Layout
 from ..layout.sql import CODEC_TYPES, SqlSpec
 from ..model import BATCH_RECORDS, META_KIND_PREFIX, METADATA_TABLE, Batch, TableInfo, TableKind
@@ -1141,7 +1141,7 @@ def guess_sql_layout(conn: Any, path: Path, engine: str) -> str:
         from ._sql import layout_tables
 
         if not layout_tables(conn, names)[1]:
-            raise SourceError(
+            raise LayoutNotNeeded(
                 f"{path}: the file is in statemigrate's own SQL layout: no layout file is needed",
                 hint="read it without --layout",
             )

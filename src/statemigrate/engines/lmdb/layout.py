@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from ...errors import DestinationError, SourceError
+from ...errors import DestinationError, LayoutNotNeeded, SourceError
 from ...model import METADATA_TABLE, TableInfo
 from .._kv_layout import guess_prefix, guess_text, may_be_versioned
 from .._kv_mapping import MAIN, Op, RawKv, RawKvWriter
@@ -357,8 +357,8 @@ def guess_layout(engine: type[LmdbEngine], path: Path) -> str:
     - a single-file environment: ``subdir = false`` either way.
 
     Raises:
-        SourceError: a store in statemigrate's own layout (it needs no layout file), or
-            an empty one.
+        LayoutNotNeeded: a store in statemigrate's own layout (it needs no layout file).
+        SourceError: an empty store.
     """
     single = not path.is_dir()
     with RawLmdbReader(engine, path) as reader:
@@ -374,7 +374,7 @@ def guess_layout(engine: type[LmdbEngine], path: Path) -> str:
     if MAIN not in present and not names:
         raise SourceError(f"{path}: no database of the store holds a table")
     if MAIN not in present and ours:
-        raise SourceError(
+        raise LayoutNotNeeded(
             f"{path}: in statemigrate's own layout already (a named database per table and "
             f"{METADATA_TABLE!r}): no layout file is needed",
             hint="convert it without --source-layout",

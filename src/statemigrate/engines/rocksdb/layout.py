@@ -15,9 +15,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ...errors import SourceError
+from ...errors import LayoutNotNeeded, SourceError
 from ...layout import VERSION_ENCODINGS
-from ...model import METADATA_TABLE, TableInfo
+from ...model import META_KIND_PREFIX, METADATA_TABLE, TableInfo
 from .._kv_layout import SEPARATORS, guess_prefix, guess_text, may_be_versioned, prefix_end
 from .._kv_mapping import MAIN, Op, RawKv, RawKvWriter
 from . import CONFIG, DEFAULT_CF, RocksdbEngine, RocksdbReader, _options
@@ -274,6 +274,8 @@ def guess_layout(engine: type[RocksdbEngine], path: Path) -> str:
     statemigrate's metadata family gets the prefix guess as before.
 
     Raises:
+        LayoutNotNeeded: the store is in statemigrate's own layout (its metadata family,
+            every table it records a kind of a column family of its own).
         SourceError: a comparator that is not bytewise (exit 4); with statemigrate's
             metadata, no column family holds keys that split into table prefixes.
     """
@@ -282,6 +284,15 @@ def guess_layout(engine: type[RocksdbEngine], path: Path) -> str:
         assert reader.shadow is not None
         listed = list(rd.Rdict.list_cf(str(reader.shadow), _options(rd)))
         names = [n for n in listed if n != METADATA_TABLE]
+        # A store written through a layout records the kind of each of its state tables,
+        # which are not column families; the default layout's tables all are.
+        kinds = [k for k in reader.raw_metadata() if k.startswith(META_KIND_PREFIX)]
+        if METADATA_TABLE in listed and all(k[len(META_KIND_PREFIX) :] in names for k in kinds):
+            raise LayoutNotNeeded(
+                f"{path}: in statemigrate's own layout already (a column family per table and "
+                f"{METADATA_TABLE!r}): no layout file is needed",
+                hint="convert it without --source-layout",
+            )
         candidates = [n for n in names if not reader._is_empty(n)]
         own = METADATA_TABLE in listed
         tried = candidates if own else candidates[:1] if len(candidates) == 1 else []
