@@ -232,3 +232,42 @@ def test_schema_commands_go_through_the_api(verb: str, tmp_path: Path, monkeypat
     res = CliRunner().invoke(main, args)
     assert calls == [verb], res.output
     assert res.exit_code in (0, 1) and "error" not in res.output, res.output
+
+
+def test_a_library_hint_names_the_keyword_the_cli_hint_the_option(tmp_path: Path) -> None:
+    src = tmp_path / "a.sqlite"
+    write_store(SqliteEngine, src, {TableInfo("t"): [(b"k", b"v")]})
+    dst = tmp_path / "b.sqlite"
+    statemigrate.convert(src, dst)
+    with pytest.raises(errors.DestinationError) as caught:
+        statemigrate.convert(src, dst)
+    assert caught.value.hint == "pass overwrite=True to replace it"
+    assert caught.value.cli_hint == "pass --overwrite to replace it"
+    res = CliRunner().invoke(main, ["convert", str(src), str(dst)])
+    assert res.exit_code == 5 and "hint: pass --overwrite to replace it" in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("cli", "library"),
+    [
+        (
+            "free some space, then run the same command with --resume",
+            "free some space, then call it again with resume=True",
+        ),
+        (
+            "leave it out with --tables, or correct the layout",
+            "leave it out with tables=[...], or correct the layout",
+        ),
+        (
+            "--skip-foreign-tables leaves them out",
+            "the option skip_foreign_tables=True leaves them out",
+        ),
+        (
+            "name the engine as ENGINE:PATH or with --from",
+            "name the engine as ENGINE:PATH or with from_engine=",
+        ),
+        ("stop the app", "stop the app"),
+    ],
+)
+def test_hints_in_the_library_words(cli: str, library: str) -> None:
+    assert errors.StateMigrateError("x", hint=cli).hint == library

@@ -16,15 +16,62 @@ EXIT_INTERRUPTED = 6
 EXIT_INTERNAL = 70
 
 
+# A hint is written once, in the command line's words (``pass --overwrite``); a library
+# caller reads it in the keyword arguments' (``pass overwrite=True``). Phrases first,
+# then each option on its own.
+_LIBRARY_WORDS = (
+    ("run the same command with --resume", "call it again with resume=True"),
+    ("`statemigrate upgrade --create`", "upgrade(..., create=True)"),
+    ("`statemigrate upgrade STORE --schema DIR`", "upgrade(STORE, DIR)"),
+    ("`statemigrate layout init SRC`", "statemigrate.layout(None, SRC)"),
+    ("`statemigrate layout init STORE`", "statemigrate.layout(None, STORE)"),
+    ("--to ENGINE", "to_engine="),
+    ("--redb-format 2", "the destination option redb_format=2"),
+    ("--skip-foreign-tables", "the option skip_foreign_tables=True"),
+    ("--source-layout", "a layout in source_options"),
+    ("--allow-empty", "allow_empty=True"),
+    ("--overwrite", "overwrite=True"),
+    ("--resume", "resume=True"),
+    ("--force", "force=True"),
+    ("--create", "create=True"),
+    ("--tables", "tables=[...]"),
+    ("--layout", "a layout in its options"),
+    ("--from", "from_engine="),
+)
+
+
+def library_words(hint: str | None) -> str | None:
+    """``hint`` as a library caller reads it: keyword arguments for the CLI's options."""
+    if hint is None or "--" not in hint and "`statemigrate " not in hint:
+        return hint
+    for cli, library in _LIBRARY_WORDS:
+        hint = hint.replace(cli, library)
+    return hint
+
+
 class StateMigrateError(Exception):
-    """Base class: a failure with a one-line message, an exit code and an optional hint."""
+    """Base class: a failure with a one-line message, an exit code and an optional hint.
+
+    ``hint`` names the keyword arguments a library caller passes (``overwrite=True``);
+    ``cli_hint`` is the same hint in the command line's words (``--overwrite``), which
+    the CLI prints.
+    """
 
     exit_code: int = EXIT_INTERNAL
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.cli_hint = hint
+
+    @property
+    def hint(self) -> str | None:
+        """What to do about it, in the library's words."""
+        return library_words(self.cli_hint)
+
+    @hint.setter
+    def hint(self, value: str | None) -> None:
+        self.cli_hint = value
 
 
 class UsageError(StateMigrateError):

@@ -192,7 +192,7 @@ def describe(exc: BaseException, options: set[str]) -> Failure:
         options: the long options of the command that failed; a hint names no other.
     """
     if isinstance(exc, StateMigrateError):
-        return Failure(exc.message, hint_for(exc.hint, options), exc.exit_code)
+        return Failure(exc.message, hint_for(exc.cli_hint, options), exc.exit_code)
     if isinstance(exc, KeyboardInterrupt):
         return Failure(
             "interrupted", hint_for(RESUME_HINT, options) or AGAIN_HINT, EXIT_INTERRUPTED

@@ -49,7 +49,7 @@ def write_backup(engine: type[Engine], writer: Writer, dest: Path) -> Path:
             ) from exc
         if isinstance(exc, DestinationError):  # an engine's own (a full disk …)
             raise DestinationError(
-                f"{dest}: cannot write the backup ({exc.message})", hint=exc.hint
+                f"{dest}: cannot write the backup ({exc.message})", hint=exc.cli_hint
             ) from exc
         raise
     return dest

@@ -21,8 +21,6 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from ..engines.access import Reader, StoreAccess
 from ..engines.base import Engine, check_options
 from ..engines.options import EngineOptions
@@ -44,6 +42,8 @@ def _engine(engine: str | type[Engine]) -> type[Engine]:
 
 def _cases(engine: type[Engine]) -> list[Any]:
     """Every case, named ``<engine>-<case>``; the engine's declared limits as strict xfails."""
+    import pytest  # the test extra's: imported where a suite is built, not with the package
+
     params = []
     for name in CASES:
         marks = []
@@ -65,6 +65,8 @@ def conformance_suite(engine: str | type[Engine]) -> type:
         :data:`.conformance.CASES` (a declared ``known_limits`` entry runs as a strict
         xfail), and a check that every declared limit names a real case.
     """
+    import pytest
+
     eng = _engine(engine)
 
     class ConformanceSuite:

@@ -212,7 +212,7 @@ class _Target:
                 + "; ".join(problems)
             )
         raise DestinationError(
-            f"{where}: " + "; and ".join(parts), hint=first.hint if first else None
+            f"{where}: " + "; and ".join(parts), hint=first.cli_hint if first else None
         )
 
 
