@@ -1,5 +1,5 @@
 //! Reading an LMDB `data.mdb` a page at a time with plain file reads, for the
-//! structural check (`lmdb_check.rs`) and the digest walk (`lmdb_digest.rs`).
+//! structural check (`check.rs`) and the digest walk (`digest.rs`).
 //!
 //! Both walk B-trees depth first, and in the files LMDB writes (a store filled in key
 //! order, a compacting copy) the next page is nearly always the one after the last:
