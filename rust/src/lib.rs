@@ -6,12 +6,14 @@
 //!
 //! It mirrors the package's shape: a small core (`batch`: a batch bounded by count and
 //! bytes; `digest`: the contract's record hash; `sort` and `py_sort`: the external sort;
-//! `fileio`: positional reads and a shared lock) under `engines/`, one folder per engine.
+//! `fileio`: positional reads and a shared lock; `errors`: the engines' one error type
+//! and the panic-guarded `detach`) under `engines/`, one folder per engine.
 use pyo3::prelude::*;
 
 mod batch;
 mod digest;
 mod engines;
+mod errors;
 mod fileio;
 mod py_sort;
 mod sort;

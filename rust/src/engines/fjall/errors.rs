@@ -1,12 +1,12 @@
-//! The engine's error kinds, the Python exceptions they become, and `detach`: fjall
-//! work run with the GIL released, a panic in it turned into an error.
-use std::cell::Cell;
-use std::panic::AssertUnwindSafe;
-use std::sync::Once;
-
+//! The Python exceptions fjall's error kinds become, and fjall's errors classified into
+//! those kinds (the kinds, the error type and `detach` are the engines' own, in
+//! `crate::errors`).
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
+
+pub use crate::errors::detach;
+use crate::errors::{Engine, Kind};
 
 create_exception!(
     _native,
@@ -33,43 +33,36 @@ create_exception!(
     "Any other fjall error (I/O included)."
 );
 
-/// An engine error, classified for the Python side.
-#[derive(Debug)]
-pub enum NErr {
-    Busy(String),
-    Corrupt(String),
-    Refused(String),
-    Other(String),
-}
+/// The fjall engines (2 and 3): their exceptions (see `crate::errors`).
+pub struct Fjall;
 
-impl From<NErr> for PyErr {
-    fn from(e: NErr) -> PyErr {
-        match e {
-            NErr::Busy(m) => FjallBusyError::new_err(m),
-            NErr::Corrupt(m) => FjallCorruptError::new_err(m),
-            NErr::Refused(m) => FjallRefusedError::new_err(m),
-            NErr::Other(m) => FjallError::new_err(m),
+impl Engine for Fjall {
+    const NAME: &'static str = "fjall";
+
+    fn exception(kind: Kind, message: String) -> PyErr {
+        match kind {
+            Kind::Busy => FjallBusyError::new_err(message),
+            Kind::Corrupt => FjallCorruptError::new_err(message),
+            Kind::Refused => FjallRefusedError::new_err(message),
+            Kind::Unsupported | Kind::Other => FjallError::new_err(message),
         }
     }
 }
 
-impl From<std::io::Error> for NErr {
-    fn from(e: std::io::Error) -> NErr {
-        NErr::Other(e.to_string())
-    }
-}
+/// A fjall engine error.
+pub type NErr = crate::errors::Error<Fjall>;
 
 impl From<fjall::Error> for NErr {
     fn from(e: fjall::Error) -> NErr {
         match e {
-            fjall::Error::Locked => NErr::Busy("the database is locked by another process".into()),
+            fjall::Error::Locked => NErr::busy("the database is locked by another process"),
             fjall::Error::Io(io) | fjall::Error::Storage(fjall::LsmError::Io(io)) => {
-                NErr::Other(io.to_string())
+                NErr::other(io.to_string())
             }
             fjall::Error::Poisoned => {
-                NErr::Other("the database is poisoned (a write failed before)".into())
+                NErr::other("the database is poisoned (a write failed before)")
             }
-            other => NErr::Corrupt(format!("{other:?}")),
+            other => NErr::corrupt(format!("{other:?}")),
         }
     }
 }
@@ -78,50 +71,12 @@ impl From<fjall2::Error> for NErr {
     fn from(e: fjall2::Error) -> NErr {
         match e {
             fjall2::Error::Io(io) | fjall2::Error::Storage(fjall2::LsmError::Io(io)) => {
-                NErr::Other(io.to_string())
+                NErr::other(io.to_string())
             }
             fjall2::Error::Poisoned => {
-                NErr::Other("the keyspace is poisoned (a write failed before)".into())
+                NErr::other("the keyspace is poisoned (a write failed before)")
             }
-            other => NErr::Corrupt(format!("{other:?}")),
+            other => NErr::corrupt(format!("{other:?}")),
         }
     }
-}
-
-thread_local! {
-    /// Set while this thread runs fjall: a panic there is reported as an error, not printed.
-    static IN_FJALL: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Run fjall work with the GIL released; a panic (fjall asserts on some damaged
-/// files) becomes a "corrupt" error (exit 4) instead of a Python `PanicException`.
-pub fn detach<T: Send>(
-    py: Python<'_>,
-    f: impl FnOnce() -> Result<T, NErr> + Send,
-) -> Result<T, NErr> {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !IN_FJALL.with(|c| c.get()) {
-                previous(info);
-            }
-        }));
-    });
-    py.detach(|| {
-        IN_FJALL.with(|c| c.set(true));
-        let out = std::panic::catch_unwind(AssertUnwindSafe(f));
-        IN_FJALL.with(|c| c.set(false));
-        out.unwrap_or_else(|panic| {
-            let msg = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "a panic".into());
-            Err(NErr::Corrupt(format!(
-                "fjall stopped on damaged data: {}",
-                msg.lines().next().unwrap_or("")
-            )))
-        })
-    })
 }

@@ -34,7 +34,7 @@ fn open(path: &Path, major: u8, pin: bool) -> Result<Box<dyn Store>, NErr> {
         3 => Box::new(v3::Store3::open(path, pin)?),
         2 => Box::new(v2::Store2::open(path, pin)?),
         v => {
-            return Err(NErr::Other(format!(
+            return Err(NErr::other(format!(
                 "fjall format {v} is not supported (2 and 3 are)"
             )))
         }
@@ -54,7 +54,7 @@ impl Handle {
             let mut st = self.0.lock().unwrap_or_else(PoisonError::into_inner);
             let s = st
                 .as_mut()
-                .ok_or_else(|| NErr::Other("the store is closed".into()))?;
+                .ok_or_else(|| NErr::other("the store is closed"))?;
             f(s.as_mut())
         })?)
     }
@@ -62,7 +62,7 @@ impl Handle {
     fn close(&self, py: Python<'_>) {
         let _ = detach(py, || {
             self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
-            Ok(())
+            Ok::<_, NErr>(())
         });
     }
 }
@@ -324,7 +324,7 @@ impl FjallWriter {
             .contains(&name);
         self.h.run(py, |s| {
             if !s.exists(&name) {
-                return Err(NErr::Other(format!("no table {name:?}")));
+                return Err(NErr::other(format!("no table {name:?}")));
             }
             s.write(Some(&name), recs, meta, ingest)
         })

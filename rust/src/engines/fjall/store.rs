@@ -104,7 +104,7 @@ where
 }
 
 pub fn no_keyspace(name: &str) -> NErr {
-    NErr::Other(format!("no keyspace {name:?}"))
+    NErr::other(format!("no keyspace {name:?}"))
 }
 
 /// Wait until `pending` reports no sealed memtable left (the flush workers wrote them
@@ -120,7 +120,7 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) -> Result<(), NErr
     let start = std::time::Instant::now();
     while !done() {
         if start.elapsed() > std::time::Duration::from_secs(60) {
-            return Err(NErr::Other(format!("{what} within 60 s")));
+            return Err(NErr::other(format!("{what} within 60 s")));
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }

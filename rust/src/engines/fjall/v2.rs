@@ -51,7 +51,7 @@ impl Store2 {
             return Ok(h.clone());
         }
         if !valid_name(name) {
-            return Err(NErr::Refused(format!(
+            return Err(NErr::refused(format!(
                 "{name:?} is not a fjall 2 partition name"
             )));
         }

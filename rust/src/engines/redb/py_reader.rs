@@ -55,7 +55,7 @@ impl RedbReader {
             let ReaderState { reader, sorted } = &mut *st;
             let r = reader
                 .as_ref()
-                .ok_or_else(|| NErr::Other("the reader is closed".into()))?;
+                .ok_or_else(|| NErr::other("the reader is closed"))?;
             f(r, sorted)
         })?)
     }
@@ -71,7 +71,7 @@ impl RedbReader {
                 1 => ReaderImpl::V1(v1::Reader::open(&path)?),
                 2 => ReaderImpl::V2(v2::Reader::open(&path)?),
                 3 => ReaderImpl::V4(v4::Reader::open(&path)?),
-                v => return Err(NErr::Unsupported(v)),
+                v => return Err(NErr::unsupported(v)),
             })
         })?;
         Ok(RedbReader {
@@ -142,7 +142,7 @@ impl RedbReader {
                 let (mut count, mut sum, mut nbytes) = (0u64, 0u128, 0u64);
                 let mut add = |prev: Option<&[u8]>, k: &[u8], v: &[u8], ver: u64| {
                     if prev.is_some_and(|p| p >= k) {
-                        return Err(NErr::Corrupt(format!(
+                        return Err(NErr::corrupt(format!(
                             "table {:?}: keys out of order",
                             d.name
                         )));
@@ -204,7 +204,7 @@ impl RedbReader {
             let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             st.sorted.clear();
             st.reader = None;
-            Ok(())
+            Ok::<_, NErr>(())
         });
     }
 }

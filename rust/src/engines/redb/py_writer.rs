@@ -58,7 +58,7 @@ impl RedbWriter {
             let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g
                 .as_mut()
-                .ok_or_else(|| NErr::Other("the writer is closed".into()))?;
+                .ok_or_else(|| NErr::other("the writer is closed"))?;
             f(w)
         })?)
     }
@@ -81,7 +81,7 @@ impl RedbWriter {
                 (3, true) => WriterImpl::V4(v4::Writer::create(&path)?),
                 (3, false) => WriterImpl::V4(v4::Writer::open(&path)?),
                 (v, _) => {
-                    return Err(NErr::Refused(format!(
+                    return Err(NErr::refused(format!(
                         "redb file format {v} cannot be written"
                     )))
                 }
@@ -213,7 +213,7 @@ impl RedbWriter {
         let _ = detach(py, || {
             let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             *g = None;
-            Ok(())
+            Ok::<_, NErr>(())
         });
     }
 }

@@ -69,7 +69,7 @@ pub fn read_table<S: Snapshot>(
             for (k, v) in pairs {
                 // Legacy (u64, &[u8]): u32 length of the first element (8), the u64, the bytes.
                 if v.len() < 12 {
-                    return Err(NErr::Corrupt(format!(
+                    return Err(NErr::corrupt(format!(
                         "a versioned value of table {:?} is too short",
                         d.name
                     )));
@@ -112,7 +112,7 @@ pub fn read_table<S: Snapshot>(
                     break;
                 };
                 if !reached.insert(last.clone()) {
-                    return Err(NErr::Corrupt(format!(
+                    return Err(NErr::corrupt(format!(
                         "table {:?} leads its reader back to a key it already passed",
                         d.name
                     )));

@@ -117,11 +117,11 @@ pub fn make<T: Debug>(
         return Ok(user(name));
     }
     let Some((mut ta, a, tb, b)) = templates else {
-        return Err(NErr::Refused(format!(
+        return Err(NErr::refused(format!(
             "type {name:?} has a classification ({class}) this redb version cannot write"
         )));
     };
-    let fail = |why: &str| NErr::Other(format!("cannot rebuild redb type name {name:?}: {why}"));
+    let fail = |why: &str| NErr::other(format!("cannot rebuild redb type name {name:?}: {why}"));
     let s = string_window(&ta, a, &tb, b).map_err(|e| fail(&e))?;
     // SAFETY: the window is the template's `String` field (only it differs between two
     // names that differ only in their name, and it holds the name's length); the old
@@ -156,7 +156,7 @@ pub fn reclassify<T: Debug>(
 ) -> Result<T, NErr> {
     let name = parts(&t).1;
     let fail = |why: &str| {
-        NErr::Other(format!(
+        NErr::other(format!(
             "cannot make redb type name {name:?} of classification {class}: {why}"
         ))
     };

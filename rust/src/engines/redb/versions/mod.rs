@@ -52,7 +52,7 @@ impl Applied for () {
 
 impl<E: Display> Applied for Result<(), E> {
     fn applied(self) -> Result<(), NErr> {
-        self.map_err(|e| NErr::Other(e.to_string()))
+        self.map_err(|e| NErr::other(e.to_string()))
     }
 }
 
