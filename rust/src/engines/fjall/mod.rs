@@ -19,11 +19,34 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
+/// The end of every `Store::write`, for fjall 2's and fjall 3's write batches (the same
+/// methods, no trait in common): the metadata updates `meta` put into `$batch` (through
+/// the metadata keyspace of `$store`), and the batch committed if it holds anything.
+macro_rules! commit_with_meta {
+    ($store:expr, $batch:ident, $meta:expr) => {{
+        let meta: Vec<MetaUpdate> = $meta;
+        if !meta.is_empty() {
+            let m = $store.handle(META, true)?;
+            for (k, v) in meta {
+                match v {
+                    Some(v) => $batch.insert(&m, k, v),
+                    None => $batch.remove(&m, k),
+                }
+            }
+        }
+        if !$batch.is_empty() {
+            $batch.commit()?;
+        }
+        Ok(())
+    }};
+}
+
 mod errors;
 mod store;
 mod v2;
 mod v3;
 
+use crate::batch::Limits;
 use errors::{detach, FjallBusyError, FjallCorruptError, FjallError, FjallRefusedError, NErr};
 use store::{Bytes, MetaUpdate, Pair, Store, MAX_KEY, META};
 
@@ -75,7 +98,7 @@ fn metadata(py: Python<'_>, h: &Handle) -> PyResult<Vec<(String, Py<PyBytes>)>> 
         let mut out = Vec::new();
         let mut after: Option<Vec<u8>> = None;
         loop {
-            let b = s.scan(META, after.as_deref(), 10_000, 8 << 20)?;
+            let b = s.scan(META, after.as_deref(), Limits::new(10_000, 8 << 20))?;
             let Some(last) = b.last() else { break };
             after = Some(last.0.to_vec());
             out.extend(b);
@@ -103,8 +126,8 @@ fn read_batch<'py>(
     max_bytes: usize,
     versioned: bool,
 ) -> PyResult<Bound<'py, PyList>> {
-    let (n, b) = (max_records.max(1), max_bytes.max(1));
-    let recs = h.run(py, |s| s.scan(name, after.as_deref(), n, b))?;
+    let limits = Limits::new(max_records, max_bytes);
+    let recs = h.run(py, |s| s.scan(name, after.as_deref(), limits))?;
     let out = PyList::empty(py);
     for (k, v) in recs {
         let key = PyBytes::new(py, &k).into_any();

@@ -107,14 +107,7 @@ impl Walk {
             ));
         }
         self.mark(pgno)?;
-        let buf = self
-            .file
-            .page(pgno)
-            .map_err(|e| format!("page {pgno} cannot be read ({e})"))?;
-        if u64_at(&buf, 0)? != pgno {
-            return Err(format!("page {pgno} says it is page {}", u64_at(&buf, 0)?));
-        }
-        Ok(buf)
+        self.file.numbered(pgno)
     }
 
     /// A tree from `root` (a named database, the main or free database, a dup sub-tree).

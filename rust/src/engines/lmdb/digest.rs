@@ -52,14 +52,7 @@ impl Pages {
         if pgno < 2 || pgno >= self.pages {
             return Err(format!("a link to page {pgno}, outside the file"));
         }
-        let page = self
-            .file
-            .page(pgno)
-            .map_err(|e| format!("page {pgno} cannot be read ({e})"))?;
-        if u64_at(&page, 0)? != pgno {
-            return Err(format!("page {pgno} says it is page {}", u64_at(&page, 0)?));
-        }
-        Ok(page)
+        self.file.numbered(pgno)
     }
 
     /// Every leaf node of the tree at `root`, in key order: `visit(key, value, flags)`.

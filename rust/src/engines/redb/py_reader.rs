@@ -11,6 +11,7 @@ use super::plan::{plan, Kind};
 use super::pyconv::{desc_from_py, metadata_to_py, recs_to_py, tables_to_py};
 use super::read::{read_table, Snapshot, SortState};
 use super::versions::{v1, v2, v4};
+use crate::batch::Limits;
 use crate::digest::record_hash_into;
 
 enum ReaderImpl {
@@ -22,11 +23,7 @@ enum ReaderImpl {
 /// `body` with `$r` bound to the reader of whichever redb version opened the file.
 macro_rules! each {
     ($e:expr, $r:ident => $body:expr) => {
-        match $e {
-            ReaderImpl::V1($r) => $body,
-            ReaderImpl::V2($r) => $body,
-            ReaderImpl::V4($r) => $body,
-        }
+        each_version!(ReaderImpl { V1, V2, V4 }, $e, $r => $body)
     };
 }
 
@@ -112,9 +109,9 @@ impl RedbReader {
     ) -> PyResult<Bound<'py, PyList>> {
         let d = desc_from_py(table)?;
         let format = self.format;
-        let (n, b) = (max_records.max(1), max_bytes.max(1));
+        let limits = Limits::new(max_records, max_bytes);
         let recs = self.run(py, |r, sorted| {
-            each!(r, x => read_table(x.txn(), sorted, format, &d, after.as_deref(), n, b))
+            each!(r, x => read_table(x.txn(), sorted, format, &d, after.as_deref(), limits))
         })?;
         recs_to_py(py, recs, plan(format, &d).kind == Kind::Versioned)
     }
@@ -171,7 +168,7 @@ impl RedbReader {
                     let mut after: Option<Vec<u8>> = None;
                     loop {
                         let recs = each!(r, x => read_table(
-                            x.txn(), sorted, format, d, after.as_deref(), 10_000, 8 << 20
+                            x.txn(), sorted, format, d, after.as_deref(), Limits::new(10_000, 8 << 20)
                         ))?;
                         let Some(last) = recs.last() else { break };
                         for (i, (k, v, ver)) in recs.iter().enumerate() {

@@ -20,10 +20,11 @@ use std::fmt::Display;
 use super::desc::{OwnedRec, PairSink, Pairs, RecordSink, TableDesc, TypeDesc};
 use super::errors::NErr;
 use super::overlay::Overlay;
-use super::read::Snapshot;
+use super::read::{Orders, Snapshot};
 use super::typename;
 use super::types::TypeExpr;
 use super::write::TableKind;
+use crate::batch::Limits;
 
 #[cfg(test)]
 mod pins;

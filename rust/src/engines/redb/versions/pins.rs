@@ -10,140 +10,56 @@ fn pair(class: &str, name: &str) -> (String, String) {
     (class.to_string(), name.to_string())
 }
 
-#[test]
-fn redb_1_5_names_are_redb_s_own() {
-    use redb1::RedbValue as Value;
-    let own = [
-        ("Internal", "u64", <u64 as Value>::type_name()),
-        (
-            "Internal",
-            "(u64,&[u8])",
-            <(u64, &[u8]) as Value>::type_name(),
-        ),
-        (
-            "Internal",
-            "Option<u64>",
-            <Option<u64> as Value>::type_name(),
-        ),
-        (
-            "Internal",
-            "(u32,&str)",
-            <(u32, &str) as Value>::type_name(),
-        ),
-        ("UserDefined", "app::Key", redb1::TypeName::new("app::Key")),
-    ];
-    for (class, name, redb_s) in own {
-        let made = v1::make_type_name(class, name).unwrap();
-        assert_eq!(made, redb_s, "{class} {name}");
-        assert_eq!(v1::type_parts(&made), pair(class, name));
-    }
+/// A version's tests: `$names` (classification, name, redb's own type name) are made
+/// as redb makes them; `$file` (a key and a value type's classification and name)
+/// survives a file and opens as the types `$k -> $v` (and not as `u64 -> $v`).
+macro_rules! pins {
+    ($own:ident, $survive:ident, $v:ident, $value_trait:path, $type_name:path,
+     names: [$(($class:literal, $name:literal, $t:ty)),* $(,)?],
+     file: ($kc:literal, $kn:literal, $k:ty), ($vc:literal, $vn:literal, $vt:ty) $(,)?) => {
+        #[test]
+        fn $own() {
+            use $value_trait as Value;
+            let own = [$(($class, $name, <$t as Value>::type_name())),*];
+            for (class, name, redb_s) in own {
+                let made = $v::make_type_name(class, name).unwrap();
+                assert_eq!(made, redb_s, "{class} {name}");
+                assert_eq!($v::type_parts(&made), pair(class, name));
+            }
+            let user = $v::make_type_name("UserDefined", "app::Key").unwrap();
+            assert_eq!(user, $type_name("app::Key"));
+        }
+
+        #[test]
+        fn $survive() {
+            let (_dir, db) = $v::written::file_with(($kc, $kn), ($vc, $vn));
+            assert_eq!($v::written::stored(&db), (pair($kc, $kn), pair($vc, $vn)));
+            assert!($v::written::opens_as::<$k, $vt>(&db));
+            assert!(!$v::written::opens_as::<u64, $vt>(&db));
+        }
+    };
 }
 
-#[test]
-fn redb_1_5_rebuilt_names_survive_a_file() {
-    let (_dir, db) =
-        v1::written::file_with(("Internal", "Option<u64>"), ("Internal", "(u32,&str)"));
-    assert_eq!(
-        v1::written::stored(&db),
-        (
-            pair("Internal", "Option<u64>"),
-            pair("Internal", "(u32,&str)")
-        )
-    );
-    assert!(v1::written::opens_as::<Option<u64>, (u32, &str)>(&db));
-    assert!(!v1::written::opens_as::<u64, (u32, &str)>(&db));
+// One block a version (rustfmt leaves macro bodies as written).
+#[rustfmt::skip]
+pins! {
+    redb_1_5_names_are_redb_s_own, redb_1_5_rebuilt_names_survive_a_file, v1, redb1::RedbValue, redb1::TypeName::new,
+    names: [("Internal", "u64", u64), ("Internal", "(u64,&[u8])", (u64, &[u8])), ("Internal", "Option<u64>", Option<u64>), ("Internal", "(u32,&str)", (u32, &str))],
+    file: ("Internal", "Option<u64>", Option<u64>), ("Internal", "(u32,&str)", (u32, &str)),
 }
 
-#[test]
-fn redb_2_6_names_are_redb_s_own() {
-    use redb2::Value;
-    let own = [
-        ("Internal", "u64", <u64 as Value>::type_name()),
-        ("Internal", "String", <String as Value>::type_name()),
-        (
-            "Internal",
-            "(u64,&[u8])",
-            <(u64, &[u8]) as Value>::type_name(),
-        ),
-        (
-            "Internal",
-            "Option<u64>",
-            <Option<u64> as Value>::type_name(),
-        ),
-        (
-            "Internal",
-            "(u32,&str)",
-            <(u32, &str) as Value>::type_name(),
-        ),
-        ("Internal", "[u16;3]", <[u16; 3] as Value>::type_name()),
-        ("UserDefined", "app::Key", redb2::TypeName::new("app::Key")),
-    ];
-    for (class, name, redb_s) in own {
-        let made = v2::make_type_name(class, name).unwrap();
-        assert_eq!(made, redb_s, "{class} {name}");
-        assert_eq!(v2::type_parts(&made), pair(class, name));
-    }
+#[rustfmt::skip]
+pins! {
+    redb_2_6_names_are_redb_s_own, redb_2_6_rebuilt_names_survive_a_file, v2, redb2::Value, redb2::TypeName::new,
+    names: [("Internal", "String", String), ("Internal", "(u64,&[u8])", (u64, &[u8])), ("Internal", "Option<u64>", Option<u64>), ("Internal", "[u16;3]", [u16; 3])],
+    file: ("Internal", "Option<u64>", Option<u64>), ("Internal", "(u32,&str)", (u32, &str)),
 }
 
-#[test]
-fn redb_2_6_rebuilt_names_survive_a_file() {
-    let (_dir, db) =
-        v2::written::file_with(("Internal", "Option<u64>"), ("Internal", "(u32,&str)"));
-    assert_eq!(
-        v2::written::stored(&db),
-        (
-            pair("Internal", "Option<u64>"),
-            pair("Internal", "(u32,&str)")
-        )
-    );
-    assert!(v2::written::opens_as::<Option<u64>, (u32, &str)>(&db));
-    assert!(!v2::written::opens_as::<u64, (u32, &str)>(&db));
-}
-
-#[test]
-fn redb_4_names_are_redb_s_own() {
-    use redb::Value;
-    let own = [
-        ("Internal", "u64", <u64 as Value>::type_name()),
-        ("Internal", "&[u8]", <&[u8] as Value>::type_name()),
-        (
-            "Internal3",
-            "(u64,&[u8])",
-            <(u64, &[u8]) as Value>::type_name(),
-        ),
-        (
-            "Internal3",
-            "Option<u64>",
-            <Option<u64> as Value>::type_name(),
-        ),
-        (
-            "Internal3",
-            "(u32,&str)",
-            <(u32, &str) as Value>::type_name(),
-        ),
-        ("Internal3", "[u16;3]", <[u16; 3] as Value>::type_name()),
-        ("UserDefined", "app::Key", redb::TypeName::new("app::Key")),
-    ];
-    for (class, name, redb_s) in own {
-        let made = v4::make_type_name(class, name).unwrap();
-        assert_eq!(made, redb_s, "{class} {name}");
-        assert_eq!(v4::type_parts(&made), pair(class, name));
-    }
-}
-
-#[test]
-fn redb_4_rebuilt_names_survive_a_file() {
-    let (_dir, db) =
-        v4::written::file_with(("Internal3", "Option<u64>"), ("Internal3", "(u32,&str)"));
-    assert_eq!(
-        v4::written::stored(&db),
-        (
-            pair("Internal3", "Option<u64>"),
-            pair("Internal3", "(u32,&str)")
-        )
-    );
-    assert!(v4::written::opens_as::<Option<u64>, (u32, &str)>(&db));
-    assert!(!v4::written::opens_as::<u64, (u32, &str)>(&db));
+#[rustfmt::skip]
+pins! {
+    redb_4_names_are_redb_s_own, redb_4_rebuilt_names_survive_a_file, v4, redb::Value, redb::TypeName::new,
+    names: [("Internal", "&[u8]", &[u8]), ("Internal3", "(u64,&[u8])", (u64, &[u8])), ("Internal3", "Option<u64>", Option<u64>), ("Internal3", "[u16;3]", [u16; 3])],
+    file: ("Internal3", "Option<u64>", Option<u64>), ("Internal3", "(u32,&str)", (u32, &str)),
 }
 
 /// The names redb 3.0-4.1 wrote for composites in format 3, which redb 4.x still
@@ -168,44 +84,35 @@ fn redb_4_writes_the_names_older_redb_wrote() {
 #[test]
 fn a_layout_other_than_the_pinned_one_is_refused() {
     use redb::Value;
-    let templates = || {
-        Some((
+    let rebuild = |layout: Layout| {
+        let templates = (
             <u8 as Value>::type_name(),
             "u8",
             <u128 as Value>::type_name(),
             "u128",
-        ))
+        );
+        let made = typename::make(
+            "Internal",
+            "Option<u64>",
+            Some(templates),
+            redb::TypeName::new,
+            &layout,
+        );
+        made.unwrap_err().message
     };
-    let moved = Layout {
+    let moved = rebuild(Layout {
         name_word: 1,
         ..v4::LAYOUT
-    };
-    let e = typename::make(
-        "Internal",
-        "Option<u64>",
-        templates(),
-        redb::TypeName::new,
-        &moved,
-    )
-    .unwrap_err();
+    });
     assert!(
-        e.message
-            .contains("redb 4.6's TypeName is not laid out as pinned"),
-        "{e:?}"
+        moved.contains("redb 4.6's TypeName is not laid out as pinned"),
+        "{moved}"
     );
-    let grown = Layout {
+    let grown = rebuild(Layout {
         words: 5,
         ..v4::LAYOUT
-    };
-    let e = typename::make(
-        "Internal",
-        "Option<u64>",
-        templates(),
-        redb::TypeName::new,
-        &grown,
-    )
-    .unwrap_err();
-    assert!(e.message.contains("4 words, not the 5 pinned"), "{e:?}");
+    });
+    assert!(grown.contains("4 words, not the 5 pinned"), "{grown}");
 
     let other_byte = Layout {
         class_byte: Some(1),
@@ -220,7 +127,6 @@ fn a_layout_other_than_the_pinned_one_is_refused() {
         (&internal, "u8"),
         (&user, "u128"),
         &other_byte,
-    )
-    .unwrap_err();
-    assert!(e.message.contains("is not the classification"), "{e:?}");
+    );
+    assert!(e.unwrap_err().message.contains("is not the classification"));
 }
