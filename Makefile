@@ -91,11 +91,11 @@ scorecard: install  ## issue 13's targets, met or missed, from one run (1M recor
 fixtures: install  ## remake the small fixture stores made by the Python drivers
 	$(PYTHON) fixtures/make_fixtures.py
 
-lint: install  ## the gate CI runs before the tests: ruff (lint, format), mypy, cargo fmt and clippy
+lint: install  ## the gate CI runs before the tests: ruff (lint, format), mypy, cargo fmt, clippy and the crate's own tests
 	$(PYTHON) -m ruff check src tests benchmarks plugins/turbokv/python plugins/turbokv/tests docs/hooks
 	$(PYTHON) -m ruff format --check src tests benchmarks plugins/turbokv/python plugins/turbokv/tests docs/hooks
 	$(PYTHON) -m mypy src/statemigrate plugins/turbokv/python/statemigrate_turbokv
-	cd rust && cargo fmt --check && cargo clippy --release --quiet -- -D warnings
+	cd rust && cargo fmt --check && cargo clippy --release --all-targets --quiet -- -D warnings && cargo test --release --quiet
 	cd rust/fixture-maker && cargo fmt --check
 	cd rust/fjall-fixture-maker && cargo fmt --check
 	cd plugins/turbokv && cargo fmt --check && cargo clippy --release --quiet -- -D warnings

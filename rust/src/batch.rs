@@ -108,3 +108,67 @@ pub fn take_batch<'py>(
     }
     Ok((out, nbytes))
 }
+
+/// How far a batch goes (DESIGN.md: batches bounded by count and bytes): it ends with
+/// the record that brings it to `records` records or `bytes` payload bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub records: usize,
+    pub bytes: usize,
+}
+
+impl Limits {
+    /// The limits Python asked for, at least one record and one byte.
+    pub fn new(records: usize, bytes: usize) -> Self {
+        Limits {
+            records: records.max(1),
+            bytes: bytes.max(1),
+        }
+    }
+
+    /// Whether a batch of `count` records holding `bytes` payload bytes is full.
+    pub fn reached(&self, count: usize, bytes: usize) -> bool {
+        count >= self.records || bytes >= self.bytes
+    }
+}
+
+/// A record as Python gave it: its key and value (borrowed from Python, no copy) and
+/// its version (`None` in a plain table).
+pub type PyRecord<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Option<u64>);
+
+/// The records of a batch as Python gave them: `(key, value)` tuples of bytes, or
+/// `(key, value, version)` when `versioned`; `kind` names the table's kind in errors.
+pub fn records_from_py<'py>(
+    records: &Bound<'py, PyList>,
+    versioned: bool,
+    kind: &str,
+) -> PyResult<Vec<PyRecord<'py>>> {
+    let want = if versioned { 3 } else { 2 };
+    let mut owned = Vec::with_capacity(records.len());
+    for item in records.iter() {
+        let t = item
+            .cast_into::<PyTuple>()
+            .map_err(|_| PyValueError::new_err("a record must be a tuple"))?;
+        if t.len() != want {
+            return Err(PyValueError::new_err(format!(
+                "a {kind} record has {want} fields, got {}",
+                t.len()
+            )));
+        }
+        let k = t
+            .get_item(0)?
+            .cast_into::<PyBytes>()
+            .map_err(|_| PyValueError::new_err("a key must be bytes"))?;
+        let v = t
+            .get_item(1)?
+            .cast_into::<PyBytes>()
+            .map_err(|_| PyValueError::new_err("a value must be bytes"))?;
+        let ver = if versioned {
+            Some(t.get_item(2)?.extract::<u64>()?)
+        } else {
+            None
+        };
+        owned.push((k, v, ver));
+    }
+    Ok(owned)
+}

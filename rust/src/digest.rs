@@ -1,10 +1,11 @@
 //! The contract's record digest (DESIGN.md, "The digest"): XXH3-128 over
 //! `u64le(len(key)) ‖ key ‖ u64le(len(value)) ‖ value [‖ u64le(version)]`,
 //! summed modulo 2^128 over a batch.
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::PyList;
 use xxhash_rust::xxh3::xxh3_128;
+
+use crate::batch::records_from_py;
 
 /// Hash of one record, as the contract defines it, using `buf` as scratch space.
 ///
@@ -36,36 +37,8 @@ pub fn batch_digest(
     records: &Bound<'_, PyList>,
     versioned: bool,
 ) -> PyResult<(u64, u128, i64, u64)> {
-    let want = if versioned { 3 } else { 2 };
-    let mut owned: Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>, Option<u64>)> =
-        Vec::with_capacity(records.len());
-    for item in records.iter() {
-        let t = item
-            .cast_into::<PyTuple>()
-            .map_err(|_| PyValueError::new_err("a record must be a tuple"))?;
-        if t.len() != want {
-            return Err(PyValueError::new_err(format!(
-                "a {} record has {} fields, got {}",
-                if versioned { "versioned" } else { "plain" },
-                want,
-                t.len()
-            )));
-        }
-        let k = t
-            .get_item(0)?
-            .cast_into::<PyBytes>()
-            .map_err(|_| PyValueError::new_err("a key must be bytes"))?;
-        let v = t
-            .get_item(1)?
-            .cast_into::<PyBytes>()
-            .map_err(|_| PyValueError::new_err("a value must be bytes"))?;
-        let ver = if versioned {
-            Some(t.get_item(2)?.extract::<u64>()?)
-        } else {
-            None
-        };
-        owned.push((k, v, ver));
-    }
+    let kind = if versioned { "versioned" } else { "plain" };
+    let owned = records_from_py(records, versioned, kind)?;
     let n = owned.len();
     // Python bytes are immutable and `owned` keeps them alive, so borrowing is safe.
     let items: Vec<(&[u8], &[u8], Option<u64>)> = owned

@@ -41,7 +41,7 @@ def lmdb_digests(
 def rocksdb_manifest_check(path: str) -> str | None:
     """None if a RocksDB MANIFEST's records are framed and checksummed as written, else what is not."""
 
-# The redb engine (rust/src/redb_engine): formats 1, 2 (redb 1.5, 2.6) and 3 (redb 4.x;
+# The redb engine (rust/src/engines/redb): formats 1, 2 (redb 1.5, 2.6) and 3 (redb 4.x;
 # redb 2.6 for a format-3 file spelt as redb 2.6 spells it).
 # A table description is a dict: {"name": str, "multimap": bool, "kind": "plain" |
 # "versioned" | "typed" | "custom", "key": TypeDesc, "value": TypeDesc}, where a

@@ -82,7 +82,7 @@ def test_walk_gives_the_digest_of_what_py_lmdb_wrote(shape: str, tmp_path: Path)
 
 # Pages are read in windows while the walk goes on in file order, alone otherwise, and
 # a file walked out of order is read through once after 256 pages read alone
-# (rust/src/lmdb_pages.rs). These stores take each path over thousands of pages.
+# (rust/src/engines/lmdb/pages.rs). These stores take each path over thousands of pages.
 LARGE: dict[str, Records] = {
     # key order in one commit: the walk runs through the file (2,972 of 3,015 steps to
     # the next page), window after window

@@ -325,7 +325,7 @@ class FjallWriter(Writer):
         The kind goes first: a kill between the two steps leaves a table that the
         upgrade's journal drops again, never a stale kind for a later table. fjall 2
         flushes every memtable and waits for its journals to be removed first (they name
-        partitions: see ``rust/src/fjall_engine/v2.rs``).
+        partitions: see ``rust/src/engines/fjall/v2.rs``).
         """
         with self.errors(failed=f"{{path}}: cannot drop table {name!r} ({{text}})"):
             self._native.drop_table(self.engine.stored_name(name), [(KIND_PREFIX + name, None)])

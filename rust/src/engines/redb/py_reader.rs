@@ -11,6 +11,7 @@ use super::plan::{plan, Kind};
 use super::pyconv::{desc_from_py, metadata_to_py, recs_to_py, tables_to_py};
 use super::read::{read_table, Snapshot, SortState};
 use super::versions::{v1, v2, v4};
+use crate::batch::Limits;
 use crate::digest::record_hash_into;
 
 enum ReaderImpl {
@@ -22,11 +23,7 @@ enum ReaderImpl {
 /// `body` with `$r` bound to the reader of whichever redb version opened the file.
 macro_rules! each {
     ($e:expr, $r:ident => $body:expr) => {
-        match $e {
-            ReaderImpl::V1($r) => $body,
-            ReaderImpl::V2($r) => $body,
-            ReaderImpl::V4($r) => $body,
-        }
+        each_version!(ReaderImpl { V1, V2, V4 }, $e, $r => $body)
     };
 }
 
@@ -55,7 +52,7 @@ impl RedbReader {
             let ReaderState { reader, sorted } = &mut *st;
             let r = reader
                 .as_ref()
-                .ok_or_else(|| NErr::Other("the reader is closed".into()))?;
+                .ok_or_else(|| NErr::other("the reader is closed"))?;
             f(r, sorted)
         })?)
     }
@@ -71,7 +68,7 @@ impl RedbReader {
                 1 => ReaderImpl::V1(v1::Reader::open(&path)?),
                 2 => ReaderImpl::V2(v2::Reader::open(&path)?),
                 3 => ReaderImpl::V4(v4::Reader::open(&path)?),
-                v => return Err(NErr::Unsupported(v)),
+                v => return Err(NErr::unsupported(v)),
             })
         })?;
         Ok(RedbReader {
@@ -112,9 +109,9 @@ impl RedbReader {
     ) -> PyResult<Bound<'py, PyList>> {
         let d = desc_from_py(table)?;
         let format = self.format;
-        let (n, b) = (max_records.max(1), max_bytes.max(1));
+        let limits = Limits::new(max_records, max_bytes);
         let recs = self.run(py, |r, sorted| {
-            each!(r, x => read_table(x.txn(), sorted, format, &d, after.as_deref(), n, b))
+            each!(r, x => read_table(x.txn(), sorted, format, &d, after.as_deref(), limits))
         })?;
         recs_to_py(py, recs, plan(format, &d).kind == Kind::Versioned)
     }
@@ -142,7 +139,7 @@ impl RedbReader {
                 let (mut count, mut sum, mut nbytes) = (0u64, 0u128, 0u64);
                 let mut add = |prev: Option<&[u8]>, k: &[u8], v: &[u8], ver: u64| {
                     if prev.is_some_and(|p| p >= k) {
-                        return Err(NErr::Corrupt(format!(
+                        return Err(NErr::corrupt(format!(
                             "table {:?}: keys out of order",
                             d.name
                         )));
@@ -171,7 +168,7 @@ impl RedbReader {
                     let mut after: Option<Vec<u8>> = None;
                     loop {
                         let recs = each!(r, x => read_table(
-                            x.txn(), sorted, format, d, after.as_deref(), 10_000, 8 << 20
+                            x.txn(), sorted, format, d, after.as_deref(), Limits::new(10_000, 8 << 20)
                         ))?;
                         let Some(last) = recs.last() else { break };
                         for (i, (k, v, ver)) in recs.iter().enumerate() {
@@ -204,7 +201,7 @@ impl RedbReader {
             let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             st.sorted.clear();
             st.reader = None;
-            Ok(())
+            Ok::<_, NErr>(())
         });
     }
 }

@@ -75,6 +75,6 @@ pub fn redb_settle_copy(
             Ok(())
         }
         (3, false) if !upgrade => v4::settle_copy(&path).map(drop),
-        (v, _) => Err(NErr::Unsupported(v)),
+        (v, _) => Err(NErr::unsupported(v)),
     })?)
 }

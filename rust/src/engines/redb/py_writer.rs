@@ -8,10 +8,11 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::errors::{detach, NErr};
 use super::plan::{plan, Kind};
-use super::pyconv::{desc_from_py, metadata_to_py, records_from_py, recs_to_py, tables_to_py};
+use super::pyconv::{desc_from_py, metadata_to_py, recs_to_py, tables_to_py};
 use super::read::{read_table, Snapshot, SortState};
 use super::versions::{v2, v4};
 use super::write::{encode_batch, native_versioned, target_desc, Encoded, TableKind};
+use crate::batch::{records_from_py, Limits};
 
 enum WriterImpl {
     V2(v2::Writer),
@@ -21,10 +22,7 @@ enum WriterImpl {
 /// `body` with `$w` bound to the writer of whichever redb version writes the file.
 macro_rules! each_w {
     ($e:expr, $w:ident => $body:expr) => {
-        match $e {
-            WriterImpl::V2($w) => $body,
-            WriterImpl::V4($w) => $body,
-        }
+        each_version!(WriterImpl { V2, V4 }, $e, $w => $body)
     };
 }
 
@@ -58,7 +56,7 @@ impl RedbWriter {
             let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let w = g
                 .as_mut()
-                .ok_or_else(|| NErr::Other("the writer is closed".into()))?;
+                .ok_or_else(|| NErr::other("the writer is closed"))?;
             f(w)
         })?)
     }
@@ -81,7 +79,7 @@ impl RedbWriter {
                 (3, true) => WriterImpl::V4(v4::Writer::create(&path)?),
                 (3, false) => WriterImpl::V4(v4::Writer::open(&path)?),
                 (v, _) => {
-                    return Err(NErr::Refused(format!(
+                    return Err(NErr::refused(format!(
                         "redb file format {v} cannot be written"
                     )))
                 }
@@ -146,10 +144,10 @@ impl RedbWriter {
     ) -> PyResult<()> {
         let (d, relayout) = target_desc(self.format, self.redb2, &desc_from_py(table)?);
         let versioned = kind == "versioned";
-        let owned = records_from_py(records, kind)?;
+        let owned = records_from_py(records, versioned, kind)?;
         let recs: Vec<(&[u8], &[u8], u64)> = owned
             .iter()
-            .map(|(k, v, ver)| (k.as_bytes(), v.as_bytes(), *ver))
+            .map(|(k, v, ver)| (k.as_bytes(), v.as_bytes(), ver.unwrap_or(0)))
             .collect();
         let (format, redb2) = (self.format, self.redb2);
         let kind = kind.to_string();
@@ -177,11 +175,11 @@ impl RedbWriter {
     ) -> PyResult<Bound<'py, PyList>> {
         let format = self.format;
         let d = target_desc(format, self.redb2, &desc_from_py(table)?).0;
-        let (n, b) = (max_records.max(1), max_bytes.max(1));
+        let limits = Limits::new(max_records, max_bytes);
         let recs = self.run(py, false, |w| {
             let mut sorted = self.sorted.lock().unwrap_or_else(PoisonError::into_inner);
             let after = after.as_deref();
-            each_w!(w, x => read_table(&x.begin_read()?, &mut sorted, format, &d, after, n, b))
+            each_w!(w, x => read_table(&x.begin_read()?, &mut sorted, format, &d, after, limits))
         })?;
         recs_to_py(py, recs, plan(format, &d).kind == Kind::Versioned)
     }
@@ -213,7 +211,7 @@ impl RedbWriter {
         let _ = detach(py, || {
             let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             *g = None;
-            Ok(())
+            Ok::<_, NErr>(())
         });
     }
 }

@@ -8,10 +8,15 @@ use super::desc::{OwnedRec, PairSink, Pairs, RecordSink, TableDesc};
 use super::errors::NErr;
 use super::plan::{plan, Kind};
 use super::types::TypeExpr;
+use crate::batch::Limits;
 use crate::sort::{default_run_bytes, Sorter};
 
 /// What a table is read from: a reader's snapshot, or a read transaction of a writer's
 /// committed state (implemented by each redb version's read transaction).
+/// A typed table's key and value orders: their order-preserving encodings (`None`:
+/// bytewise).
+pub type Orders = (Option<Arc<TypeExpr>>, Option<Arc<TypeExpr>>);
+
 pub trait Snapshot {
     /// Every table and multimap table (not the metadata table).
     fn tables(&self) -> Result<Vec<TableDesc>, NErr>;
@@ -23,21 +28,19 @@ pub trait Snapshot {
         name: &str,
         versioned: bool,
         after: Option<&[u8]>,
-        max_records: usize,
-        max_bytes: usize,
+        limits: Limits,
     ) -> Result<Vec<OwnedRec>, NErr>;
     /// Every record of a plain or versioned table in key order, lent to `f` in place
     /// (no copy per record: the digest walk).
     fn each_plain(&self, name: &str, versioned: bool, f: &mut RecordSink<'_>) -> Result<(), NErr>;
-    /// Stored pairs of a typed table from `start`, in redb's order.
+    /// Stored pairs of a typed table from `start`, in redb's order; `orders` are the
+    /// key's and value's order-preserving encodings.
     fn read_raw(
         &self,
         desc: &TableDesc,
-        key_order: Option<Arc<TypeExpr>>,
-        value_order: Option<Arc<TypeExpr>>,
+        orders: Orders,
         start: RBound<&[u8]>,
-        max_records: usize,
-        max_bytes: usize,
+        limits: Limits,
     ) -> Result<Pairs, NErr>;
     /// Every stored pair of a typed table, in redb's order.
     fn scan_raw(&self, desc: &TableDesc, f: &mut PairSink<'_>) -> Result<(), NErr>;
@@ -57,19 +60,18 @@ pub fn read_table<S: Snapshot>(
     format: u8,
     d: &TableDesc,
     after: Option<&[u8]>,
-    max_records: usize,
-    max_bytes: usize,
+    limits: Limits,
 ) -> Result<Vec<OwnedRec>, NErr> {
     let p = plan(format, d);
     match p.kind {
         Kind::Versioned if p.raw_versioned => {
             let start = after.map_or(RBound::Unbounded, RBound::Excluded);
-            let pairs = r.read_raw(d, None, None, start, max_records, max_bytes)?;
+            let pairs = r.read_raw(d, (None, None), start, limits)?;
             let mut out = Vec::with_capacity(pairs.len());
             for (k, v) in pairs {
                 // Legacy (u64, &[u8]): u32 length of the first element (8), the u64, the bytes.
                 if v.len() < 12 {
-                    return Err(NErr::Corrupt(format!(
+                    return Err(NErr::corrupt(format!(
                         "a versioned value of table {:?} is too short",
                         d.name
                     )));
@@ -79,13 +81,9 @@ pub fn read_table<S: Snapshot>(
             }
             Ok(out)
         }
-        Kind::Plain | Kind::Versioned => r.read_plain(
-            &d.name,
-            p.kind == Kind::Versioned,
-            after,
-            max_records,
-            max_bytes,
-        ),
+        Kind::Plain | Kind::Versioned => {
+            r.read_plain(&d.name, p.kind == Kind::Versioned, after, limits)
+        }
         Kind::Typed => {
             // A key that is no encoding of the table's type (a bisection bound, say)
             // starts from the beginning; records up to it are skipped by encoding.
@@ -106,13 +104,12 @@ pub fn read_table<S: Snapshot>(
                     RBound::Excluded(k) => RBound::Excluded(k.as_slice()),
                     RBound::Unbounded => RBound::Unbounded,
                 };
-                let pairs =
-                    r.read_raw(d, p.key.clone(), p.value.clone(), b, max_records, max_bytes)?;
+                let pairs = r.read_raw(d, (p.key.clone(), p.value.clone()), b, limits)?;
                 let Some(last) = pairs.last().map(|(k, _)| k.clone()) else {
                     break;
                 };
                 if !reached.insert(last.clone()) {
-                    return Err(NErr::Corrupt(format!(
+                    return Err(NErr::corrupt(format!(
                         "table {:?} leads its reader back to a key it already passed",
                         d.name
                     )));
@@ -132,8 +129,8 @@ pub fn read_table<S: Snapshot>(
                 from = RBound::Excluded(last);
             }
             // A multimap batch ends after a whole key's values; the next batch resumes
-            // inside the key, so the batch is cut at exactly `max_records`.
-            out.truncate(max_records);
+            // inside the key, so the batch is cut at exactly `limits.records`.
+            out.truncate(limits.records);
             Ok(out)
         }
         Kind::Custom => {
@@ -158,7 +155,7 @@ pub fn read_table<S: Snapshot>(
                                 // Put back by yielding it first below.
                                 st.last = Some(a.to_vec());
                                 let mut out = vec![(k.clone(), v, 0)];
-                                fill(&mut st, &mut out, max_records, max_bytes)?;
+                                fill(&mut st, &mut out, limits)?;
                                 st.last = out.last().map(|r| r.0.clone());
                                 sorted.insert(d.name.clone(), st);
                                 return Ok(out);
@@ -172,7 +169,7 @@ pub fn read_table<S: Snapshot>(
             }
             let st = sorted.get_mut(&d.name).unwrap();
             let mut out = Vec::new();
-            fill(st, &mut out, max_records, max_bytes)?;
+            fill(st, &mut out, limits)?;
             st.last = out.last().map(|r| r.0.clone()).or(st.last.take());
             if out.is_empty() {
                 sorted.remove(&d.name);
@@ -182,14 +179,9 @@ pub fn read_table<S: Snapshot>(
     }
 }
 
-fn fill(
-    st: &mut SortState,
-    out: &mut Vec<OwnedRec>,
-    max_records: usize,
-    max_bytes: usize,
-) -> Result<(), NErr> {
+fn fill(st: &mut SortState, out: &mut Vec<OwnedRec>, limits: Limits) -> Result<(), NErr> {
     let mut size: usize = out.iter().map(|r| r.0.len() + r.1.len()).sum();
-    while out.len() < max_records && size < max_bytes {
+    while !limits.reached(out.len(), size) {
         match st.sorter.next()? {
             Some((k, v)) => {
                 size += k.len() + v.len();

@@ -79,20 +79,20 @@ pub fn err<E: Into<redb::Error>>(e: E) -> NErr {
     let e: redb::Error = e.into();
     match e {
         redb::Error::DatabaseAlreadyOpen => {
-            NErr::Busy("the database is open in another process".into())
+            NErr::busy("the database is open in another process")
         }
-        redb::Error::UpgradeRequired(v) => NErr::Unsupported(v),
-        redb::Error::Corrupted(s) => NErr::Corrupt(s),
+        redb::Error::UpgradeRequired(v) => NErr::unsupported(v),
+        redb::Error::Corrupted(s) => NErr::corrupt(s),
         redb::Error::Io(io) => {
             if io.kind() == std::io::ErrorKind::WouldBlock {
-                NErr::Busy("the database is open in another process".into())
+                NErr::busy("the database is open in another process")
             } else if io.kind() == std::io::ErrorKind::UnexpectedEof {
-                NErr::Corrupt("the file is truncated".into())
+                NErr::corrupt("the file is truncated")
             } else {
-                NErr::Io(io.to_string())
+                NErr::other(io.to_string())
             }
         }
-        other => NErr::Other(other.to_string()),
+        other => NErr::other(other.to_string()),
     }
 }
 
@@ -109,7 +109,7 @@ fn probe_types(
         match open() {
             Ok(()) => {
                 let (k, v) =
-                    found.ok_or_else(|| NErr::Other("probe type matched a stored table".into()))?;
+                    found.ok_or_else(|| NErr::other("probe type matched a stored table"))?;
                 return Ok((k, kw, v, vw));
             }
             Err(redb::TableError::TableTypeMismatch { key, value, .. }) => {
@@ -125,7 +125,7 @@ fn probe_types(
             }
             Err(redb::TableError::TypeDefinitionChanged { name, width, .. }) => {
                 let (k, v) = found.clone().ok_or_else(|| {
-                    NErr::Other("type definition changed before names matched".into())
+                    NErr::other("type definition changed before names matched")
                 })?;
                 // The key's width is checked first, so a mismatch on a name both share is the key's.
                 let key_ok = SPEC.with(|s| s.borrow().key_width == width);
@@ -146,8 +146,8 @@ fn probe_types(
             Err(e) => return Err(err(e)),
         }
     }
-    Err(NErr::Other(
-        "could not determine the table's stored types".into(),
+    Err(NErr::other(
+        "could not determine the table's stored types",
     ))
 }
 

@@ -80,7 +80,7 @@ fn custom_order(format: u8, d: &TableDesc, t: &TypeDesc) -> Result<Option<Arc<Ty
         return Ok(None);
     }
     let refused = |why: String| {
-        NErr::Refused(format!(
+        NErr::refused(format!(
             "table {:?}: the order of type {:?} cannot be known: {why}",
             d.name, t.name
         ))
@@ -164,7 +164,7 @@ pub fn encode_batch(
     let mut pairs = Vec::with_capacity(recs.len());
     for (k, v, _) in recs {
         let mut pair = p.stored(d.multimap, k, v).map_err(|e| {
-            NErr::Refused(format!(
+            NErr::refused(format!(
                 "key {} of table {:?} is not a valid {}: {e}",
                 hex(k),
                 d.name,
@@ -172,7 +172,7 @@ pub fn encode_batch(
             ))
         })?;
         pair.1 = apply_relayout(value_relayout, &pair.1).map_err(|e| {
-            NErr::Refused(format!(
+            NErr::refused(format!(
                 "a value of table {:?} cannot be re-laid as a {}: {e}",
                 d.name, d.value.name
             ))

@@ -47,7 +47,7 @@ impl Writer {
     fn db(&self) -> Result<&redb::Database, NErr> {
         self.db
             .as_ref()
-            .ok_or_else(|| NErr::Other("the writer is closed".into()))
+            .ok_or_else(|| NErr::other("the writer is closed"))
     }
 
     /// A read transaction of what has been committed so far (in-place upgrades).

@@ -2,7 +2,7 @@
 //!
 //! The driver's cursor hands Python one tuple per record, and two such scans cannot
 //! run side by side (the GIL). This walk reads the pages of one committed snapshot
-//! with plain file reads, in key order, and hashes each record as `digest.rs` does,
+//! with plain file reads, in key order, and hashes each record as `crate::digest` does,
 //! without the GIL: a store's digests at file-read speed, and both sides of a check at
 //! once. It reads only what statemigrate's LMDB layout holds (named databases with
 //! byte-ordered keys, values inline or on overflow pages); anything else (duplicate
@@ -10,14 +10,14 @@
 //! damaged page) is an error string, and the caller reads through the driver instead,
 //! which reports what is wrong in its usual words.
 //!
-//! Layouts as in `lmdb_check.rs` (LMDB 0.9's `mdb.c`).
-use crate::digest::record_hash_into;
-use crate::fileio::read_exact_at;
-use crate::lmdb_check::{
+//! Layouts as in `check.rs` (LMDB 0.9's `mdb.c`).
+use super::check::{
     nodes, u16_at, u32_at, u64_at, Check, F_BIGDATA, F_DUPDATA, F_SUBDATA, INVALID_PAGE,
     META_MAGIC, NODE_HEADER, PAGE_HEADER, P_BRANCH, P_LEAF, P_LEAF2,
 };
-use crate::lmdb_pages::PageReader;
+use super::pages::PageReader;
+use crate::digest::record_hash_into;
+use crate::fileio::read_exact_at;
 use pyo3::prelude::*;
 use std::fs::File;
 
@@ -52,14 +52,7 @@ impl Pages {
         if pgno < 2 || pgno >= self.pages {
             return Err(format!("a link to page {pgno}, outside the file"));
         }
-        let page = self
-            .file
-            .page(pgno)
-            .map_err(|e| format!("page {pgno} cannot be read ({e})"))?;
-        if u64_at(&page, 0)? != pgno {
-            return Err(format!("page {pgno} says it is page {}", u64_at(&page, 0)?));
-        }
-        Ok(page)
+        self.file.numbered(pgno)
     }
 
     /// Every leaf node of the tree at `root`, in key order: `visit(key, value, flags)`.

@@ -19,11 +19,34 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
+/// The end of every `Store::write`, for fjall 2's and fjall 3's write batches (the same
+/// methods, no trait in common): the metadata updates `meta` put into `$batch` (through
+/// the metadata keyspace of `$store`), and the batch committed if it holds anything.
+macro_rules! commit_with_meta {
+    ($store:expr, $batch:ident, $meta:expr) => {{
+        let meta: Vec<MetaUpdate> = $meta;
+        if !meta.is_empty() {
+            let m = $store.handle(META, true)?;
+            for (k, v) in meta {
+                match v {
+                    Some(v) => $batch.insert(&m, k, v),
+                    None => $batch.remove(&m, k),
+                }
+            }
+        }
+        if !$batch.is_empty() {
+            $batch.commit()?;
+        }
+        Ok(())
+    }};
+}
+
 mod errors;
 mod store;
 mod v2;
 mod v3;
 
+use crate::batch::Limits;
 use errors::{detach, FjallBusyError, FjallCorruptError, FjallError, FjallRefusedError, NErr};
 use store::{Bytes, MetaUpdate, Pair, Store, MAX_KEY, META};
 
@@ -34,7 +57,7 @@ fn open(path: &Path, major: u8, pin: bool) -> Result<Box<dyn Store>, NErr> {
         3 => Box::new(v3::Store3::open(path, pin)?),
         2 => Box::new(v2::Store2::open(path, pin)?),
         v => {
-            return Err(NErr::Other(format!(
+            return Err(NErr::other(format!(
                 "fjall format {v} is not supported (2 and 3 are)"
             )))
         }
@@ -54,7 +77,7 @@ impl Handle {
             let mut st = self.0.lock().unwrap_or_else(PoisonError::into_inner);
             let s = st
                 .as_mut()
-                .ok_or_else(|| NErr::Other("the store is closed".into()))?;
+                .ok_or_else(|| NErr::other("the store is closed"))?;
             f(s.as_mut())
         })?)
     }
@@ -62,7 +85,7 @@ impl Handle {
     fn close(&self, py: Python<'_>) {
         let _ = detach(py, || {
             self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
-            Ok(())
+            Ok::<_, NErr>(())
         });
     }
 }
@@ -75,7 +98,7 @@ fn metadata(py: Python<'_>, h: &Handle) -> PyResult<Vec<(String, Py<PyBytes>)>> 
         let mut out = Vec::new();
         let mut after: Option<Vec<u8>> = None;
         loop {
-            let b = s.scan(META, after.as_deref(), 10_000, 8 << 20)?;
+            let b = s.scan(META, after.as_deref(), Limits::new(10_000, 8 << 20))?;
             let Some(last) = b.last() else { break };
             after = Some(last.0.to_vec());
             out.extend(b);
@@ -103,8 +126,8 @@ fn read_batch<'py>(
     max_bytes: usize,
     versioned: bool,
 ) -> PyResult<Bound<'py, PyList>> {
-    let (n, b) = (max_records.max(1), max_bytes.max(1));
-    let recs = h.run(py, |s| s.scan(name, after.as_deref(), n, b))?;
+    let limits = Limits::new(max_records, max_bytes);
+    let recs = h.run(py, |s| s.scan(name, after.as_deref(), limits))?;
     let out = PyList::empty(py);
     for (k, v) in recs {
         let key = PyBytes::new(py, &k).into_any();
@@ -324,7 +347,7 @@ impl FjallWriter {
             .contains(&name);
         self.h.run(py, |s| {
             if !s.exists(&name) {
-                return Err(NErr::Other(format!("no table {name:?}")));
+                return Err(NErr::other(format!("no table {name:?}")));
             }
             s.write(Some(&name), recs, meta, ingest)
         })

@@ -15,6 +15,16 @@
 //! ceilings, built only with the cargo feature `bench`).
 use pyo3::prelude::*;
 
+/// `$body` with `$x` bound to the value in whichever variant of `$enum` (one variant a
+/// redb version) `$e` holds.
+macro_rules! each_version {
+    ($enum:ident { $($v:ident),* }, $e:expr, $x:ident => $body:expr) => {
+        match $e {
+            $($enum::$v($x) => $body,)*
+        }
+    };
+}
+
 #[cfg(feature = "bench")]
 mod bench;
 mod desc;

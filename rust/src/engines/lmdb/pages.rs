@@ -1,5 +1,5 @@
 //! Reading an LMDB `data.mdb` a page at a time with plain file reads, for the
-//! structural check (`lmdb_check.rs`) and the digest walk (`lmdb_digest.rs`).
+//! structural check (`check.rs`) and the digest walk (`digest.rs`).
 //!
 //! Both walk B-trees depth first, and in the files LMDB writes (a store filled in key
 //! order, a compacting copy) the next page is nearly always the one after the last:
@@ -22,6 +22,7 @@
 use std::fs::File;
 use std::io;
 
+use super::check::{u64_at, Check};
 use crate::fileio::{read_exact_at, read_full_at};
 
 /// The most bytes read at once when the walk goes on sequentially, and the fewest pages.
@@ -95,6 +96,19 @@ impl PageReader {
         }
         let at = ((pgno - self.first) * psize) as usize;
         Ok(self.window[at..at + self.psize].to_vec())
+    }
+
+    /// Page `pgno`, read and checked to be that page (its header's number), or what is
+    /// wrong with it (one clause).
+    pub(crate) fn numbered(&mut self, pgno: u64) -> Check<Vec<u8>> {
+        let page = self
+            .page(pgno)
+            .map_err(|e| format!("page {pgno} cannot be read ({e})"))?;
+        let said = u64_at(&page, 0)?;
+        if said != pgno {
+            return Err(format!("page {pgno} says it is page {said}"));
+        }
+        Ok(page)
     }
 
     /// Reads the file through once (see above). Failures are ignored: only a speed-up.

@@ -12,6 +12,7 @@ use super::errors::NErr;
 use super::store::{
     no_keyspace, take, wait_flushed, wait_until, Bytes, MetaUpdate, Pair, Store, META,
 };
+use crate::batch::Limits;
 
 const VALID: &str = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.#$";
 
@@ -51,7 +52,7 @@ impl Store2 {
             return Ok(h.clone());
         }
         if !valid_name(name) {
-            return Err(NErr::Refused(format!(
+            return Err(NErr::refused(format!(
                 "{name:?} is not a fjall 2 partition name"
             )));
         }
@@ -83,8 +84,7 @@ impl Store for Store2 {
         &mut self,
         name: &str,
         after: Option<&[u8]>,
-        max_records: usize,
-        max_bytes: usize,
+        limits: Limits,
     ) -> Result<Vec<Pair>, NErr> {
         let p = self.handle(name, false)?;
         let range = (
@@ -100,15 +100,13 @@ impl Store for Store2 {
                         r.map_err(fjall2::Error::from)
                             .map(|(k, v)| (Bytes::Fjall2(k), Bytes::Fjall2(v)))
                     }),
-                    max_records,
-                    max_bytes,
+                    limits,
                 )
             }
             None => take(
                 p.range::<&[u8], _>(range)
                     .map(|r| r.map(|(k, v)| (Bytes::Fjall2(k), Bytes::Fjall2(v)))),
-                max_records,
-                max_bytes,
+                limits,
             ),
         }
     }
@@ -165,19 +163,7 @@ impl Store for Store2 {
                 }
             }
         }
-        if !meta.is_empty() {
-            let m = self.handle(META, true)?;
-            for (k, v) in meta {
-                match v {
-                    Some(v) => batch.insert(&m, k, v),
-                    None => batch.remove(&m, k),
-                }
-            }
-        }
-        if !batch.is_empty() {
-            batch.commit()?;
-        }
-        Ok(())
+        commit_with_meta!(self, batch, meta)
     }
 
     fn persist(&mut self) -> Result<(), NErr> {

@@ -4,6 +4,7 @@ use std::ops::Deref;
 use pyo3::pybacked::PyBackedBytes;
 
 use super::errors::NErr;
+use crate::batch::Limits;
 
 /// Bytes of a key or value, wherever they already are: a Python `bytes` (a batch being
 /// written), a buffer built here (a versioned value) or fjall's own slice (a record
@@ -46,15 +47,9 @@ pub trait Store: Send {
     fn names(&self) -> Vec<String>;
     /// Whether keyspace `name` exists (never creates it).
     fn exists(&self, name: &str) -> bool;
-    /// Stored pairs of `name` strictly after `after`, at most `max_records`, stopping
-    /// after the pair that brings the payload to `max_bytes`.
-    fn scan(
-        &mut self,
-        name: &str,
-        after: Option<&[u8]>,
-        max_records: usize,
-        max_bytes: usize,
-    ) -> Result<Vec<Pair>, NErr>;
+    /// Stored pairs of `name` strictly after `after`, one batch within `limits`.
+    fn scan(&mut self, name: &str, after: Option<&[u8]>, limits: Limits)
+        -> Result<Vec<Pair>, NErr>;
     /// Create an empty keyspace (it does not exist).
     fn create(&mut self, name: &str) -> Result<(), NErr>;
     /// Delete keyspace `name` and its records (nothing when it does not exist). The
@@ -82,11 +77,7 @@ pub trait Store: Send {
 }
 
 /// Take pairs from `it` into a bounded batch (see [`Store::scan`]).
-pub fn take<E>(
-    it: impl Iterator<Item = Result<Pair, E>>,
-    max_records: usize,
-    max_bytes: usize,
-) -> Result<Vec<Pair>, NErr>
+pub fn take<E>(it: impl Iterator<Item = Result<Pair, E>>, limits: Limits) -> Result<Vec<Pair>, NErr>
 where
     NErr: From<E>,
 {
@@ -96,7 +87,7 @@ where
         let (k, v) = item?;
         nbytes += k.len() + v.len();
         out.push((k, v));
-        if out.len() >= max_records || nbytes >= max_bytes {
+        if limits.reached(out.len(), nbytes) {
             break;
         }
     }
@@ -104,7 +95,7 @@ where
 }
 
 pub fn no_keyspace(name: &str) -> NErr {
-    NErr::Other(format!("no keyspace {name:?}"))
+    NErr::other(format!("no keyspace {name:?}"))
 }
 
 /// Wait until `pending` reports no sealed memtable left (the flush workers wrote them
@@ -120,7 +111,7 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) -> Result<(), NErr
     let start = std::time::Instant::now();
     while !done() {
         if start.elapsed() > std::time::Duration::from_secs(60) {
-            return Err(NErr::Other(format!("{what} within 60 s")));
+            return Err(NErr::other(format!("{what} within 60 s")));
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }

@@ -16,8 +16,8 @@
 //!
 //! Layouts follow LMDB 0.9's `midl.h`/`mdb.c` (page header, `MDB_node`, `MDB_db`,
 //! `MDB_meta`); sizes are little-endian on every platform the tool supports.
+use super::pages::PageReader;
 use crate::fileio::read_exact_at;
-use crate::lmdb_pages::PageReader;
 use pyo3::prelude::*;
 use std::fs::File;
 
@@ -107,14 +107,7 @@ impl Walk {
             ));
         }
         self.mark(pgno)?;
-        let buf = self
-            .file
-            .page(pgno)
-            .map_err(|e| format!("page {pgno} cannot be read ({e})"))?;
-        if u64_at(&buf, 0)? != pgno {
-            return Err(format!("page {pgno} says it is page {}", u64_at(&buf, 0)?));
-        }
-        Ok(buf)
+        self.file.numbered(pgno)
     }
 
     /// A tree from `root` (a named database, the main or free database, a dup sub-tree).
@@ -141,7 +134,7 @@ impl Walk {
             };
             if flags & P_BRANCH != 0 {
                 // Pushed last first, so the first is walked first: in the order the
-                // pages lie in the file, mostly (see `lmdb_pages.rs`).
+                // pages lie in the file, mostly (see `pages.rs`).
                 for child in self.branch(&page).map_err(at)?.into_iter().rev() {
                     stack.push((child, level + 1));
                 }

@@ -13,6 +13,24 @@ use crate::fileio::{read_exact_at, try_lock_shared};
 
 const CHUNK: u64 = 4096;
 
+/// The parts of the `len` bytes at `offset` that lie in one chunk each, in order: (the
+/// chunk's index, where the part starts in the chunk, where it starts in the range, its
+/// length).
+fn spans(offset: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
+    let mut pos = 0usize;
+    std::iter::from_fn(move || {
+        if pos >= len {
+            return None;
+        }
+        let abs = offset + pos as u64;
+        let within = (abs % CHUNK) as usize;
+        let n = (CHUNK as usize - within).min(len - pos);
+        let span = (abs / CHUNK, within, pos, n);
+        pos += n;
+        Some(span)
+    })
+}
+
 #[derive(Debug)]
 pub struct Overlay {
     file: File,
@@ -66,12 +84,8 @@ impl Overlay {
                 "read past the end of the file",
             ));
         }
-        let mut pos = 0usize;
-        while pos < out.len() {
+        for (idx, within, pos, n) in spans(offset, out.len()) {
             let abs = offset + pos as u64;
-            let idx = abs / CHUNK;
-            let within = (abs % CHUNK) as usize;
-            let n = (CHUNK as usize - within).min(out.len() - pos);
             if let Some(c) = st.chunks.get(&idx) {
                 out[pos..pos + n].copy_from_slice(&c[within..within + n]);
             } else if abs < st.base_len {
@@ -81,7 +95,6 @@ impl Overlay {
             } else {
                 out[pos..pos + n].fill(0);
             }
-            pos += n;
         }
         Ok(())
     }
@@ -117,19 +130,13 @@ impl Overlay {
 
     pub fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         let mut st = self.state.lock().unwrap();
-        let mut pos = 0usize;
-        while pos < data.len() {
-            let abs = offset + pos as u64;
-            let idx = abs / CHUNK;
-            let within = (abs % CHUNK) as usize;
-            let n = (CHUNK as usize - within).min(data.len() - pos);
+        for (idx, within, pos, n) in spans(offset, data.len()) {
             if !st.chunks.contains_key(&idx) {
                 let c = self.base_chunk(&st, idx)?;
                 st.chunks.insert(idx, c);
             }
             st.chunks.get_mut(&idx).unwrap()[within..within + n]
                 .copy_from_slice(&data[pos..pos + n]);
-            pos += n;
         }
         let end = offset + data.len() as u64;
         if end > st.len {

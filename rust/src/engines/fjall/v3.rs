@@ -16,6 +16,7 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable, Sn
 
 use super::errors::NErr;
 use super::store::{no_keyspace, take, wait_flushed, Bytes, MetaUpdate, Pair, Store, META};
+use crate::batch::Limits;
 
 /// Keyspaces a writer creates between two openings of the database. Each creation
 /// leaves dead meta tables of about 1.1 KB per keyspace in the store, where a
@@ -92,8 +93,7 @@ impl Store for Store3 {
         &mut self,
         name: &str,
         after: Option<&[u8]>,
-        max_records: usize,
-        max_bytes: usize,
+        limits: Limits,
     ) -> Result<Vec<Pair>, NErr> {
         if !self.exists(name) {
             return Err(no_keyspace(name));
@@ -107,7 +107,7 @@ impl Store for Store3 {
             Some(s) => s.range::<&[u8], _>(&ks, range),
             None => ks.range::<&[u8], _>(range),
         };
-        take(it.map(pair), max_records, max_bytes)
+        take(it.map(pair), limits)
     }
 
     fn create(&mut self, name: &str) -> Result<(), NErr> {
@@ -161,19 +161,7 @@ impl Store for Store3 {
                 }
             }
         }
-        if !meta.is_empty() {
-            let m = self.handle(META, true)?;
-            for (k, v) in meta {
-                match v {
-                    Some(v) => batch.insert(&m, k, v),
-                    None => batch.remove(&m, k),
-                }
-            }
-        }
-        if !batch.is_empty() {
-            batch.commit()?;
-        }
-        Ok(())
+        commit_with_meta!(self, batch, meta)
     }
 
     fn persist(&mut self) -> Result<(), NErr> {

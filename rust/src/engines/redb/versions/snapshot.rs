@@ -121,8 +121,7 @@ impl Snapshot for RT<'_> {
         name: &str,
         versioned: bool,
         after: Option<&[u8]>,
-        max_records: usize,
-        max_bytes: usize,
+        limits: Limits,
     ) -> Result<Vec<OwnedRec>, NErr> {
         let mut out = Vec::new();
         let mut size = 0usize;
@@ -134,7 +133,7 @@ impl Snapshot for RT<'_> {
                 let (ver, val) = v.value();
                 size += k.value().len() + val.len();
                 out.push((k.value().to_vec(), val.to_vec(), ver));
-                if out.len() >= max_records || size >= max_bytes {
+                if limits.reached(out.len(), size) {
                     break;
                 }
             }
@@ -145,7 +144,7 @@ impl Snapshot for RT<'_> {
                 let (k, v) = item.map_err(err)?;
                 size += k.value().len() + v.value().len();
                 out.push((k.value().to_vec(), v.value().to_vec(), 0));
-                if out.len() >= max_records || size >= max_bytes {
+                if limits.reached(out.len(), size) {
                     break;
                 }
             }
@@ -173,22 +172,14 @@ impl Snapshot for RT<'_> {
         Ok(())
     }
 
-    fn read_raw(
-        &self,
-        desc: &TableDesc,
-        key_order: Option<Arc<TypeExpr>>,
-        value_order: Option<Arc<TypeExpr>>,
-        start: Bound<&[u8]>,
-        max_records: usize,
-        max_bytes: usize,
-    ) -> Result<Pairs, NErr> {
-        set_spec(exact_spec(self, desc, key_order, value_order)?);
+    fn read_raw(&self, desc: &TableDesc, orders: Orders, start: Bound<&[u8]>, limits: Limits) -> Result<Pairs, NErr> {
+        set_spec(exact_spec(self, desc, orders.0, orders.1)?);
         let mut out = Vec::new();
         let mut size = 0usize;
         visit_raw(self, desc, start, |k, v| {
             size += k.len() + v.len();
             out.push((k.to_vec(), v.to_vec()));
-            Ok(out.len() >= max_records || size >= max_bytes)
+            Ok(limits.reached(out.len(), size))
         })?;
         Ok(out)
     }

@@ -684,6 +684,11 @@ fn join_array(t: &TypeExpr, parts: Vec<Vec<u8>>) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    /// The fixed width of the type named `name`.
+    fn width(name: &str) -> Option<usize> {
+        TypeExpr::parse(name, false).unwrap().fixed_width()
+    }
+
     #[test]
     fn parse_names() {
         assert_eq!(
@@ -697,12 +702,7 @@ mod tests {
             TypeExpr::parse("[u8;32]", false),
             Some(TypeExpr::FixedBytes(32))
         );
-        assert_eq!(
-            TypeExpr::parse("Option<(u8,[u16;2])>", false)
-                .unwrap()
-                .fixed_width(),
-            Some(6)
-        );
+        assert_eq!(width("Option<(u8,[u16;2])>"), Some(6));
         assert_eq!(TypeExpr::parse("myapp::Id", false), None);
     }
 
@@ -723,12 +723,7 @@ mod tests {
             t.decode(&t.encode(&stored).unwrap()).unwrap(),
             stored.to_vec()
         );
-        assert_eq!(
-            TypeExpr::parse("niche::Option<NonZeroU32>", false)
-                .unwrap()
-                .fixed_width(),
-            Some(4)
-        );
+        assert_eq!(width("niche::Option<NonZeroU32>"), Some(4));
         assert_eq!(TypeExpr::parse("niche::Option<u32>", false), None);
         assert_eq!(TypeExpr::parse("niche::Option<app::T>", false), None);
     }

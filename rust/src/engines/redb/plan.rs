@@ -121,7 +121,7 @@ pub fn plan(format: u8, d: &TableDesc) -> Plan {
 impl Plan {
     /// The record key of a stored pair (multimap: key and value together).
     pub fn record_key(&self, multimap: bool, k: &[u8], v: &[u8]) -> Result<Vec<u8>, NErr> {
-        let bad = |e: String| NErr::Corrupt(format!("a stored key does not match its type: {e}"));
+        let bad = |e: String| NErr::corrupt(format!("a stored key does not match its type: {e}"));
         let mut out = Vec::with_capacity(k.len() + v.len() + 4);
         self.key_enc.enc(k, &mut out, !multimap).map_err(bad)?;
         if multimap {

@@ -20,10 +20,14 @@ use std::fmt::Display;
 use super::desc::{OwnedRec, PairSink, Pairs, RecordSink, TableDesc, TypeDesc};
 use super::errors::NErr;
 use super::overlay::Overlay;
-use super::read::Snapshot;
+use super::read::{Orders, Snapshot};
 use super::typename;
 use super::types::TypeExpr;
 use super::write::TableKind;
+use crate::batch::Limits;
+
+#[cfg(test)]
+mod pins;
 
 /// redb's page cache per open file (its default is 1 GiB, which a long copy fills:
 /// memory would grow with the store). Reads and writes go through batches of
@@ -52,7 +56,7 @@ impl Applied for () {
 
 impl<E: Display> Applied for Result<(), E> {
     fn applied(self) -> Result<(), NErr> {
-        self.map_err(|e| NErr::Other(e.to_string()))
+        self.map_err(|e| NErr::other(e.to_string()))
     }
 }
 
@@ -62,6 +66,8 @@ macro_rules! binding {
         storage: $storage:ident,
         source: $source:ident,
         open_existing: $open:ident,
+        layout: $layout:expr,
+        builtin: [$($builtin:ty),* $(,)?],
         templates: { $($class:literal => ($a:ty, $an:literal, $b:ty, $bn:literal)),* $(,)? },
         $(reclassify: $reclassify:ident,)?
     ) => {
@@ -139,6 +145,25 @@ macro_rules! binding {
             .applied()
         }
 
+        /// Where this redb version keeps a type name's parts (see `typename.rs`).
+        pub const LAYOUT: typename::Layout = $layout;
+
+        // A redb whose `TypeName` changed size is not the one measured: this fails to build.
+        const _: () = assert!(
+            std::mem::size_of::<redb::TypeName>() == LAYOUT.words * std::mem::size_of::<usize>(),
+            "redb's TypeName changed size: measure its layout and pin it again (versions/mod.rs)"
+        );
+
+        /// The name of the built-in type that this redb version names `name` with
+        /// classification `class`, made by redb itself (no rebuilding): the names of
+        /// statemigrate's own layout and of the leaf types.
+        fn builtin(class: &str, name: &str) -> Option<redb::TypeName> {
+            let want = (class.to_string(), name.to_string());
+            [$(<$builtin as Value>::type_name()),*]
+                .into_iter()
+                .find(|t| typename::parts(t) == want)
+        }
+
         /// Two names redb makes with each built-in classification (see `typename.rs`).
         fn templates(
             class: &str,
@@ -154,11 +179,22 @@ macro_rules! binding {
             }
         }
 
+        /// The type name of classification `class` named `name`: redb's own where it
+        /// makes it (`TypeName::new`, `builtin`), else rebuilt over `LAYOUT`.
         pub fn make_type_name(class: &str, name: &str) -> Result<redb::TypeName, NErr> {
+            if let Some(t) = builtin(class, name) {
+                return Ok(t);
+            }
             $(if let Some(t) = $reclassify(class, name) {
                 return t;
             })?
-            typename::make::<redb::TypeName>(class, name, templates(class), redb::TypeName::new)
+            typename::make::<redb::TypeName>(
+                class,
+                name,
+                templates(class),
+                redb::TypeName::new,
+                &LAYOUT,
+            )
         }
 
         #[derive(Debug)]
@@ -172,6 +208,14 @@ macro_rules! binding {
         include!("spec.rs");
         include!("snapshot.rs");
         include!("writer.rs");
+
+        /// Type names made here, written to a real file and read back through redb (the
+        /// layout pins' tests, `pins.rs`).
+        #[cfg(test)]
+        pub mod written {
+            use super::*;
+            include!("written.rs");
+        }
     };
 
     // The storage backend's page read and sync, as redb before 4.x declares them.
@@ -265,6 +309,13 @@ pub mod v1 {
         storage: before_4,
         source: overlay,
         open_existing: create,
+        layout: typename::Layout {
+            version: "1.5",
+            words: 4,
+            name_word: 0,
+            class_byte: None,
+        },
+        builtin: [u8, u16, u32, u64, u128, i8, i16, i32, i64, i128, bool, char, (), f32, f64, &str, &[u8], (u64, &[u8])],
         templates: { "Internal" => (u8, "u8", u128, "u128") },
     }
 }
@@ -280,6 +331,13 @@ pub mod v2 {
         storage: before_4,
         source: overlay,
         open_existing: create,
+        layout: typename::Layout {
+            version: "2.6",
+            words: 4,
+            name_word: 0,
+            class_byte: None,
+        },
+        builtin: [u8, u16, u32, u64, u128, i8, i16, i32, i64, i128, bool, char, (), f32, f64, &str, String, &[u8], (u64, &[u8])],
         templates: { "Internal" => (u8, "u8", u128, "u128") },
     }
 
@@ -307,6 +365,13 @@ pub mod v4 {
         storage: redb_4,
         source: own,
         open_existing: open,
+        layout: typename::Layout {
+            version: "4.6",
+            words: 4,
+            name_word: 0,
+            class_byte: Some(0),
+        },
+        builtin: [u8, u16, u32, u64, u128, i8, i16, i32, i64, i128, bool, char, (), f32, f64, &str, String, &[u8], (u64, &[u8])],
         templates: {
             "Internal" => (u8, "u8", u128, "u128"),
             "Internal3" => ((u8, u8), "(u8,u8)", (u8, u16), "(u8,u16)"),
@@ -347,7 +412,7 @@ pub mod v4 {
         (class == "Internal2").then(|| {
             let t = make_type_name("Internal", name)?;
             let (internal, user) = (<u8 as Value>::type_name(), redb::TypeName::new("u128"));
-            typename::reclassify(t, class, 2, (&internal, "u8"), (&user, "u128"))
+            typename::reclassify(t, class, 2, (&internal, "u8"), (&user, "u128"), &LAYOUT)
         })
     }
 }
