@@ -20,7 +20,7 @@ import stat
 import struct
 import sys
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -310,14 +310,6 @@ def store_holder(paths: list[Path], *, readers: bool = False) -> int | None:
     return -1 if unknown else None
 
 
-# LMDB's lock file (lock.mdb) on Linux: its magic, and the writer mutex (a robust pthread
-# mutex at offset 64) whose first word glibc sets to the owner's thread id.
-_LMDB_LOCK_MAGIC = 0xBEEFC0DE
-_LMDB_MUTEX_OFFSET = 64
-_FUTEX_TID_MASK = 0x3FFFFFFF
-_FUTEX_OWNER_DIED = 0x40000000
-
-
 @dataclass(frozen=True)
 class LockProbe:
     """Where another process holding a store shows, and how to look: declared by its engine.
@@ -328,12 +320,13 @@ class LockProbe:
             directory store (``"LOCK"``, ``"lock.mdb"``).
         how: ``"write"``: a POSIX write lock (a writer); ``"any"``: any POSIX lock,
             shared ones included (an open LMDB environment); ``"flock"``: a BSD flock,
-            its pid from ``/proc/locks`` (redb); ``"lmdb_writer"``: the owner of LMDB's
-            writer mutex, read from ``lock.mdb`` without taking it.
+            its pid from ``/proc/locks`` (redb); or the engine's own look at a file of
+            its format, a function of the file giving the holder's pid or None (LMDB's
+            writer mutex, :func:`statemigrate.engines.lmdb.lockfile.writer_pid`).
     """
 
     file: str = ""
-    how: str = "write"
+    how: str | Callable[[Path], int | None] = "write"
 
     def target(self, path: Path) -> Path:
         """The file this probe looks at for the store at ``path``."""
@@ -344,38 +337,9 @@ class LockProbe:
         return path / self.file
 
 
-def lmdb_writer_pid(lock_file: Path) -> int | None:
-    """The pid holding LMDB's writer mutex, read from ``lock.mdb`` without taking it.
-
-    A second LMDB writer would wait forever for the mutex. Returns None when it is free,
-    its owner died (the next writer recovers it), the platform is not Linux (glibc's
-    robust mutex layout) or the file is not in the layout known here.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        with open(lock_file, "rb") as f:
-            head = f.read(128)
-    except OSError:
-        return None
-    if len(head) < 76 or struct.unpack_from("<I", head, 0)[0] != _LMDB_LOCK_MAGIC:
-        return None
-    word = struct.unpack_from("<I", head, _LMDB_MUTEX_OFFSET)[0]
-    tid = word & _FUTEX_TID_MASK
-    if tid == 0 or word & _FUTEX_OWNER_DIED:
-        return None
-    try:
-        status = Path(f"/proc/{tid}/status").read_text()
-    except OSError:
-        return None  # the owner is gone: LMDB recovers the mutex
-    for line in status.splitlines():
-        if line.startswith("Tgid:"):
-            pid = int(line.split()[1])
-            return None if pid == os.getpid() else pid
-    return tid
-
-
-def _probe(target: Path, how: str) -> int | None:
+def _probe(target: Path, how: str | Callable[[Path], int | None]) -> int | None:
+    if callable(how):
+        return how(target)
     if how == "write":
         return fcntl_holder(target)
     if how == "any":
@@ -384,8 +348,6 @@ def _probe(target: Path, how: str) -> int | None:
         if flock_held(target):
             return flock_holder_pid(target) or -1
         return None
-    if how == "lmdb_writer":
-        return lmdb_writer_pid(target)
     raise ValueError(f"unknown lock probe {how!r}")
 
 

@@ -14,8 +14,8 @@ import lmdb
 import pytest
 
 from statemigrate import convert, verify
-from statemigrate.engines import lmdb as lmdb_engine
 from statemigrate.engines.lmdb import LmdbEngine
+from statemigrate.engines.lmdb import writer as lmdb_writer
 from statemigrate.errors import DestinationError, SourceError, StoreBusyError
 from statemigrate.model import TableInfo, TableKind
 from statemigrate.registry import get_engine
@@ -156,7 +156,7 @@ def test_a_store_open_in_the_app_is_read_through_the_reader_table(tmp_path):
 
 
 def test_the_map_grows_instead_of_failing(tmp_path, monkeypatch):
-    monkeypatch.setattr(lmdb_engine, "MIN_MAP_SIZE", 1 << 20)
+    monkeypatch.setattr(lmdb_writer, "MIN_MAP_SIZE", 1 << 20)
     recs = [(b"%06d" % i, os.urandom(1000)) for i in range(3000)]  # ~3 MB > 1 MiB map
     path = write_store(LmdbEngine, tmp_path / "s.lmdb", {TableInfo("t"): recs}, batch=500)
     env = lmdb.open(str(path), subdir=True, readonly=True, lock=False)

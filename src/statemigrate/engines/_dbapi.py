@@ -22,12 +22,12 @@ from typing import Any, ClassVar
 
 from ..errors import DestinationError, StateMigrateError
 from ..fsutil import copy_file_written_back
-from ..locks import refuse_if_held
 from ..model import BATCH_RECORDS, Batch, TableInfo
 from ._sql import (
     LOCK_PROBES,
     ReadOnlyOpen,
     SqlFileEngine,
+    SqlFileOptions,
     SqlLayout,
     layout_columns,
     layout_tables,
@@ -153,7 +153,7 @@ class DbapiSqlReader(Reader):
         engine: type[DbapiSqlEngine],
         path: Path,
         conn: Any,
-        options: Mapping[str, Any],
+        opts: SqlFileOptions,
         opened: ReadOnlyOpen | None = None,
     ):
         self.engine = engine
@@ -166,7 +166,7 @@ class DbapiSqlReader(Reader):
             tables, self.foreign_tables = layout_tables(conn, names, path)
             self.snapshot_metadata = read_metadata(conn, names)
             self.snapshot_tables, self._sql = _real_names(tables, self.snapshot_metadata)
-            if self.foreign_tables and not options.get("skip_foreign_tables"):
+            if self.foreign_tables and not opts.skip_foreign_tables:
                 refuse_foreign(path, self.foreign_tables)
 
     def scan(
@@ -403,6 +403,10 @@ class DbapiSqlEngine(SqlFileEngine):
     """Shared parts of the engines that speak SQLite's SQL through a DB-API driver."""
 
     layout: ClassVar[type[DbapiLayout]] = DbapiLayout
+    facts: ClassVar[StoreFacts] = DBAPI_FACTS
+    # The drivers wait for a lock no longer than their busy timeout, then fail in the
+    # middle of a write: a store an app holds is refused before it is opened for writing.
+    refuses_held: ClassVar[frozenset[str]] = frozenset({"write"})
     writer_pragmas: ClassVar[tuple[str, ...]] = ()
     finish_pragmas: ClassVar[tuple[str, ...]] = ()
 
@@ -452,20 +456,18 @@ class DbapiSqlEngine(SqlFileEngine):
     @classmethod
     def _raw_writer(cls, path: Path, create: bool, metadata_table: bool) -> Writer:
         """The engine's own writer for a layout's writer (:mod:`._sql_layout`)."""
-        return cls._open_writer(path, create, metadata_table)
+        return cls._connect_writer(path, create, metadata_table)
 
     @classmethod
     def _writer(cls, path: Path, create: bool) -> Writer:
-        return cls._open_writer(path, create, True)
+        return cls._connect_writer(path, create, True)
 
     @classmethod
-    def _open_writer(cls, path: Path, create: bool, metadata_table: bool) -> Writer:
+    def _connect_writer(cls, path: Path, create: bool, metadata_table: bool) -> Writer:
         if create and (path.exists() or path.is_symlink()):
             raise DestinationError(f"{path}: already exists")
-        if not create:
-            if not path.is_file():
-                raise DestinationError(f"{path}: no such file")  # the driver would create one
-            refuse_if_held(path, LOCK_PROBES)
+        if not create and not path.is_file():
+            raise DestinationError(f"{path}: no such file")  # the driver would create one
         cls._check_writable(path)
         driver = cls.require_driver()
         with DBAPI_FACTS.mapped(path, "opening for writing", writing=True):

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..errors import DestinationError, SourceError, StateMigrateError
-from ..locks import LockProbe, lock_holder, refuse_if_held
+from ..locks import lock_holder
 from ..model import Batch, TableInfo
 from . import snapshot
 from .base import META_KIND_PREFIX as KIND_PREFIX
@@ -36,10 +36,10 @@ from .base import (
     Reader,
     StoreFacts,
     Writer,
-    check_options,
     recorded_tables,
 )
 from .errors import DriverErrors, Meaning, Rule
+from .options import EngineOptions
 
 MAGIC = b"FJL"
 VERSION_FILE = "version"
@@ -69,7 +69,6 @@ FJALL_ERRORS = DriverErrors(
     failed="{path}: fjall error while {doing} ({text})",
     whole_text=True,
 )
-FJALL_FACTS = StoreFacts(errors=FJALL_ERRORS, private_metadata=(KIND_PREFIX,))
 
 
 def read_format(path: Path) -> int | None:
@@ -187,15 +186,16 @@ class FjallReader(Reader):
     """One snapshot of a private image of a fjall store (the store itself never changes)."""
 
     threadsafe_reads = True
-    facts: ClassVar[StoreFacts] = FJALL_FACTS
 
     def __init__(self, engine: type[FjallEngine], path: Path) -> None:
         native = engine.require_driver()
         self.engine = engine
         self.path = path
+        self.facts = engine.facts
         self._native: Any = None
         self.shadow: Path | None = None
-        refuse_if_held(path, engine.lock_probes, hint=engine.busy_hint)
+        # A held store was refused before (FjallEngine.refuses_held): an app writing it
+        # meanwhile would tear the private image.
         try:
             self.shadow = private_image(path, engine.major)
         except OSError as exc:
@@ -252,12 +252,11 @@ class FjallWriter(Writer):
     fsynced) before each destructive step.
     """
 
-    facts: ClassVar[StoreFacts] = FJALL_FACTS
-
     def __init__(self, engine: type[FjallEngine], path: Path, create: bool) -> None:
         native = engine.require_driver()
         self.engine = engine
         self.path = path
+        self.facts = engine.facts
         self._native: Any = None
         with self.opening(failed="{path}: cannot open fjall for writing ({text})"):
             self._native = native.FjallWriter(str(path), engine.major, create)
@@ -369,10 +368,10 @@ class FjallEngine(Engine):
 
     major: ClassVar[int]
     driver_module: ClassVar[str] = "statemigrate._native"
-    lock_probes: ClassVar[tuple[LockProbe, ...]] = ()
-    busy_hint: ClassVar[str | None] = None
-    reader: ClassVar[type[FjallReader]] = FjallReader
-    writer: ClassVar[type[FjallWriter]] = FjallWriter
+    facts: ClassVar[StoreFacts] = StoreFacts(errors=FJALL_ERRORS, private_metadata=(KIND_PREFIX,))
+    # A reader copies a private image that an app writing meanwhile would tear; a writer
+    # must be alone (fjall 3's lock shows a holder; fjall 2 takes none: nothing is seen).
+    refuses_held: ClassVar[frozenset[str]] = frozenset({"read", "write"})
     capabilities: ClassVar[Capabilities] = Capabilities(
         atomic_multi_table=True,
         read_only_open=False,
@@ -416,31 +415,24 @@ class FjallEngine(Engine):
             )
 
     @classmethod
-    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        check_options(cls, options, "source")
+    def _open_reader(cls, path: Path, opts: EngineOptions) -> Reader:
         cls._check_store(path, SourceError)
-        return cls.reader(cls, path)
+        return FjallReader(cls, path)
 
     @classmethod
-    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, "dest")
-        if path.exists() or path.is_symlink():
+    def _open_writer(cls, path: Path, opts: EngineOptions, create: bool) -> Writer:
+        if not create:
+            cls._check_store(path, DestinationError)
+        elif path.exists() or path.is_symlink():
             raise DestinationError(f"{path}: already exists")
-        return cls.writer(cls, path, create=True)
-
-    @classmethod
-    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, "dest")
-        cls._check_store(path, DestinationError)
-        refuse_if_held(path, cls.lock_probes, hint=cls.busy_hint)
-        return cls.writer(cls, path, create=False)
+        return FjallWriter(cls, path, create=create)
 
     @classmethod
     def format_info(cls, path: Path) -> dict[str, Any]:
         """The format, and the keyspaces with their sizes (read from a private image)."""
         info: dict[str, Any] = {"format": read_format(path), "written_by": f"fjall {cls.major}.x"}
-        if cls.lock_probes:
-            info["lock_holder_pid"] = lock_holder(path, cls.lock_probes)
+        if cls.facts.locks:
+            info["lock_holder_pid"] = lock_holder(path, cls.facts.locks)
         with contextlib.suppress(StateMigrateError, OSError):
             reader = cls.open_reader(path)
             assert isinstance(reader, FjallReader)
@@ -451,7 +443,6 @@ class FjallEngine(Engine):
 
 __all__ = [
     "FJALL_ERRORS",
-    "FJALL_FACTS",
     "FjallEngine",
     "FjallReader",
     "FjallWriter",

@@ -65,10 +65,9 @@ MAIN = ""  # the engine's main namespace
 Op = tuple[str, bytes, bytes | None]  # (namespace, key, value; None deletes)
 
 
-def kv_layout(engine: Any, options: Mapping[str, Any]) -> Layout | None:
-    """The layout an engine's options name (``layout``), loaded and checked (exit 2);
+def kv_layout(engine: Any, given: str | None) -> Layout | None:
+    """The layout file an engine's ``layout`` option names, loaded and checked (exit 2);
     None for none, or for a layout file that describes the engine's default layout."""
-    given = options.get("layout")
     if not given:
         return None
     from ..layout import load_layout
@@ -211,7 +210,7 @@ class _Mapped(StoreAccess):
         self.raw = raw
         self.layout = layout
         self.path = raw.path
-        self.facts = raw.facts  # type: ignore[misc]  # the engine's, per instance
+        self.facts = raw.facts  # the engine's, per instance
 
     def _place(self, name: str) -> tuple[str, bytes, bytes | None]:
         """(namespace, first stored key, end) of state table ``name``."""

@@ -21,7 +21,7 @@ from ..errors import DestinationError, SourceError, StoreBusyError
 from ..locks import LockProbe, SideFile, lock_holder
 from ..model import METADATA_TABLE, Batch, TableInfo, TableKind, shown_name, table_name_problem
 from .access import shown_key
-from .base import META_REVISION, Capabilities, Engine, Reader, Writer, check_options
+from .base import META_REVISION, Capabilities, Engine, Reader, Writer
 from .options import EngineOptions, option, skip_foreign_tables_option
 
 if TYPE_CHECKING:
@@ -40,6 +40,25 @@ SIDE_FILES = (
     SideFile("-shm", "SQLite's WAL index"),
     SideFile("-journal", "SQLite's rollback journal"),
 )
+# A -wal holds committed pages until a checkpoint copies them into the database; a
+# -journal whose header starts with this magic is "hot" (a write was cut short) and is
+# rolled back into the database when it opens.
+WAL_HEADER_BYTES = 32
+HOT_JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+
+
+def side_file_state(path: Path) -> str | None:
+    """What a side file of a SQLite file holds: "committed", "hot" or None (nothing)."""
+    size = path.stat().st_size
+    if path.name.endswith("-wal") and size > WAL_HEADER_BYTES:
+        return "committed"
+    if path.name.endswith("-journal") and size >= len(HOT_JOURNAL_MAGIC):
+        with open(path, "rb") as f:
+            if f.read(len(HOT_JOURNAL_MAGIC)) == HOT_JOURNAL_MAGIC:
+                return "hot"
+    return None
+
+
 # A writer of a SQLite file holds a POSIX write lock on it or on a file beside it.
 LOCK_PROBES = (LockProbe(""), LockProbe("-shm"), LockProbe("-wal"), LockProbe("-journal"))
 RESERVED_NAMES: Mapping[str, str] = {
@@ -435,6 +454,12 @@ class SqlFileEngine(Engine):
     table_name_folding: ClassVar[str] = FOLDING
 
     @classmethod
+    def side_file_state(cls, side: Path) -> str | None:
+        """A ``-wal`` with frames is "committed", a ``-journal`` with SQLite's magic "hot"
+        (:func:`side_file_state`)."""
+        return side_file_state(side)
+
+    @classmethod
     def sql_name(cls, name: str) -> str:
         """The SQL table that holds table ``name`` (the name itself but for Turso)."""
         return name
@@ -452,7 +477,8 @@ class SqlFileEngine(Engine):
         writer creates BINARY (compared as bytes): ``a`` beside ``A``, or
         ``alembic_version``, are tables like any other there; only the model's rules apply.
         """
-        if cls._layout(check_options(cls, options, "dest")) is None:
+        layout = cls._layout(cls.parse_options(options, "dest"))
+        if layout is None:
             super().check_tables(tables, options)
             return
         problems = [(t.name, table_name_problem(t.name)) for t in tables]
@@ -461,8 +487,6 @@ class SqlFileEngine(Engine):
             raise DestinationError(f"the {cls.name} engine cannot hold these tables: {listed}")
         from ._sql_layout import check_sql_tables
 
-        layout = cls._layout(check_options(cls, options, "dest"))
-        assert layout is not None
         sql_layout = getattr(cls, "layout", SqlLayout)
         if layout.sql.without_rowid and layout.sql.create is None and not sql_layout.without_rowid:
             raise DestinationError(
@@ -488,10 +512,9 @@ class SqlFileEngine(Engine):
         return sqlite_file_info(path)
 
     @classmethod
-    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
+    def _open_reader(cls, path: Path, opts: SqlFileOptions) -> Reader:
         """Open a whole SQLite file at one snapshot (options ``skip_foreign_tables`` and,
         where the engine has it, ``layout``)."""
-        opts = check_options(cls, options, "source")
         layout = cls._layout(opts)  # a bad layout file is refused before the store is read
         cls.check_source(path)
         if layout is not None:
@@ -499,25 +522,18 @@ class SqlFileEngine(Engine):
         return cls._reader(path, opts)
 
     @classmethod
-    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        """Create a new SQLite file at ``path`` (option ``layout`` where the engine has it)."""
-        layout = cls._layout(check_options(cls, options, "dest"))
+    def _open_writer(cls, path: Path, opts: SqlFileOptions, create: bool) -> Writer:
+        """Create a new SQLite file at ``path`` or open an existing one for writing (option
+        ``layout`` where the engine has it)."""
+        layout = cls._layout(opts)
         if layout is not None:  # loaded first: a bad layout file creates nothing
-            return cls._layout_writer(path, True, layout)
-        return cls._writer(path, create=True)
+            return cls._layout_writer(path, create, layout)
+        return cls._writer(path, create=create)
 
     @classmethod
-    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        """Open an existing SQLite file for writing (option ``layout`` where it exists)."""
-        layout = cls._layout(check_options(cls, options, "dest"))
-        if layout is not None:
-            return cls._layout_writer(path, False, layout)
-        return cls._writer(path, create=False)
-
-    @classmethod
-    def _layout(cls, opts: Mapping[str, Any]) -> Layout | None:
+    def _layout(cls, opts: SqlFileOptions) -> Layout | None:
         """The layout file the options name, loaded and checked (exit 2), or None."""
-        given = opts.get("layout")
+        given = getattr(opts, "layout", None)  # engines without layouts have no option
         if not given:
             return None
         from ..layout import load_layout
@@ -525,13 +541,12 @@ class SqlFileEngine(Engine):
         return load_layout(given, cls.name, cls.layout_family)
 
     @classmethod
-    def _layout_reader(cls, path: Path, options: Mapping[str, Any], layout: Layout) -> Reader:
+    def _layout_reader(cls, path: Path, opts: SqlFileOptions, layout: Layout) -> Reader:
         """The reader of a store in an app's own layout (:mod:`._sql_layout`), over the
         engine's raw read (:meth:`_raw_read`)."""
         from ._sql_layout import SqlLayoutReader
 
-        skip = bool(options.get("skip_foreign_tables", False))
-        return SqlLayoutReader(cls._raw_read(path), layout, skip)
+        return SqlLayoutReader(cls._raw_read(path), layout, opts.skip_foreign_tables)
 
     @classmethod
     def _layout_writer(cls, path: Path, create: bool, layout: Layout) -> Writer:
@@ -555,7 +570,7 @@ class SqlFileEngine(Engine):
 
     @classmethod
     @abstractmethod
-    def _reader(cls, path: Path, options: Mapping[str, Any]) -> Reader:
+    def _reader(cls, path: Path, opts: SqlFileOptions) -> Reader:
         """The reader of a checked source."""
 
     @classmethod

@@ -531,7 +531,7 @@ class SqlLayoutReader(_Mapped, Reader):
         self.layout = layout
         self.ints_as_text = raw.ints_as_text
         self.paged = raw.paged
-        self.facts = replace(raw.facts, private_metadata=(META_KIND_PREFIX,))  # type: ignore[misc]
+        self.facts = replace(raw.facts, private_metadata=(META_KIND_PREFIX,))
         try:
             with self.opening(failed="{path}: not a readable SQLite database ({text})"):
                 _check_encoding(self.conn, layout.sql, self.path)
@@ -641,7 +641,7 @@ class SqlLayoutWriter(_Mapped, Writer):
         self.layout = layout
         self.ints_as_text = bool(getattr(raw, "ints_as_text", False))
         self.paged = bool(getattr(raw, "paged", False))
-        self.facts = replace(raw.facts, private_metadata=(META_KIND_PREFIX,))  # type: ignore[misc]
+        self.facts = replace(raw.facts, private_metadata=(META_KIND_PREFIX,))
         spec = layout.sql
         try:
             with self.errors(

@@ -247,7 +247,9 @@ class StoreAccess(ABC):
     reached the table's real end (:meth:`confirm_end`).
     """
 
-    facts: ClassVar[StoreFacts] = StoreFacts()
+    # The engine's facts (:attr:`Engine.facts`, declared there once): a reader or writer
+    # takes them from its engine (``engine.store_facts(path)``).
+    facts: StoreFacts = StoreFacts()
     # Whether a driver error this side cannot explain is the source's (exit 4).
     reads_source: ClassVar[bool] = True
     path: Path  # the store

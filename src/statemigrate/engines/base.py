@@ -202,6 +202,20 @@ class Engine(ABC):
     # How an app holds a store of this engine (the busy tests' "app"); None: no app
     # process can hold one.
     app_holder: ClassVar[AppHolder | None] = None
+    # What the engine's readers and writers know of its stores (what the driver's errors
+    # mean, where a process holding a store shows, the engine's private metadata, the
+    # busy hint): declared once, here; readers and writers take them from the engine
+    # (:meth:`store_facts`).
+    facts: ClassVar[StoreFacts] = StoreFacts()
+    # Which opens refuse a store another process holds (exit 3, naming it as the lock
+    # probes of :attr:`facts` see it), checked once by the templates below before the
+    # engine opens anything: "read" where a reader copies a private image that an app
+    # writing meanwhile would tear (RocksDB, fjall), "write" where a writer of an existing
+    # store must be the only process there (LMDB's writer mutex, fjall's lock).
+    refuses_held: ClassVar[frozenset[str]] = frozenset()
+    # The side whose options a reader accepts: "source", or None for every option (redb
+    # readers accept their writer's options too).
+    reader_options: ClassVar[Side | None] = "source"
     # Documented limits, as the conformance case (statemigrate.testing.conformance) or
     # the other suite's check (its SUITE_LIMITS) each one fails, and why: strict xfails.
     known_limits: ClassVar[Mapping[str, str]] = {}
@@ -237,19 +251,89 @@ class Engine(ABC):
     side_files: ClassVar[tuple[SideFile, ...]] = ()
 
     @classmethod
-    @abstractmethod
+    def store_facts(cls, path: Path) -> StoreFacts:
+        """The facts of the store at ``path``: :attr:`facts`, unless the engine's stores
+        differ by shape (an LMDB single-file environment's lock file is beside it)."""
+        return cls.facts
+
+    @classmethod
+    def parse_options(
+        cls, options: Mapping[str, Any] | EngineOptions | None, side: Side | None
+    ) -> Any:
+        """``options`` as an instance of :attr:`options`, typed and checked (exit 2).
+
+        Args:
+            options: option name -> value (a Python value or its text), the instance, or None.
+            side: ``source`` (a reader's), ``dest`` (a writer's) or None (every option).
+
+        Raises:
+            UsageError: an unknown option, one for the other side, or a bad value (exit 2).
+        """
+        return cls.options.parse(cls.name, options, side)
+
+    @final
+    @classmethod
+    def refuse_if_held(cls, path: Path) -> None:
+        """Refuse (exit 3, naming the pid) the store at ``path`` when another process holds
+        it, as the lock probes of :meth:`store_facts` see it; nothing without probes."""
+        facts = cls.store_facts(path)
+        if facts.locks:
+            from ..locks import refuse_if_held
+
+            refuse_if_held(path, facts.locks, hint=facts.busy_hint)
+
+    @final
+    @classmethod
     def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        """Open ``path`` read-only at one consistent snapshot; never modifies it."""
+        """Open ``path`` read-only at one consistent snapshot; never modifies it.
 
+        The options are parsed once (:meth:`parse_options`), a held store is refused
+        where the engine says so (:attr:`refuses_held`), then :meth:`_open_reader` opens.
+
+        Raises:
+            UsageError: a bad option (exit 2).
+            StoreBusyError: another process holds the store (exit 3).
+        """
+        opts = cls.parse_options(options, cls.reader_options)
+        if "read" in cls.refuses_held:
+            cls.refuse_if_held(path)
+        return cls._open_reader(path, opts)
+
+    @final
     @classmethod
-    @abstractmethod
     def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        """Create a new store at ``path`` (which does not exist) and open it for writing."""
+        """Create a new store at ``path`` (which does not exist) and open it for writing.
+
+        Raises:
+            UsageError: a bad option (exit 2).
+        """
+        return cls._open_writer(path, cls.parse_options(options, "dest"), create=True)
+
+    @final
+    @classmethod
+    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
+        """Open an existing store for writing (resume, upgrade).
+
+        Raises:
+            UsageError: a bad option (exit 2).
+            StoreBusyError: another process holds the store, where the engine's writer
+                must be alone (:attr:`refuses_held`; exit 3).
+        """
+        opts = cls.parse_options(options, "dest")
+        if "write" in cls.refuses_held:
+            cls.refuse_if_held(path)
+        return cls._open_writer(path, opts, create=False)
 
     @classmethod
     @abstractmethod
-    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        """Open an existing store for writing (resume, upgrade)."""
+    def _open_reader(cls, path: Path, opts: Any) -> Reader:
+        """The engine's reader of ``path``, with ``opts`` an instance of :attr:`options`."""
+
+    @classmethod
+    @abstractmethod
+    def _open_writer(cls, path: Path, opts: Any, create: bool) -> Writer:
+        """The engine's writer of a new store at ``path`` (``create``: nothing is there
+        yet) or of the existing one, with ``opts`` an instance of :attr:`options`."""
 
     @classmethod
     def refuse_linked_side_files(cls, path: Path, *, make: bool = False) -> None:
@@ -267,6 +351,14 @@ class Engine(ABC):
 
         directory = cls.capabilities.directory
         refuse_linked_side_files(path, cls.side_files, directory=directory, make=make)
+
+    @classmethod
+    def side_file_state(cls, side: Path) -> str | None:
+        """What a side file of :attr:`sidecar_suffixes` holds that the driver would apply to
+        whatever file it next finds at the store's path: "committed" (pages a write-ahead
+        log holds that the store has not taken in), "hot" (a write cut short), or None
+        (nothing: the default, for engines whose side files hold no state)."""
+        return None
 
     @classmethod
     def store_directory(cls, path: Path) -> bool:
@@ -485,10 +577,11 @@ def check_options(
             other side only are refused); None accepts all of the engine's options.
 
     Returns:
-        Every option of the engine, converted to its type, defaults filled in.
+        Every option of the engine, converted to its type, defaults filled in, as a
+        mapping (for listings; engines read the typed instance, :meth:`Engine.parse_options`).
 
     Raises:
         UsageError: an unknown option (the engine's options listed), one for the other
             side, or a value not of the option's type (exit 2).
     """
-    return dataclasses.asdict(engine.options.parse(engine.name, options, side))
+    return dataclasses.asdict(engine.parse_options(options, side))

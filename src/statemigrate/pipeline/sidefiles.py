@@ -1,10 +1,10 @@
 """Side files beside a destination (``-wal``, ``-shm``, ``-journal``): what they hold.
 
-An engine declares its side files (``Engine.sidecar_suffixes``); a side file is
-looked at here by what it holds, never by which engine made it. A write-ahead log
-with frames holds committed pages its store has not taken in yet; a rollback journal
-that starts with the magic below is "hot" (a write was cut short). Either is applied
-to whatever file the driver next finds at the store's path.
+An engine declares its side files (``Engine.sidecar_suffixes``) and says what one
+holds (``Engine.side_file_state``: the SQLite family reads its formats): a write-ahead
+log with frames holds committed pages its store has not taken in yet; a "hot" rollback
+journal, a write cut short. Either is applied to whatever file the driver next finds
+at the store's path.
 """
 
 from __future__ import annotations
@@ -14,24 +14,6 @@ from pathlib import Path
 from ..engines.base import Engine
 from ..errors import DestinationError
 from ..fsutil import kind_of, lexists, remove_path
-
-# The SQLite family's side files: a -wal holds committed pages until a checkpoint
-# copies them into the database; a -journal whose header starts with this magic is
-# "hot" (a write was cut short) and is rolled back into the database when it opens.
-WAL_HEADER_BYTES = 32
-HOT_JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
-
-
-def side_file_state(path: Path) -> str | None:
-    """What a side file of the SQLite family holds: "committed", "hot" or None (nothing)."""
-    size = path.stat().st_size
-    if path.name.endswith("-wal") and size > WAL_HEADER_BYTES:
-        return "committed"
-    if path.name.endswith("-journal") and size >= len(HOT_JOURNAL_MAGIC):
-        with open(path, "rb") as f:
-            if f.read(len(HOT_JOURNAL_MAGIC)) == HOT_JOURNAL_MAGIC:
-                return "hot"
-    return None
 
 
 def refuse_stale_side_files(engine: type[Engine], final: Path) -> None:
@@ -53,7 +35,7 @@ def refuse_stale_side_files(engine: type[Engine], final: Path) -> None:
                 "statemigrate does not touch it",
                 hint="move it away, then run the same command",
             )
-        state = side_file_state(side)
+        state = engine.side_file_state(side)
         if state is None:
             continue
         if not lexists(final):
@@ -99,7 +81,7 @@ def check_built_side_files(engine: type[Engine], partial: Path) -> None:
     for side in (Path(str(partial) + s) for s in engine.sidecar_suffixes):
         if not lexists(side):
             continue
-        if side_file_state(side) is not None:
+        if engine.side_file_state(side) is not None:
             raise DestinationError(
                 f"{side}: the built store was not checkpointed into {partial}",
                 hint="the destination was not put in place",

@@ -42,13 +42,12 @@ from statemigrate.engines.base import (
     Reader,
     StoreFacts,
     Writer,
-    check_options,
     recorded_tables,
 )
 from statemigrate.engines.errors import DriverErrors, Meaning, Rule
 from statemigrate.engines.options import EngineOptions, option
 from statemigrate.errors import DestinationError, SourceError, StateMigrateError, UsageError
-from statemigrate.locks import LockProbe, SideFile, lock_holder, refuse_if_held
+from statemigrate.locks import LockProbe, SideFile, lock_holder
 from statemigrate.model import METADATA_TABLE, Batch, TableInfo
 
 MANIFEST = "MANIFEST"
@@ -148,14 +147,14 @@ class TurbokvReader(Reader):
     """A private image of a TurboKV store (the store itself never changes)."""
 
     threadsafe_reads = True
-    facts: ClassVar[StoreFacts] = TURBOKV_FACTS
+    facts = TURBOKV_FACTS
 
     def __init__(self, path: Path) -> None:
         native = TurbokvEngine.require_driver()
         self.path = path
         self._native: Any = None
         self.shadow: Path | None = None
-        refuse_if_held(path, LOCK_PROBES, hint=BUSY_HINT)
+        # A held store was refused before (TurbokvEngine.refuses_held).
         try:
             self.shadow = private_image(path)
         except OSError as exc:
@@ -196,7 +195,7 @@ class TurbokvReader(Reader):
 class TurbokvWriter(Writer):
     """Writes a TurboKV store: one atomic ``write_batch`` per batch, its metadata included."""
 
-    facts: ClassVar[StoreFacts] = TURBOKV_FACTS
+    facts = TURBOKV_FACTS
 
     def __init__(self, path: Path, create: bool, preset: str, compression: str) -> None:
         native = TurbokvEngine.require_driver()
@@ -317,6 +316,9 @@ class TurbokvEngine(Engine):
         in_place=True,
     )
     options: ClassVar[type[EngineOptions]] = TurbokvOptions
+    facts = TURBOKV_FACTS
+    # A reader copies a private image an app writing would tear; a writer must be alone.
+    refuses_held: ClassVar[frozenset[str]] = frozenset({"read", "write"})
     suffixes: ClassVar[tuple[str, ...]] = (".turbokv",)
     volatile_files: ClassVar[tuple[str, ...]] = (LOCK_FILE,)
     side_files: ClassVar[tuple[SideFile, ...]] = (
@@ -354,34 +356,27 @@ class TurbokvEngine(Engine):
             )
 
     @classmethod
-    def _writer_options(cls, options: Mapping[str, Any] | None) -> dict[str, Any]:
-        parsed = check_options(cls, options, "dest")
-        if parsed["preset"] == "fast":
+    def _writer_options(cls, opts: TurbokvOptions) -> TurbokvOptions:
+        if opts.preset == "fast":
             raise UsageError(
                 "turbokv: preset=fast keeps no WAL, so a destination could lose batches it "
                 "acknowledged; use durable (the default) or paranoid"
             )
-        return parsed
+        return opts
 
     @classmethod
-    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        check_options(cls, options, "source")
+    def _open_reader(cls, path: Path, opts: TurbokvOptions) -> Reader:
         cls._check_store(path, SourceError)
         return TurbokvReader(path)
 
     @classmethod
-    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        parsed = cls._writer_options(options)
-        if path.exists() or path.is_symlink():
+    def _open_writer(cls, path: Path, opts: TurbokvOptions, create: bool) -> Writer:
+        parsed = cls._writer_options(opts)
+        if not create:
+            cls._check_store(path, DestinationError)
+        elif path.exists() or path.is_symlink():
             raise DestinationError(f"{path}: already exists")
-        return TurbokvWriter(path, True, parsed["preset"], parsed["compression"])
-
-    @classmethod
-    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        parsed = cls._writer_options(options)
-        cls._check_store(path, DestinationError)
-        refuse_if_held(path, LOCK_PROBES, hint=BUSY_HINT)
-        return TurbokvWriter(path, False, parsed["preset"], parsed["compression"])
+        return TurbokvWriter(path, create, parsed.preset, parsed.compression)
 
     @classmethod
     def format_info(cls, path: Path) -> dict[str, Any]:

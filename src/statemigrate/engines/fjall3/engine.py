@@ -8,32 +8,12 @@ store an app holds is refused (exit 3) with the app's pid.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar
 
 from ...locks import LockProbe, SideFile
-from .._fjall import FJALL_ERRORS, FjallEngine, FjallReader, FjallWriter, fjall_app_code
-from ..base import META_KIND_PREFIX, AppHolder, StoreFacts
-
-LOCK_PROBES = (LockProbe("lock", "flock"),)
-BUSY_HINT = "stop the application that uses it"
-FJALL3_FACTS = StoreFacts(
-    errors=FJALL_ERRORS,
-    locks=LOCK_PROBES,
-    private_metadata=(META_KIND_PREFIX,),
-    busy_hint=BUSY_HINT,
-)
-
-
-class Fjall3Reader(FjallReader):
-    """A fjall 3 store at one snapshot of a private image."""
-
-    facts: ClassVar[StoreFacts] = FJALL3_FACTS
-
-
-class Fjall3Writer(FjallWriter):
-    """Writes a fjall 3 store (ingestion into the keyspaces it creates)."""
-
-    facts: ClassVar[StoreFacts] = FJALL3_FACTS
+from .._fjall import FjallEngine, fjall_app_code
+from ..base import AppHolder, StoreFacts
 
 
 class Fjall3Engine(FjallEngine):
@@ -55,7 +35,8 @@ class Fjall3Engine(FjallEngine):
         SideFile("lock", "fjall's lock file", made=True),
         SideFile("*.jnl", "a fjall journal"),
     )
-    lock_probes: ClassVar[tuple[LockProbe, ...]] = LOCK_PROBES
-    busy_hint: ClassVar[str | None] = BUSY_HINT
-    reader: ClassVar[type[FjallReader]] = Fjall3Reader
-    writer: ClassVar[type[FjallWriter]] = Fjall3Writer
+    facts: ClassVar[StoreFacts] = dataclasses.replace(
+        FjallEngine.facts,
+        locks=(LockProbe("lock", "flock"),),
+        busy_hint="stop the application that uses it",
+    )

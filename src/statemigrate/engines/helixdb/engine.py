@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...errors import SourceError
 from ...locks import SideFile, lock_holder
-from ..base import AppHolder, Capabilities, Engine, Reader, Writer, check_options
+from ..base import AppHolder, Capabilities, Engine, Reader, Writer
 from ..options import EngineOptions, skip_foreign_tables_option
 from .client import HELIX_FACTS, LOCK_NAME, database_of, other_helix_process
 from .reader import HelixdbReader
@@ -33,6 +32,9 @@ class HelixdbEngine(Engine):
         "HelixDB embedded: one node label per table, k (hex, range index), v (base64), ver"
     )
     options = HelixdbOptions
+    facts = HELIX_FACTS
+    # statemigrate's own writer lock: one writer at a time (taken when the writer opens).
+    refuses_held = frozenset({"write"})
     capabilities = Capabilities(
         atomic_multi_table=True,
         read_only_open=False,  # its reader writes manifests: we read a private image
@@ -78,21 +80,14 @@ class HelixdbEngine(Engine):
         return pid if pid is not None else other_helix_process(path)
 
     @classmethod
-    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        opts = check_options(cls, options, "source")
+    def _open_reader(cls, path: Path, opts: HelixdbOptions) -> Reader:
         if not cls.detect(path):
             raise SourceError(f"{path}: not a HelixDB store (no database with manifest/ and wal/)")
-        return HelixdbReader(cls, path, skip_foreign=bool(opts.get("skip_foreign_tables")))
+        return HelixdbReader(cls, path, skip_foreign=opts.skip_foreign_tables)
 
     @classmethod
-    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, "dest")
-        return HelixdbWriter(cls, path, create=True)
-
-    @classmethod
-    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, "dest")
-        return HelixdbWriter(cls, path, create=False)
+    def _open_writer(cls, path: Path, opts: HelixdbOptions, create: bool) -> Writer:
+        return HelixdbWriter(cls, path, create=create)
 
     @classmethod
     def format_info(cls, path: Path) -> dict[str, Any]:
@@ -100,5 +95,5 @@ class HelixdbEngine(Engine):
         manifests = sorted((database / "manifest").glob("*.manifest"))
         return {
             "manifest": manifests[-1].name if manifests else None,
-            "writer_lock_pid": lock_holder(path, HELIX_FACTS.locks),
+            "writer_lock_pid": lock_holder(path, cls.facts.locks),
         }

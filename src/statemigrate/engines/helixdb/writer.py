@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import DestinationError, StoreBusyError
-from ...locks import busy_message, lock_exclusively, pid_text, refuse_if_held
+from ...locks import busy_message, lock_exclusively, pid_text
 from ...model import METADATA_TABLE, Batch, TableInfo
 from .. import snapshot
 from ..base import Writer
@@ -94,7 +94,8 @@ class HelixdbWriter(Writer):
 
     def _lock(self) -> None:
         lock = self.path / LOCK_NAME
-        refuse_if_held(self.path, self.facts.locks)
+        # A held store was refused before (HelixdbEngine.refuses_held); one that another
+        # writer took since is refused below, when the lock is not ours.
         # Never through a link (it is truncated below): Engine.open_for_writing refused
         # one planted before; this refuses one put there since (ELOOP).
         flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)

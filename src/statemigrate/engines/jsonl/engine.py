@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ...errors import SourceError
-from ..base import AppHolder, Capabilities, Engine, Reader, SideFile, Writer, check_options
-from .format import CHECKPOINT_SUFFIX
+from ..base import AppHolder, Capabilities, Engine, Reader, SideFile, Writer
+from ..options import EngineOptions
+from .format import CHECKPOINT_SUFFIX, JSONL_FACTS
 from .reader import JsonlReader
 from .writer import JsonlWriter
 
@@ -20,6 +19,7 @@ class JsonlEngine(Engine):
     extra = "jsonl"
     driver_module = "json"
     description = "portable JSON-lines dump with batch and footer checksums"
+    facts = JSONL_FACTS
     capabilities = Capabilities(
         atomic_multi_table=True,
         read_only_open=True,
@@ -47,18 +47,11 @@ class JsonlEngine(Engine):
             return f.read(15) == b'{"statemigrate"'
 
     @classmethod
-    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
-        check_options(cls, options, "source")
+    def _open_reader(cls, path: Path, opts: EngineOptions) -> Reader:
         if path.is_dir():
             raise SourceError(f"{path}: is a directory, not a JSON-lines dump")
         return JsonlReader(path)
 
     @classmethod
-    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, "dest")
-        return JsonlWriter(path, create=True)
-
-    @classmethod
-    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        check_options(cls, options, "dest")
-        return JsonlWriter(path, create=False)
+    def _open_writer(cls, path: Path, opts: EngineOptions, create: bool) -> Writer:
+        return JsonlWriter(path, create=create)

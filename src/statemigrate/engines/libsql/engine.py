@@ -18,13 +18,13 @@ Driver quirks handled here and there:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ...errors import MissingDriverError
 from .._dbapi import DBAPI_FACTS, DbapiSqlEngine, DbapiSqlReader, map_error
-from .._sql import CAPABILITIES, ReadOnlyOpen, SqlLayoutOptions, read_only_open
+from .._sql import CAPABILITIES, ReadOnlyOpen, SqlFileOptions, SqlLayoutOptions, read_only_open
 from ..base import AppHolder, Reader
 
 __all__ = ["LibsqlEngine", "map_error"]
@@ -91,6 +91,6 @@ class LibsqlEngine(DbapiSqlEngine):
         return conn, opened, lambda: None
 
     @classmethod
-    def _reader(cls, path: Path, options: Mapping[str, Any]) -> Reader:
+    def _reader(cls, path: Path, opts: SqlFileOptions) -> Reader:
         conn, opened, _ = cls._read_connection(path)
-        return DbapiSqlReader(cls, path, conn, options, opened)
+        return DbapiSqlReader(cls, path, conn, opts, opened)

@@ -21,8 +21,10 @@ from ...errors import DestinationError, LayoutNotNeeded, SourceError
 from ...model import METADATA_TABLE, TableInfo
 from .._kv_layout import guess_prefix, guess_text, may_be_versioned
 from .._kv_mapping import MAIN, Op, RawKv, RawKvWriter
-from . import LmdbEngine, LmdbReader, LmdbWriter, put_flagged, stored_pairs
+from .engine import LmdbEngine
 from .flags import Codec, db_flags, flags_of, open_kwargs, table_meta
+from .reader import LmdbReader
+from .writer import LmdbWriter, put_flagged, stored_pairs
 
 _CHECK_EVERY = 4096  # pairs between two checks that no writer changed the snapshot
 

@@ -3,39 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ...errors import DestinationError, SourceError
 from ...model import TableInfo
-from ..base import AppHolder, Capabilities, Engine, NativeCopy, Reader, Writer, check_options
-from ..options import EngineOptions, option
+from ..base import AppHolder, Capabilities, Engine, NativeCopy, Reader, StoreFacts, Writer
+from ..options import EngineOptions, Side
 from .header import DEFAULT_FORMAT, FORMAT_WRITERS, MAGIC, REDB_FACTS, WRITABLE_FORMATS, read_header
+from .options import RedbOptions
 from .reader import RedbReader
 from .tables import _Target, _written_by_redb2, choose_format, respelt, table_info
 from .writer import RedbWriter
-
-
-@dataclass(frozen=True)
-class RedbOptions(EngineOptions):
-    """The redb engine's options (``--dest-option redb_format=N``, ``bytewise_key_types=T``)."""
-
-    redb_format: int | None = option(
-        None,
-        "file format written: 3 (redb 2.6+/3.x/4.x) or 2 (redb 2.x); default: as the source was",
-        applies="dest",
-        expects="2 or 3 (the redb engine writes file formats 2 and 3)",
-        choices=WRITABLE_FORMATS,
-        flag="--redb-format",
-    )
-    bytewise_key_types: tuple[str, ...] = option(
-        (),
-        "a custom key type asserted to sort bytewise, so the batch loop can write it back "
-        "(repeatable; redb -> redb by redb's own copy keeps the app's order and needs none)",
-        applies="dest",
-        flag="--bytewise-key",
-    )
 
 
 class RedbEngine(Engine):
@@ -55,6 +34,8 @@ class RedbEngine(Engine):
         transactional_ddl=False,
     )
     options: ClassVar[type[EngineOptions]] = RedbOptions
+    facts: ClassVar[StoreFacts] = REDB_FACTS
+    reader_options: ClassVar[Side | None] = None  # its writer's options are accepted, as before
     space_factor: ClassVar[float] = 2.0
     suffixes: ClassVar[tuple[str, ...]] = (".redb",)
     # The file open through redb's Database::open (the project's binding of the crate:
@@ -107,13 +88,12 @@ class RedbEngine(Engine):
         return fmt
 
     @classmethod
-    def open_reader(cls, path: Path, options: Mapping[str, Any] | None = None) -> Reader:
+    def _open_reader(cls, path: Path, opts: RedbOptions) -> Reader:
         """Open at one snapshot, read-only (redb 4.x) or through a copy-on-write view."""
-        check_options(cls, options)  # its writer's options are accepted, as before
         native = cls.require_driver()
         fmt = cls._source_format(path)
         try:
-            with REDB_FACTS.mapped(path, writing=False):
+            with cls.facts.mapped(path, writing=False):
                 handle = native.RedbReader(str(path), fmt)
         except SourceError as exc:
             if "unsupported redb file format" in exc.message:
@@ -124,34 +104,22 @@ class RedbEngine(Engine):
         return RedbReader(path, handle)
 
     @classmethod
-    def _writer_options(cls, options: Mapping[str, Any] | None) -> dict[str, Any]:
-        return check_options(cls, options, "dest")
-
-    @classmethod
-    def create_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        """A writer of a new redb file, created at its first write (see :class:`RedbWriter`).
-
-        The file gets ``redb_format`` if given, else the format the tables were read
-        from (their meta), else the newest (3).
-        """
-        opts = cls._writer_options(options)
+    def _open_writer(cls, path: Path, opts: RedbOptions, create: bool) -> Writer:
+        """A writer of a new redb file, created at its first write (see :class:`RedbWriter`):
+        in ``redb_format`` if given, else the format the tables were read from (their
+        meta), else the newest (3); or of an existing file, in the format it has."""
         native = cls.require_driver()
-        if path.exists():
-            raise DestinationError(f"{path}: already exists")
-        return RedbWriter(path, native, opts)
-
-    @classmethod
-    def open_writer(cls, path: Path, options: Mapping[str, Any] | None = None) -> Writer:
-        """Open an existing redb file for writing, in the format it already has."""
-        opts = cls._writer_options(options)
-        native = cls.require_driver()
+        if create:
+            if path.exists():
+                raise DestinationError(f"{path}: already exists")
+            return RedbWriter(path, native, opts)
         fmt = cls._source_format(path)
         if fmt not in WRITABLE_FORMATS:
             raise DestinationError(
                 f"{path}: redb file format {fmt} ({FORMAT_WRITERS[fmt]}) cannot be written"
             )
         redb2 = fmt == 3 and cls._written_by_redb2(path, fmt)
-        with REDB_FACTS.mapped(path, writing=True):
+        with cls.facts.mapped(path, writing=True):
             handle = native.RedbWriter(str(path), fmt, False, redb2)
         return RedbWriter(path, native, opts, handle, redb2)
 
@@ -163,7 +131,7 @@ class RedbEngine(Engine):
         its allocator state in a way redb 2.6 no longer opens.
         """
         native = cls.require_driver()
-        with REDB_FACTS.mapped(path, writing=False):
+        with cls.facts.mapped(path, writing=False):
             reader = native.RedbReader(str(path), fmt)
             try:
                 descs = reader.list_tables()
@@ -187,13 +155,13 @@ class RedbEngine(Engine):
         """
         if not isinstance(reader, RedbReader):
             return None
-        opts = cls._writer_options(options)
+        opts = cls.parse_options(options, "dest")
         source = reader.format
-        target = opts.get("redb_format") or source
+        target = opts.redb_format or source
         if source not in WRITABLE_FORMATS or target < source:
             return None
         metas = [t.meta for t in reader.list_tables() if t.meta]
-        if opts.get("redb_format") is not None and any(respelt(m) for m in metas):
+        if opts.redb_format is not None and any(respelt(m) for m in metas):
             return None
         redb2 = source == 3 and any(_written_by_redb2(m) for m in metas)
         upgrade = target > source
@@ -217,10 +185,10 @@ class RedbEngine(Engine):
                 option that would allow it.
         """
         super().check_tables(tables, options)
-        opts = cls._writer_options(options)
+        opts = cls.parse_options(options, "dest")
         first = None
         try:
-            fmt, redb2 = choose_format(opts.get("redb_format"), [t.meta for t in tables])
+            fmt, redb2 = choose_format(opts.redb_format, [t.meta for t in tables])
         except DestinationError as exc:
             # Refused as a whole (format 1): the tables are checked for the newest
             # format, so that the user learns everything at once.

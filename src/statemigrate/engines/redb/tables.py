@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import DestinationError
 from ...model import TableInfo, TableKind, shown_name
 from ..base import META_TABLE_PREFIX
 from .header import DEFAULT_FORMAT, WRITABLE_FORMATS
+
+if TYPE_CHECKING:
+    from .options import RedbOptions
 
 # How a native table kind maps to the state model.
 _TYPED = ("typed", "custom")
@@ -132,12 +135,12 @@ class _Target:
         options: the destination options (``redb_format``, ``bytewise_key_types``).
     """
 
-    def __init__(self, module: Any, fmt: int, redb2: bool, options: Mapping[str, Any]) -> None:
+    def __init__(self, module: Any, fmt: int, redb2: bool, options: RedbOptions) -> None:
         self.module = module
         self.format = fmt
         self.redb2 = redb2
-        self.explicit: int | None = options.get("redb_format")
-        self.bytewise = sorted(set(options.get("bytewise_key_types") or ()))
+        self.explicit: int | None = options.redb_format
+        self.bytewise = sorted(set(options.bytewise_key_types))
 
     def exact(self, meta: Mapping[str, Any] | None) -> bool:
         """Whether a table is written back with its recorded types as they are."""

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...model import Batch, TableInfo
 from ..base import META_TABLE_PREFIX, Writer
 from .header import REDB_FACTS
 from .reader import _native_batches
 from .tables import _TYPED, _meta_updates, _table_facts, _Target, choose_format, table_info
+
+if TYPE_CHECKING:
+    from .options import RedbOptions
 
 
 class RedbWriter(Writer):
@@ -27,13 +30,13 @@ class RedbWriter(Writer):
         self,
         path: Path,
         module: Any,
-        options: Mapping[str, Any],
+        options: RedbOptions,
         handle: Any = None,
         redb2: bool = False,
     ) -> None:
         self.path = path
         self._module = module
-        self._options = dict(options)
+        self._options = options
         self._native = handle
         self._target: _Target | None = None
         self._checked: set[str] = set()
@@ -43,7 +46,7 @@ class RedbWriter(Writer):
     def _handle(self, metas: Iterable[Mapping[str, Any]] = ()) -> Any:
         """The native writer, creating the file (in the format ``metas`` record) if needed."""
         if self._native is None:
-            fmt, redb2 = choose_format(self._options.get("redb_format"), metas)
+            fmt, redb2 = choose_format(self._options.redb_format, metas)
             with self.errors():
                 self._native = self._module.RedbWriter(str(self.path), fmt, True, redb2)
             self._target = _Target(self._module, fmt, redb2, self._options)

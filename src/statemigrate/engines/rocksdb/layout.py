@@ -20,7 +20,9 @@ from ...layout import VERSION_ENCODINGS
 from ...model import META_KIND_PREFIX, METADATA_TABLE, TableInfo
 from .._kv_layout import SEPARATORS, guess_prefix, guess_text, may_be_versioned, prefix_end
 from .._kv_mapping import MAIN, Op, RawKv, RawKvWriter
-from . import CONFIG, DEFAULT_CF, RocksdbEngine, RocksdbReader, _options
+from .engine import RocksdbEngine
+from .families import CONFIG, DEFAULT_CF, driver_options
+from .reader import RocksdbReader
 from .scan import checked_read_options
 from .writer import RocksdbWriter
 
@@ -280,9 +282,10 @@ def guess_layout(engine: type[RocksdbEngine], path: Path) -> str:
             metadata, no column family holds keys that split into table prefixes.
     """
     rd = engine.require_driver()
+    engine.refuse_if_held(path)  # what the engine's reader refuses (refuses_held)
     with RocksdbReader(engine, path) as reader:  # refuses a comparator not bytewise
         assert reader.shadow is not None
-        listed = list(rd.Rdict.list_cf(str(reader.shadow), _options(rd)))
+        listed = list(rd.Rdict.list_cf(str(reader.shadow), driver_options(rd)))
         names = [n for n in listed if n != METADATA_TABLE]
         # A store written through a layout records the kind of each of its state tables,
         # which are not column families; the default layout's tables all are.

@@ -18,13 +18,20 @@ from .. import snapshot
 from .._side_metadata import PARTIAL_SUFFIX
 from ..base import META_KIND_PREFIX as KIND_PREFIX
 from ..base import Writer, recorded_tables
-from . import CONFIG, DEFAULT_CF, DEFAULT_COMPAT, _options, _Scans, check_comparators
+from .families import (
+    CONFIG,
+    DEFAULT_CF,
+    DEFAULT_COMPAT,
+    FamilyScans,
+    check_comparators,
+    driver_options,
+)
 from .manifest import check_manifest
 from .options_file import rewrite_options
 from .scan import checked_items
 
 if TYPE_CHECKING:
-    from . import RocksdbEngine
+    from .engine import RocksdbEngine
 
 
 def _read_config(store: Path) -> bytes | None:
@@ -35,7 +42,7 @@ def _read_config(store: Path) -> bytes | None:
     return config.read_bytes()
 
 
-class RocksdbWriter(_Scans, Writer):
+class RocksdbWriter(FamilyScans, Writer):
     """Large WriteBatches, WAL off, atomic flushes; flushed and closed in finish()."""
 
     def __init__(
@@ -49,8 +56,9 @@ class RocksdbWriter(_Scans, Writer):
     ):
         self.rd = rd = engine.require_driver()
         self.path = path
+        self.facts = engine.facts
         self.compat = compat
-        self.opts = _options(rd, format_version, create=create, writer=True)
+        self.opts = driver_options(rd, format_version, create=create, writer=True)
         # rocksdict's config as the store had it before the driver (re)writes it: a
         # store made here has none, and an app's own file is put back as it was.
         self._app_config: bytes | None = None

@@ -40,7 +40,15 @@ from ...errors import DestinationError, SourceError, StoreBusyError
 from ...locks import lock_holder, refuse_if_held
 from .. import snapshot
 from .._dbapi import DbapiLayout, DbapiSqlEngine, DbapiSqlReader
-from .._sql import CAPABILITIES, LOCK_PROBES, SIDE_FILES, ReadOnlyOpen, SqlLayoutOptions, uri_path
+from .._sql import (
+    CAPABILITIES,
+    LOCK_PROBES,
+    SIDE_FILES,
+    ReadOnlyOpen,
+    SqlFileOptions,
+    SqlLayoutOptions,
+    uri_path,
+)
 from ..base import AppHolder, Reader
 
 
@@ -106,7 +114,7 @@ def _check_copy(path: Path, copy: Path) -> None:
 class TursoReader(DbapiSqlReader):
     """Reads a private copy of the store (see the module notes); removes it on close."""
 
-    def __init__(self, engine: type[TursoEngine], path: Path, options: Mapping[str, Any]):
+    def __init__(self, engine: type[TursoEngine], path: Path, opts: SqlFileOptions):
         driver = engine.require_driver()
         self.path = path
         self.tmpdir: Path | None = None
@@ -115,7 +123,7 @@ class TursoReader(DbapiSqlReader):
         except BaseException:
             self._drop_copy()
             raise
-        super().__init__(engine, path, conn, options)
+        super().__init__(engine, path, conn, opts)
 
     def _open_copy(self, driver: Any, path: Path) -> Any:
         try:
@@ -184,8 +192,8 @@ class TursoEngine(DbapiSqlEngine):
         return "".join(c.lower() if ord(c) > 127 else c for c in name)
 
     @classmethod
-    def _reader(cls, path: Path, options: Mapping[str, Any]) -> Reader:
-        return TursoReader(cls, path, options)
+    def _reader(cls, path: Path, opts: SqlFileOptions) -> Reader:
+        return TursoReader(cls, path, opts)
 
     @classmethod
     def _read_connection(cls, path: Path) -> tuple[Any, ReadOnlyOpen | None, Callable[[], None]]:
