@@ -324,7 +324,8 @@ def test_stop_while_reading_the_source_leaves_nothing(engine: str, tmp_path: Pat
     with pytest.raises(InterruptedByUser, match="before anything was written") as stopped:
         convert(str(src), str(dst), progress=progress, should_stop=lambda: True)
     assert stopped.value.hint is None  # nothing to --resume
-    assert "reading the source" in progress.phases
+    # RocksDB's checkpoint is verified by its read back alone: the source is not walked.
+    assert ("reading the source" in progress.phases) is (engine != "rocksdb"), progress.phases
     assert not any(p.startswith("copying natively") for p in progress.phases)
     assert not dst.exists() and not Path(f"{dst}.partial").exists()
 
@@ -475,6 +476,78 @@ def test_a_short_copy_beside_the_sources_digest_is_refused_and_not_placed(
     else:
         assert copy.digest_alongside
     assert not dst.exists() and leftovers(dst) == []
+
+
+def test_a_checkpoint_of_the_sources_own_bytes_is_verified_by_one_walk(tmp_path: Path) -> None:
+    """A RocksDB checkpoint is the snapshot's files: compared byte for byte, the copy's
+    read back is the only walk, and its digests are the report's (the expected digest
+    is computed from the content written, not by the tool)."""
+    src = store("rocksdb", tmp_path)
+    dst = tmp_path / "dst.rocksdb"
+    progress = Phases()
+    report = convert(str(src), str(dst), progress=progress)
+    assert progress.native() and report.verified
+    assert not any(p.startswith("reading the source") for p in progress.phases), progress.phases
+    assert progress.phases.index("verifying") > progress.phases.index("syncing")
+    assert report.store_digest == content_digest(CONTENT)
+    tables = {t.name: t for t in report.tables}
+    assert tables["settings"].records == 200
+    assert tables["settings"].bytes == sum(
+        len(k) + len(v) for k, v in CONTENT[TableInfo("settings")]
+    )
+    assert read_store(get_engine("rocksdb"), dst) == read_store(get_engine("rocksdb"), src)
+
+
+def test_a_checkpoint_that_is_not_the_sources_bytes_is_checked_against_the_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoint replaced by a store holding 199 of the 200 settings: its files
+    are not the snapshot's, so the source is walked and compared, and the copy is exit 5,
+    never placed (a check that trusted the copy would call it verified)."""
+    import dataclasses
+
+    from statemigrate.errors import DestinationError
+
+    src = store("rocksdb", tmp_path)
+    eng = get_engine("rocksdb")
+    real = eng.native_copy
+    short = {t: (recs[1:] if t.name == "settings" else recs) for t, recs in CONTENT.items()}
+
+    def shortened(cls, reader, options=None):  # type: ignore[no-untyped-def]
+        copy = real(reader, options)
+        assert copy.own_bytes is not None
+        return dataclasses.replace(copy, run=lambda p: write_store(cls, p, short, METADATA))
+
+    monkeypatch.setattr(eng, "native_copy", classmethod(shortened))
+    dst = tmp_path / "dst.rocksdb"
+    progress = Phases()
+    with pytest.raises(DestinationError, match="verification failed for table 'settings'") as err:
+        convert(str(src), str(dst), progress=progress)
+    assert "199 records read back, 200 written" in err.value.message
+    assert "reading the source" in progress.phases, progress.phases
+    assert not dst.exists() and leftovers(dst) == []
+
+
+def test_same_bytes_compares_every_byte_and_follows_no_link(tmp_path: Path) -> None:
+    from statemigrate.engines.snapshot import same_bytes
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    body = os.urandom(3 << 20)
+    (a / "x.sst").write_bytes(body)
+    (b / "x.sst").write_bytes(body)
+    assert same_bytes(a, b, [Path("x.sst")])
+    (b / "x.sst").write_bytes(body[:-1] + bytes([body[-1] ^ 1]))  # the last byte differs
+    assert not same_bytes(a, b, [Path("x.sst")])
+    (b / "x.sst").write_bytes(body + b"\0")
+    assert not same_bytes(a, b, [Path("x.sst")])
+    assert not same_bytes(a, b, [Path("missing")])
+    (b / "x.sst").unlink()
+    (b / "x.sst").symlink_to(a / "x.sst")  # the same bytes, through a link: not followed
+    assert not same_bytes(a, b, [Path("x.sst")])
+    os.link(a / "x.sst", b / "y.sst")
+    (a / "y.sst").symlink_to("x.sst")
+    assert not same_bytes(a, b, [Path("y.sst")])
 
 
 def test_a_damaged_sqlite_source_is_refused_and_its_copy_removed(tmp_path: Path) -> None:

@@ -128,12 +128,18 @@ class NativeCopy:
             then copies on a second thread while the source is digested through it,
             called as ``run(path, stop)``, where ``stop()`` turns true when that digest
             failed or was stopped (``run`` may end early then, raising).
+        own_bytes: given the path ``run`` copied to, whether the copy is made of the
+            snapshot's own bytes (its files the same bytes as the snapshot's: a RocksDB
+            checkpoint). Verification is then one walk: the copy read back, its digests
+            the report's; the source is not walked. When it answers False the source is
+            walked and compared, as for any copy.
     """
 
     method: str
     run: Callable[..., None]
     digest_alongside: bool = False
     twin: Callable[[], Reader | None] | None = None
+    own_bytes: Callable[[Path], bool] | None = None
 
 
 @dataclass(frozen=True)

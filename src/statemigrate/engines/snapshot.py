@@ -25,7 +25,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -222,6 +222,34 @@ def copy_file(store: Path, rel: Path, dst: Path, copy: CopyBytes | None = None) 
     """
     with _opened(store, rel) as (fd, _parent, st):
         _copy_open(fd, st, dst, copy)
+
+
+_CHUNK = 1 << 20
+
+
+def same_bytes(a: Path, b: Path, rels: Iterable[Path]) -> bool:
+    """Whether each of the files ``rels`` is the same bytes under directory ``a`` as under
+    directory ``b``, both read without following a link (see :func:`_opened`).
+
+    A file missing, a link or not a regular file on either side is an answer, False,
+    not an error: the caller then checks another way.
+    """
+    try:
+        for rel in rels:
+            with _opened(a, rel) as (fa, _pa, sa), _opened(b, rel) as (fb, _pb, sb):
+                if sa.st_size != sb.st_size:
+                    return False
+                if (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino):
+                    continue  # one file, linked twice
+                while True:
+                    chunk = os.read(fa, _CHUNK)
+                    if chunk != os.read(fb, _CHUNK):
+                        return False
+                    if not chunk:
+                        break
+    except (SourceError, OSError):
+        return False
+    return True
 
 
 def _copy_open(fd: int, st: os.stat_result, dst: Path, copy: CopyBytes | None) -> None:

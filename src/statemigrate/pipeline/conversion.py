@@ -33,7 +33,7 @@ from .destination import (
 )
 from .job import Job
 from .native import SourceDigests, copy_natively, native_copy_for
-from .readback import check_partial
+from .readback import check_partial, read_partial
 from .report import ConvertReport, fill_report
 from .resume import (
     ResumePlan,
@@ -165,7 +165,7 @@ def _build(
     refuse_interrupted(job.src_path, source_meta)  # a half-switched upgrade is no source
     kept = settle_finished(plan, job, reader, chosen)
     native = native_copy_for(job, plan, reader, chosen, source_meta)
-    _expect(job, plan, reader, chosen)
+    _expect(job, plan, reader, chosen, one_walk=native is not None and native.own_bytes is not None)
     if plan.start is Start.FRESH:
         # A store of the same engine holds only keys that engine can hold.
         _check_before_writing(job, reader, chosen, source_meta, own_copy=native is not None)
@@ -183,12 +183,15 @@ def _build(
     return digests
 
 
-def _expect(job: Job, plan: ResumePlan, reader: Reader, chosen: list[TableInfo]) -> None:
+def _expect(
+    job: Job, plan: ResumePlan, reader: Reader, chosen: list[TableInfo], one_walk: bool = False
+) -> None:
     """Tell the progress the run's total: the copy, the whole source read again on a
-    resume, the read-back; a resume starts from what its checkpoint holds."""
+    resume, the read-back (``one_walk``: a copy of the source's own bytes, whose read
+    back is the only walk); a resume starts from what its checkpoint holds."""
     if plan.start is Start.COMPLETE or not drawn(job.progress):
         return
-    passes = 1 + (plan.start is Start.CONTINUE) + job.verify
+    passes = 1 + (plan.start is Start.CONTINUE) + job.verify - (one_walk and job.verify)
     done: dict[str, int] = {}
     cp = plan.checkpoint
     if plan.start is Start.CONTINUE and cp is not None:
@@ -277,7 +280,10 @@ def _verify_built(
     if not job.verify:
         return False
     job.progress.phase("verifying")
-    check_partial(job, chosen, digests)
+    if digests.read_from_copy:  # the copy is the source's own bytes: one walk, this one
+        digests.settle(read_partial(job, chosen))
+    else:
+        check_partial(job, chosen, digests)
     return True
 
 

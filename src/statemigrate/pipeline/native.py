@@ -178,6 +178,15 @@ def copy_natively(
         copying.result()
         crash_point("copied")
         digests = SourceDigests.known(known)
+    elif copy.own_bytes is not None:
+        # The copy may be the snapshot's own bytes (a checkpoint): then its read back is
+        # the one walk, and the source is not walked at all; else it is, as below.
+        copy_alone()
+        if copy.own_bytes(job.partial):
+            digests = SourceDigests.read_back()
+        else:
+            known = _source_digests(job, reader, chosen, None, written=True)
+            digests = SourceDigests.known(known)
     else:
         known = _source_digests(job, reader, chosen, None, written=False)
         copy_alone()
@@ -191,18 +200,32 @@ def copy_natively(
 
 
 class SourceDigests:
-    """The source's digests: known, or computed on first call (a walk that is still running).
+    """The source's digests: known, computed on first call (a walk that is still running),
+    or, for a copy made of the source's own bytes, those its read back finds
+    (:attr:`read_from_copy`: the verification :func:`settle` s them).
 
     Called, it returns them (waiting for the walk the first time, and raising its error).
     """
 
-    def __init__(self, compute: Callable[[], dict[str, Digest]]) -> None:
+    def __init__(self, compute: Callable[[], dict[str, Digest]] | None) -> None:
         self._compute: Callable[[], dict[str, Digest]] | None = compute
         self._digests: dict[str, Digest] = {}
+        self.read_from_copy = False
 
     @classmethod
     def known(cls, digests: dict[str, Digest]) -> SourceDigests:
         return cls(lambda: digests)
+
+    @classmethod
+    def read_back(cls) -> SourceDigests:
+        """The digests of a copy that is the source's own bytes: its read back's."""
+        made = cls(None)
+        made.read_from_copy = True
+        return made
+
+    def settle(self, digests: dict[str, Digest]) -> None:
+        """The copy's read back answered (:meth:`read_back`)."""
+        self._digests, self.read_from_copy = digests, False
 
     def __call__(self) -> dict[str, Digest]:
         if self._compute is not None:

@@ -37,12 +37,7 @@ def check_built(
     Raises:
         DestinationError: it does not, or it does not read back (exit 5).
     """
-    try:
-        got = read_built(dst_engine, partial, chosen, progress, should_stop, hint, options)
-    except SourceError as exc:  # the built store does not read back: the destination failed
-        raise DestinationError(
-            f"verification failed: {exc.message}", hint="the destination was not put in place"
-        ) from exc
+    got = read_back(dst_engine, partial, chosen, progress, should_stop, hint, options)
     if callable(expected):
         expected = expected()
     for t in chosen:
@@ -52,6 +47,42 @@ def check_built(
                 f"{got[t.name].count} records read back, {expected[t.name].count} written",
                 hint="the destination was not put in place",
             )
+
+
+def read_back(
+    dst_engine: type[Engine],
+    partial: Path,
+    chosen: list[TableInfo],
+    progress: Progress,
+    should_stop: Callable[[], bool] | None,
+    hint: str | None,
+    options: dict[str, Any] | None = None,
+    sizes: dict[str, int] | None = None,
+) -> dict[str, Digest]:
+    """:func:`read_built`, a built store that does not read back being the destination's
+    failure (exit 5), not the source's."""
+    try:
+        return read_built(dst_engine, partial, chosen, progress, should_stop, hint, options, sizes)
+    except SourceError as exc:
+        raise DestinationError(
+            f"verification failed: {exc.message}", hint="the destination was not put in place"
+        ) from exc
+
+
+def read_partial(job: Job, chosen: list[TableInfo]) -> dict[str, Digest]:
+    """The job's ``.partial`` read back (:func:`read_back`): its digests, each table's
+    payload bytes into ``job.sizes``. The verification of a copy made of the source's own
+    bytes (:attr:`~statemigrate.engines.base.NativeCopy.own_bytes`): the one walk."""
+    return read_back(
+        job.dst_engine,
+        job.partial,
+        chosen,
+        job.progress,
+        job.should_stop,
+        job.resume_hint,
+        job.dst_engine.options.for_reading_back(job.dst_options),
+        job.sizes,
+    )
 
 
 def check_partial(
@@ -80,8 +111,10 @@ def read_built(
     should_stop: Callable[[], bool] | None,
     hint: str | None,
     options: dict[str, Any] | None = None,
+    sizes: dict[str, int] | None = None,
 ) -> dict[str, Digest]:
-    """The built store's digests, once its tables and their kinds are the chosen ones."""
+    """The built store's digests, once its tables and their kinds are the chosen ones
+    (each table's payload bytes into ``sizes`` when given)."""
     with dst_engine.open_reader(partial, options) as reader:
         built = {t.name: t for t in reader.tables()}
         want = {t.name: t for t in chosen}
@@ -96,4 +129,4 @@ def read_built(
                     f"{partial}: verification failed: table {name!r} lost its kind"
                 )
         crash_point("verifying")
-        return digest_store(reader, chosen, str(partial), progress, should_stop, hint)
+        return digest_store(reader, chosen, str(partial), progress, should_stop, hint, sizes=sizes)

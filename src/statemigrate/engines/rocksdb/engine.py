@@ -115,7 +115,7 @@ class RocksdbEngine(Engine):
             # empty, which the verification refused. Such a store takes the batch loop;
             # a log whose records all reached table files does not count.
             return None
-        return NativeCopy("RocksDB checkpoint", reader.copy_into)
+        return NativeCopy("RocksDB checkpoint", reader.copy_into, own_bytes=reader.holds_own_bytes)
 
     @classmethod
     def check_source(cls, path: Path) -> None:

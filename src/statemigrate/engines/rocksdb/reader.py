@@ -196,6 +196,19 @@ class RocksdbReader(FamilyScans, Reader):
         except (OSError, ValueError) as exc:
             raise DestinationError(f"{path}: cannot finish the store's own files ({exc})") from exc
 
+    def holds_own_bytes(self, path: Path) -> bool:
+        """Whether the checkpoint :meth:`copy_into` made at ``path`` is this read's own
+        files, byte for byte: every file but those the copy writes anew (``OPTIONS-*``,
+        rocksdict's config, a ``LOCK``, info ``LOG``) the same bytes as the image's file of
+        that name. Records are what the MANIFEST, the table files and a log hold, so the
+        copy then holds this read's records, and reading it back is the one walk its
+        verification needs (:attr:`~statemigrate.engines.base.NativeCopy.own_bytes`).
+        """
+        if self.shadow is None:
+            return False
+        rels = [Path(e.name) for e in os.scandir(path) if not _written_anew(e.name)]
+        return snapshot.same_bytes(self.shadow, path, rels)
+
     def close(self) -> None:
         db = getattr(self, "db", None)
         if db is not None:
@@ -206,6 +219,11 @@ class RocksdbReader(FamilyScans, Reader):
             self.db = None
         snapshot.remove(getattr(self, "shadow", None))
         self.shadow = None
+
+
+def _written_anew(name: str) -> bool:
+    """A file of a checkpoint that is not the image's bytes by design."""
+    return name.startswith(("OPTIONS-", "LOG")) or name in (CONFIG, "LOCK")
 
 
 def _own_file(made: Path, final: Path, store: Path) -> None:
