@@ -252,17 +252,38 @@ def kind_of(path: Path, follow: bool = True) -> str:
     Raises:
         OSError: ``path`` cannot be looked at (missing, a symbolic link loop …).
     """
-    mode = (os.stat if follow else os.lstat)(path).st_mode
-    kinds = (
-        (stat.S_ISREG, "a regular file"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    )
-    return next((name for test, name in kinds if test(mode)), "a special file")
+    return kind_of_mode((os.stat if follow else os.lstat)(path).st_mode)
+
+
+_KINDS = (
+    (stat.S_ISREG, "a regular file"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def kind_of_mode(mode: int) -> str:
+    """:func:`kind_of` for a mode already read (``st_mode``)."""
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
+def process_gone(pid: int) -> bool:
+    """Whether no process has ``pid``; never known on Windows (False there, where
+    ``os.kill(pid, 0)`` would send CTRL_C_EVENT). A pid alive under another account,
+    or reused, counts as not gone."""
+    if os.name != "posix":
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # alive under another account
+    return False
 
 
 def remove_path(path: Path) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from types import ModuleType
 
 from .errors import LinkRefusedError, PlatformWarning, StoreBusyError, UsageError
+from .fsutil import kind_of_mode
 
 # struct flock in each platform's C layout (native sizes and alignment), field by field.
 # Linux: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid.
@@ -509,7 +510,7 @@ def _refuse_unless_regular(target: Path, side: SideFile) -> None:
     except OSError:
         return  # what cannot be looked at is the driver's to report
     if not stat.S_ISREG(st.st_mode):
-        raise _refusal(target, _kind(st.st_mode), side)
+        raise _refusal(target, kind_of_mode(st.st_mode), side)
 
 
 def _make_regular(target: Path, side: SideFile, mode: int) -> None:
@@ -523,27 +524,13 @@ def _make_regular(target: Path, side: SideFile, mode: int) -> None:
             return  # not made (a directory refusing it): the driver's own open reports it
         if stat.S_ISREG(st.st_mode):
             return
-        raise _refusal(target, _kind(st.st_mode), side) from exc
+        raise _refusal(target, kind_of_mode(st.st_mode), side) from exc
     try:
         what = os.fstat(fd).st_mode
     finally:
         os.close(fd)
     if not stat.S_ISREG(what):
-        raise _refusal(target, _kind(what), side)
-
-
-def _kind(mode: int) -> str:
-    for test, words in (
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return words
-    return "not a regular file"
+        raise _refusal(target, kind_of_mode(what), side)
 
 
 def _refusal(target: Path, what: str, side: SideFile) -> LinkRefusedError:

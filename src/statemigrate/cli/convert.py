@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import click
 
@@ -20,6 +20,7 @@ from .output import (
     describe,
     emit_failure,
     emit_report,
+    json_option,
     options_of,
     print_checksum,
     print_convert,
@@ -35,6 +36,13 @@ from .output import (
 from .progress import clear, for_stderr, print_summary
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Report(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+
+R = TypeVar("R", bound=_Report)
 
 
 def _tell(line: bytes) -> None:
@@ -289,7 +297,7 @@ def _count_option(flag: str, default: int, help: str, minimum: int = 1) -> Calla
     metavar="KEY=VALUE",
     help="Engine option for the writer (repeatable; `statemigrate engines` lists them).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON report on stdout at the end.")
+@json_option("Print one JSON report on stdout at the end.")
 @verbosity_options(
     quiet="No progress and no summary (an error still prints).",
     verbose="Also list each table: records, bytes, digest; an error's full traceback.",
@@ -381,7 +389,7 @@ def convert(
 @_option_pairs("--option-b", "Engine option for reading B (repeatable).")
 @_layout_option("--layout-a", "A's state")
 @_layout_option("--layout-b", "B's state")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_option()
 @verbosity_options(
     quiet="No progress on stderr (the report stays).",
     verbose="Also print each table's record counts and digests on both sides.",
@@ -438,14 +446,30 @@ def verify(
     sys.exit(code)
 
 
+def _read_one(
+    command: str,
+    verb: Callable[..., R],
+    store: str,
+    as_json: bool,
+    options: dict[str, Any] | None,
+    show: Callable[[R], None],
+) -> None:
+    """A verb that reads one store (``checksum``, ``inspect``): its report as JSON, or
+    shown; a progress bar in a terminal only, never log lines."""
+    progress = for_stderr(as_json or quiet(), log=False)
+    report = reported(
+        command, as_json, {"store": store}, lambda: verb(store, options=options, progress=progress)
+    )
+    clear()
+    if as_json:
+        emit_report(command, "ok", 0, report.to_json())
+    else:
+        show(report)
+
+
 @click.command()
 @click.argument("store")
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print a manifest (JSON) that `verify --manifest` reads.",
-)
+@json_option("Print a manifest (JSON) that `verify --manifest` reads.")
 @_option_pairs("--option", "Engine option for reading STORE (repeatable).")
 @_layout_option("--layout", "STORE's state")
 @verbosity_options(quiet="No progress bar on stderr.")
@@ -462,25 +486,19 @@ def checksum(store: str, as_json: bool, option: tuple[str, ...], layout: str | N
       statemigrate checksum state.sqlite
       statemigrate checksum state.sqlite --json > before.json
     """
-    progress = for_stderr(as_json or quiet(), log=False)  # a bar in a terminal only
-    report = reported(
+    _read_one(
         "checksum",
+        api.checksum,
+        store,
         as_json,
-        {"store": store},
-        lambda: api.checksum(
-            store, options=_with_layout(_options_or_none(option), layout), progress=progress
-        ),
+        _with_layout(_options_or_none(option), layout),
+        lambda report: print_checksum(report, aligned=sys.stdout.isatty()),
     )
-    clear()
-    if as_json:
-        emit_report("checksum", "ok", 0, report.to_json())
-        return
-    print_checksum(report, aligned=sys.stdout.isatty())
 
 
 @click.command()
 @click.argument("store")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_option()
 @_option_pairs("--option", "Engine option for reading STORE (repeatable).")
 @_layout_option("--layout", "STORE's state")
 @verbosity_options(quiet="No progress bar on stderr.")
@@ -492,24 +510,18 @@ def inspect(store: str, as_json: bool, option: tuple[str, ...], layout: str | No
       statemigrate inspect state.sqlite
       statemigrate inspect rocksdb:state.db --json
     """
-    progress = for_stderr(as_json or quiet(), log=False)  # a bar in a terminal only
-    report = reported(
+    _read_one(
         "inspect",
+        api.inspect,
+        store,
         as_json,
-        {"store": store},
-        lambda: api.inspect(
-            store, options=_with_layout(_options_or_none(option), layout), progress=progress
-        ),
+        _with_layout(_options_or_none(option), layout),
+        print_inspect,
     )
-    clear()
-    if as_json:
-        emit_report("inspect", "ok", 0, report.to_json())
-    else:
-        print_inspect(report)
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@json_option("Print the list as JSON.")
 @verbosity_options()
 def engines(as_json: bool) -> None:
     """List the engines, whether each driver is installed, their capabilities and options.

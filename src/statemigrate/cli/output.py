@@ -69,6 +69,11 @@ def _noted(*keys: str) -> Callable[[click.Context, click.Parameter, bool], None]
     return note
 
 
+def json_option(help: str = "Print the report as JSON.") -> Callable[[F], F]:
+    """``--json``: the report (or the failure) as one JSON object on stdout."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
 def verbosity_options(quiet: str = QUIET_HELP, verbose: str = VERBOSE_HELP) -> Callable[[F], F]:
     """``-q/--quiet`` and ``-v/--verbose``, the one declaration every command uses.
 

@@ -18,7 +18,7 @@ import click
 
 from .. import api
 from ..errors import InterruptedByUser
-from .output import echo, emit_report, quiet, reported, verbosity_options
+from .output import echo, emit_report, json_option, quiet, reported, verbosity_options
 from .progress import clear, for_stderr
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -58,11 +58,6 @@ def schema_option(required: bool = True, help: str = SCHEMA_HELP) -> Callable[[F
         metavar="DIR",
         help=help,
     )
-
-
-def json_option(help: str = "Print the report as JSON.") -> Callable[[F], F]:
-    """``--json``: the report (or the failure) as one JSON object on stdout."""
-    return click.option("--json", "as_json", is_flag=True, help=help)
 
 
 def _call(as_json: bool, store: str | None, fn: Callable[[], Any]) -> Any:
@@ -206,6 +201,39 @@ def _migration_options(fn: F) -> F:
     return fn
 
 
+def _migrate(
+    verb: Callable[..., api.UpgradeReport],
+    store: str,
+    target: str,
+    as_json: bool,
+    *,
+    schema: str,
+    backup: str | None,
+    dry_run: bool,
+    no_digest: bool,
+    layout: str | None,
+    **extra: Any,
+) -> None:
+    """``upgrade`` or ``downgrade`` (``verb``) of STORE to ``target``, its report printed."""
+    report = _call(
+        as_json,
+        store,
+        lambda: verb(
+            store,
+            schema,
+            to=target,
+            dry_run=dry_run,
+            backup=backup,
+            digests=not no_digest,
+            progress=for_stderr(quiet() or as_json),
+            options=_layout(layout),
+            **extra,
+        ),
+    )
+    clear()
+    _print_migration(report, backup) if not as_json else _emit_migration(report)
+
+
 @click.command(epilog=UPGRADE_EXIT_HELP)
 @click.argument("store")
 @click.option(
@@ -224,17 +252,7 @@ def _migration_options(fn: F) -> F:
     " by the suffix. With --backup: nothing is backed up of a store just made.",
 )
 @_migration_options
-def upgrade(
-    store: str,
-    target: str,
-    create: bool,
-    schema: str,
-    backup: str | None,
-    dry_run: bool,
-    no_digest: bool,
-    as_json: bool,
-    layout: str | None,
-) -> None:
+def upgrade(store: str, target: str, create: bool, as_json: bool, **common: Any) -> None:
     """Bring STORE to the schema's head (or --to REV) in place, one atomic revision at a time.
 
     An installer step: no prompts; each revision is applied together with its stamp
@@ -246,23 +264,7 @@ def upgrade(
       statemigrate upgrade state.sqlite --schema schemas/example --json
       statemigrate upgrade sqlite:state --create --schema schemas/example
     """
-    report = _call(
-        as_json,
-        store,
-        lambda: api.upgrade(
-            store,
-            schema,
-            to=target,
-            dry_run=dry_run,
-            backup=backup,
-            digests=not no_digest,
-            create=create,
-            progress=for_stderr(quiet() or as_json),
-            options=_layout(layout),
-        ),
-    )
-    clear()
-    _print_migration(report, backup) if not as_json else _emit_migration(report)
+    _migrate(api.upgrade, store, target, as_json, create=create, **common)
 
 
 @click.command(epilog=DOWNGRADE_EXIT_HELP)
@@ -271,16 +273,7 @@ def upgrade(
     "--to", "target", required=True, metavar="REV|base|-N", help="The revision to go back to."
 )
 @_migration_options
-def downgrade(
-    store: str,
-    target: str,
-    schema: str,
-    backup: str | None,
-    dry_run: bool,
-    no_digest: bool,
-    as_json: bool,
-    layout: str | None,
-) -> None:
+def downgrade(store: str, target: str, as_json: bool, **common: Any) -> None:
     """Take STORE back to an earlier revision (--to REV, -1 or base) through the downgrades.
 
     Each revision's downgrade() runs in place, applied with its stamp or not at all,
@@ -291,22 +284,7 @@ def downgrade(
       statemigrate downgrade state.sqlite --to -1 --schema schemas/example
       statemigrate downgrade state.sqlite --to base --schema schemas/example --dry-run
     """
-    report = _call(
-        as_json,
-        store,
-        lambda: api.downgrade(
-            store,
-            schema,
-            to=target,
-            dry_run=dry_run,
-            backup=backup,
-            digests=not no_digest,
-            progress=for_stderr(quiet() or as_json),
-            options=_layout(layout),
-        ),
-    )
-    clear()
-    _print_migration(report, backup) if not as_json else _emit_migration(report)
+    _migrate(api.downgrade, store, target, as_json, **common)
 
 
 @click.command()

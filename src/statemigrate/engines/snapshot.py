@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import SourceError
-from ..fsutil import copy_fd_written_back, is_within, kind_of
+from ..fsutil import copy_fd_written_back, is_within, kind_of, process_gone
 
 PREFIX = "statemigrate-"
 _INFIX = "-ro-"
@@ -45,18 +45,6 @@ def _owner_pid(name: str) -> int | None:
     return int(pid) if sep and pid.isdigit() else None
 
 
-def _alive(pid: int) -> bool:
-    if os.name != "posix":
-        return True  # os.kill(pid, 0) sends CTRL_C_EVENT on Windows: leave it
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # alive under another account
-    return True  # still running (or the pid was reused): leave it
-
-
 def sweep() -> None:
     """Remove the private directories of readers that were killed (their pid is gone).
 
@@ -65,7 +53,8 @@ def sweep() -> None:
     """
     for old in Path(tempfile.gettempdir()).glob(PREFIX + "*" + _INFIX + "*"):
         pid = _owner_pid(old.name)
-        if pid is None or pid == os.getpid() or _alive(pid):
+        # Still running (or the pid reused), or not known (Windows): leave it.
+        if pid is None or pid == os.getpid() or not process_gone(pid):
             continue
         if old.is_dir() and not old.is_symlink():
             shutil.rmtree(old, ignore_errors=True)

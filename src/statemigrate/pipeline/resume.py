@@ -31,12 +31,11 @@ from ..errors import (
 )
 from ..fsutil import fsync_tree, remove_path
 from ..model import TableInfo
-from ..progress import Progress
 from ..stores.opening import open_source
 from ..stores.walk import digest_store
 from .destination import remove_store
 from .job import Job
-from .readback import check_built, check_partial
+from .readback import Built, check_built, check_partial
 from .report import ConvertReport, fill_report
 from .source import select_tables
 
@@ -172,10 +171,7 @@ def already_in_place(job: Job) -> ConvertReport | None:
             reader, chosen, str(job.src_path), None, job.should_stop, sizes=job.sizes
         )
     try:
-        reading = job.dst_engine.options.for_reading_back(job.dst_options)
-        check_built(
-            job.dst_engine, job.final, chosen, expected, Progress(), job.should_stop, None, reading
-        )
+        check_built(Built.of(job, job.final, quiet=True), chosen, expected)
     except (DestinationError, SourceError):
         return None
     report = job.new_report()

@@ -21,13 +21,13 @@ import errno
 import importlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
 from ..errors import DestinationError, StoreBusyError
-from ..fsutil import kind_of
+from ..fsutil import kind_of, process_gone
 from ..locks import MSVCRT_LOCK_BYTE, busy_message, pid_text
 
 # Never through a symbolic link (the lock is truncated: a link planted there would
@@ -74,43 +74,22 @@ def _platform_module(name: str) -> ModuleType | None:
 
 @contextmanager
 def _flocked(fcntl: ModuleType, lock: Path, final: Path) -> Iterator[None]:
-    while True:
-        fd = _open(lock, final, os.O_RDWR | os.O_CREAT)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            pid = _read_pid(fd)
-            os.close(fd)
-            raise _busy(final, pid) from exc
-        if _still_at(fd, lock):
-            break
-        os.close(fd)
-    try:
-        _write_pid(fd)
-        try:
-            yield
-        finally:
-            # Removed before it is released: whoever opened it meanwhile finds it gone
-            # once it gets the lock (_still_at), and takes a new one.
-            lock.unlink(missing_ok=True)
-    finally:
-        os.close(fd)
+    def take(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    # Removed before it is released: whoever opened it meanwhile finds it gone once it
+    # gets the lock (_still_at), and takes a new one.
+    with _holding(_taken(lock, final, take, BlockingIOError, os.close), lock):
+        yield
 
 
 @contextmanager
 def _msvcrt_locked(msvcrt: ModuleType, lock: Path, final: Path) -> Iterator[None]:
-    while True:
-        fd = _open(lock, final, os.O_RDWR | os.O_CREAT)
+    def take(fd: int) -> None:
         os.lseek(fd, MSVCRT_LOCK_BYTE, os.SEEK_SET)
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError as exc:
-            pid = _read_pid(fd)
-            os.close(fd)
-            raise _busy(final, pid) from exc
-        if _still_at(fd, lock):
-            break
-        _msvcrt_release(msvcrt, fd)
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+
+    fd = _taken(lock, final, take, OSError, lambda fd: _msvcrt_release(msvcrt, fd))
     try:
         _write_pid(fd)
         yield
@@ -120,6 +99,46 @@ def _msvcrt_locked(msvcrt: ModuleType, lock: Path, final: Path) -> Iterator[None
         # a run that opened the file meanwhile keeps it there and takes the lock on it.
         with contextlib.suppress(OSError):
             lock.unlink()
+
+
+def _taken(
+    lock: Path,
+    final: Path,
+    take: Callable[[int], None],
+    refused: type[OSError],
+    release: Callable[[int], None],
+) -> int:
+    """A descriptor of ``lock`` on which ``take`` got the lock, the file still being the
+    one at ``lock`` (a holder that removed it meanwhile: ``release``, open it again).
+
+    Raises:
+        StoreBusyError: ``take`` raised ``refused``: another run holds it (its pid said).
+    """
+    while True:
+        fd = _open(lock, final, os.O_RDWR | os.O_CREAT)
+        try:
+            take(fd)
+        except refused as exc:
+            pid = _read_pid(fd)
+            os.close(fd)
+            raise _busy(final, pid) from exc
+        if _still_at(fd, lock):
+            return fd
+        release(fd)
+
+
+@contextmanager
+def _holding(fd: int, lock: Path) -> Iterator[None]:
+    """Our pid in ``lock`` (open at ``fd``) while the caller runs; then the file removed
+    and ``fd`` closed."""
+    try:
+        _write_pid(fd)
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
 
 
 def _msvcrt_release(msvcrt: ModuleType, fd: int) -> None:
@@ -137,14 +156,8 @@ def _created_exclusively(lock: Path, final: Path) -> Iterator[None]:
         fd = _open(lock, final, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     except FileExistsError as exc:
         raise _refusal_of_existing(lock, final) from exc
-    try:
-        _write_pid(fd)
-        try:
-            yield
-        finally:
-            lock.unlink(missing_ok=True)
-    finally:
-        os.close(fd)
+    with _holding(fd, lock):
+        yield
 
 
 def _refusal_of_existing(lock: Path, final: Path) -> Exception:
@@ -156,7 +169,7 @@ def _refusal_of_existing(lock: Path, final: Path) -> Exception:
     except OSError:
         pid = "unknown"
     remove = f"remove {lock}, then run the same command"
-    if pid.isdigit() and _gone(int(pid)):
+    if pid.isdigit() and process_gone(int(pid)):
         return DestinationError(
             f"{lock}: left by statemigrate pid {pid}, which is no longer running (this "
             "platform has no file locks, so nothing removed it)",
@@ -166,19 +179,6 @@ def _refusal_of_existing(lock: Path, final: Path) -> Exception:
         f"{final}: another statemigrate (pid {pid}) is writing this destination",
         hint=f"if no statemigrate is running (a killed run leaves its lock here), {remove}",
     )
-
-
-def _gone(pid: int) -> bool:
-    """Whether no process has ``pid`` (POSIX only: elsewhere it is never known)."""
-    if os.name != "posix":
-        return False  # os.kill(pid, 0) sends CTRL_C_EVENT on Windows
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False  # alive under another account
-    return False
 
 
 def _open(lock: Path, final: Path, flags: int) -> int:
@@ -281,7 +281,7 @@ def writer_pid(final: Path) -> int | None:
                 os.lseek(fd, MSVCRT_LOCK_BYTE, os.SEEK_SET)
                 msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
             return None
-        return None if pid < 0 or _gone(pid) else pid
+        return None if pid < 0 or process_gone(pid) else pid
     finally:
         os.close(fd)
 
