@@ -132,6 +132,31 @@ impl Limits {
     }
 }
 
+/// Which batch of a table to read: the records strictly after `after` (from the first
+/// when None), as many as `limits` let one batch hold.
+#[derive(Clone, Copy, Debug)]
+pub struct Window<'a> {
+    pub after: Option<&'a [u8]>,
+    pub limits: Limits,
+}
+
+impl<'a> Window<'a> {
+    /// The batch Python asked for: after `after`, within `max_records` and `max_bytes`
+    /// (see [`Limits::new`]).
+    pub fn new(after: Option<&'a [u8]>, max_records: usize, max_bytes: usize) -> Self {
+        Window {
+            after,
+            limits: Limits::new(max_records, max_bytes),
+        }
+    }
+
+    /// The keys the batch is taken from, in order: all those after `after`.
+    pub fn range(&self) -> (std::ops::Bound<&'a [u8]>, std::ops::Bound<&'a [u8]>) {
+        use std::ops::Bound::{Excluded, Unbounded};
+        (self.after.map_or(Unbounded, Excluded), Unbounded)
+    }
+}
+
 /// A record as Python gave it: its key and value (borrowed from Python, no copy) and
 /// its version (`None` in a plain table).
 pub type PyRecord<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Option<u64>);

@@ -46,9 +46,9 @@ mod store;
 mod v2;
 mod v3;
 
-use crate::batch::Limits;
+use crate::batch::Window;
 use errors::{detach, FjallBusyError, FjallCorruptError, FjallError, FjallRefusedError, NErr};
-use store::{Bytes, MetaUpdate, Pair, Store, MAX_KEY, META};
+use store::{Bytes, MetaUpdate, Pair, Records, Store, MAX_KEY, META};
 
 fn open(path: &Path, major: u8, pin: bool) -> Result<Box<dyn Store>, NErr> {
     // fjall creates a database wherever it is pointed: a writer creating one is the
@@ -98,7 +98,7 @@ fn metadata(py: Python<'_>, h: &Handle) -> PyResult<Vec<(String, Py<PyBytes>)>> 
         let mut out = Vec::new();
         let mut after: Option<Vec<u8>> = None;
         loop {
-            let b = s.scan(META, after.as_deref(), Limits::new(10_000, 8 << 20))?;
+            let b = s.scan(META, Window::new(after.as_deref(), 10_000, 8 << 20))?;
             let Some(last) = b.last() else { break };
             after = Some(last.0.to_vec());
             out.extend(b);
@@ -126,8 +126,8 @@ fn read_batch<'py>(
     max_bytes: usize,
     versioned: bool,
 ) -> PyResult<Bound<'py, PyList>> {
-    let limits = Limits::new(max_records, max_bytes);
-    let recs = h.run(py, |s| s.scan(name, after.as_deref(), limits))?;
+    let w = Window::new(after.as_deref(), max_records, max_bytes);
+    let recs = h.run(py, |s| s.scan(name, w))?;
     let out = PyList::empty(py);
     for (k, v) in recs {
         let key = PyBytes::new(py, &k).into_any();
@@ -319,7 +319,7 @@ impl FjallWriter {
     /// Create the empty keyspace `name` together with the metadata updates `meta`.
     fn create_table(&self, py: Python<'_>, name: String, meta: Vec<MetaUpdate>) -> PyResult<()> {
         self.h.run(py, |s| {
-            s.write(None, Vec::new(), meta, false)?;
+            s.write(None, meta)?;
             s.create(&name)
         })?;
         self.fresh
@@ -339,7 +339,7 @@ impl FjallWriter {
         versioned: bool,
         meta: Vec<MetaUpdate>,
     ) -> PyResult<()> {
-        let recs = records(&name, batch, versioned)?;
+        let pairs = records(&name, batch, versioned)?;
         let ingest = self
             .fresh
             .lock()
@@ -349,7 +349,12 @@ impl FjallWriter {
             if !s.exists(&name) {
                 return Err(NErr::other(format!("no table {name:?}")));
             }
-            s.write(Some(&name), recs, meta, ingest)
+            let records = Records {
+                name: &name,
+                pairs,
+                ingest,
+            };
+            s.write(Some(records), meta)
         })
     }
 
@@ -377,14 +382,14 @@ impl FjallWriter {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&name);
         self.h.run(py, |s| {
-            s.write(None, Vec::new(), meta, false)?;
+            s.write(None, meta)?;
             s.delete(&name)
         })
     }
 
     /// Commit metadata updates alone (None deletes).
     fn put_metadata(&self, py: Python<'_>, meta: Vec<MetaUpdate>) -> PyResult<()> {
-        self.h.run(py, |s| s.write(None, Vec::new(), meta, false))
+        self.h.run(py, |s| s.write(None, meta))
     }
 
     /// Make every write durable (fsync).

@@ -4,7 +4,7 @@ use std::ops::Deref;
 use pyo3::pybacked::PyBackedBytes;
 
 use super::errors::NErr;
-use crate::batch::Limits;
+use crate::batch::{Limits, Window};
 
 /// Bytes of a key or value, wherever they already are: a Python `bytes` (a batch being
 /// written), a buffer built here (a versioned value) or fjall's own slice (a record
@@ -36,6 +36,17 @@ pub type Pair = (Bytes, Bytes);
 /// A metadata update: key, and the new value (None deletes).
 pub type MetaUpdate = (String, Option<Vec<u8>>);
 
+/// Records for one keyspace, stored by [`Store::write`].
+pub struct Records<'a> {
+    /// The keyspace (it must exist).
+    pub name: &'a str,
+    /// The pairs to store, keys ascending.
+    pub pairs: Vec<Pair>,
+    /// Whether to ingest them (the keyspace was created by this writer, so they come
+    /// ascending into an empty keyspace) rather than put them in a write batch.
+    pub ingest: bool,
+}
+
 /// The longest key fjall stores (both majors; longer ones make it panic).
 pub const MAX_KEY: usize = 65_535;
 /// The metadata keyspace (partition) of the layout.
@@ -47,24 +58,17 @@ pub trait Store: Send {
     fn names(&self) -> Vec<String>;
     /// Whether keyspace `name` exists (never creates it).
     fn exists(&self, name: &str) -> bool;
-    /// Stored pairs of `name` strictly after `after`, one batch within `limits`.
-    fn scan(&mut self, name: &str, after: Option<&[u8]>, limits: Limits)
-        -> Result<Vec<Pair>, NErr>;
+    /// One batch of the stored pairs of `name`: those of window `w`.
+    fn scan(&mut self, name: &str, w: Window<'_>) -> Result<Vec<Pair>, NErr>;
     /// Create an empty keyspace (it does not exist).
     fn create(&mut self, name: &str) -> Result<(), NErr>;
     /// Delete keyspace `name` and its records (nothing when it does not exist). The
     /// deletion survives a kill of the process once this returns; a kill during it
     /// leaves the keyspace whole or gone.
     fn delete(&mut self, name: &str) -> Result<(), NErr>;
-    /// Store `recs` into `name` (ingested when `ingest`, else one write batch holding
-    /// the metadata updates too) and `meta`; both survive a kill of the process.
-    fn write(
-        &mut self,
-        name: Option<&str>,
-        recs: Vec<Pair>,
-        meta: Vec<MetaUpdate>,
-        ingest: bool,
-    ) -> Result<(), NErr>;
+    /// Store `records`, if any (ingested when `records.ingest`, else in one write batch
+    /// holding the metadata updates too), and `meta`; both survive a kill of the process.
+    fn write(&mut self, records: Option<Records<'_>>, meta: Vec<MetaUpdate>) -> Result<(), NErr>;
     /// Make every write durable (fsync), with every keyspace's memtable flushed to
     /// tables: the journal then holds nothing a reader needs, so a store whose journal
     /// is damaged or cut later loses nothing silently (fjall takes a cut journal for

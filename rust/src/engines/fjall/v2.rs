@@ -1,7 +1,6 @@
 //! fjall 2.x (on-disk format 2): one partition per table; names are checked by the
 //! caller against fjall 2's character set (`[A-Za-z0-9_.#$-]`, see `valid_name`).
 use std::collections::HashMap;
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use fjall2::{
@@ -10,9 +9,9 @@ use fjall2::{
 
 use super::errors::NErr;
 use super::store::{
-    no_keyspace, take, wait_flushed, wait_until, Bytes, MetaUpdate, Pair, Store, META,
+    no_keyspace, take, wait_flushed, wait_until, Bytes, MetaUpdate, Pair, Records, Store, META,
 };
-use crate::batch::Limits;
+use crate::batch::Window;
 
 const VALID: &str = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.#$";
 
@@ -80,17 +79,9 @@ impl Store for Store2 {
         valid_name(name) && self.ks().partition_exists(name)
     }
 
-    fn scan(
-        &mut self,
-        name: &str,
-        after: Option<&[u8]>,
-        limits: Limits,
-    ) -> Result<Vec<Pair>, NErr> {
+    fn scan(&mut self, name: &str, w: Window<'_>) -> Result<Vec<Pair>, NErr> {
         let p = self.handle(name, false)?;
-        let range = (
-            after.map_or(Bound::Unbounded, Bound::Excluded),
-            Bound::<&[u8]>::Unbounded,
-        );
+        let range = w.range();
         // fjall 2 iterators are not Send: each lives inside this one call.
         match self.instant {
             Some(at) => {
@@ -100,13 +91,13 @@ impl Store for Store2 {
                         r.map_err(fjall2::Error::from)
                             .map(|(k, v)| (Bytes::Fjall2(k), Bytes::Fjall2(v)))
                     }),
-                    limits,
+                    w.limits,
                 )
             }
             None => take(
                 p.range::<&[u8], _>(range)
                     .map(|r| r.map(|(k, v)| (Bytes::Fjall2(k), Bytes::Fjall2(v)))),
-                limits,
+                w.limits,
             ),
         }
     }
@@ -144,21 +135,15 @@ impl Store for Store2 {
         Ok(())
     }
 
-    fn write(
-        &mut self,
-        name: Option<&str>,
-        recs: Vec<Pair>,
-        meta: Vec<MetaUpdate>,
-        ingest: bool,
-    ) -> Result<(), NErr> {
+    fn write(&mut self, records: Option<Records<'_>>, meta: Vec<MetaUpdate>) -> Result<(), NErr> {
         let mut batch = self.ks().batch().durability(Some(PersistMode::Buffer));
-        if let Some(name) = name {
-            let p = self.handle(name, false)?;
+        if let Some(r) = records {
+            let p = self.handle(r.name, false)?;
             // `ingest` only into an empty partition (it panics otherwise).
-            if ingest && !recs.is_empty() && p.is_empty()? {
-                p.ingest(recs.iter().map(|(k, v)| (&**k, &**v)))?;
+            if r.ingest && !r.pairs.is_empty() && p.is_empty()? {
+                p.ingest(r.pairs.iter().map(|(k, v)| (&**k, &**v)))?;
             } else {
-                for (k, v) in &recs {
+                for (k, v) in &r.pairs {
                     batch.insert(&p, &**k, &**v);
                 }
             }

@@ -9,14 +9,15 @@
 //! every `REOPEN_EVERY` keyspaces it creates: the dead tables then stay within a
 //! small multiple of the store (see `REOPEN_EVERY`).
 use std::collections::{HashMap, HashSet};
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable, Snapshot};
 
 use super::errors::NErr;
-use super::store::{no_keyspace, take, wait_flushed, Bytes, MetaUpdate, Pair, Store, META};
-use crate::batch::Limits;
+use super::store::{
+    no_keyspace, take, wait_flushed, Bytes, MetaUpdate, Pair, Records, Store, META,
+};
+use crate::batch::Window;
 
 /// Keyspaces a writer creates between two openings of the database. Each creation
 /// leaves dead meta tables of about 1.1 KB per keyspace in the store, where a
@@ -89,25 +90,17 @@ impl Store for Store3 {
         self.names.contains(name)
     }
 
-    fn scan(
-        &mut self,
-        name: &str,
-        after: Option<&[u8]>,
-        limits: Limits,
-    ) -> Result<Vec<Pair>, NErr> {
+    fn scan(&mut self, name: &str, w: Window<'_>) -> Result<Vec<Pair>, NErr> {
         if !self.exists(name) {
             return Err(no_keyspace(name));
         }
         let ks = self.handle(name, false)?;
-        let range = (
-            after.map_or(Bound::Unbounded, Bound::Excluded),
-            Bound::<&[u8]>::Unbounded,
-        );
+        let range = w.range();
         let it = match &self.snap {
             Some(s) => s.range::<&[u8], _>(&ks, range),
             None => ks.range::<&[u8], _>(range),
         };
-        take(it.map(pair), limits)
+        take(it.map(pair), w.limits)
     }
 
     fn create(&mut self, name: &str) -> Result<(), NErr> {
@@ -139,24 +132,18 @@ impl Store for Store3 {
         Ok(self.db().delete_keyspace(h)?)
     }
 
-    fn write(
-        &mut self,
-        name: Option<&str>,
-        recs: Vec<Pair>,
-        meta: Vec<MetaUpdate>,
-        ingest: bool,
-    ) -> Result<(), NErr> {
+    fn write(&mut self, records: Option<Records<'_>>, meta: Vec<MetaUpdate>) -> Result<(), NErr> {
         let mut batch = self.db().batch().durability(Some(PersistMode::Buffer));
-        if let Some(name) = name {
-            let ks = self.handle(name, false)?;
-            if ingest && !recs.is_empty() {
+        if let Some(r) = records {
+            let ks = self.handle(r.name, false)?;
+            if r.ingest && !r.pairs.is_empty() {
                 let mut ing = ks.start_ingestion()?;
-                for (k, v) in &recs {
+                for (k, v) in &r.pairs {
                     ing.write(&**k, &**v)?;
                 }
                 ing.finish()?;
             } else {
-                for (k, v) in &recs {
+                for (k, v) in &r.pairs {
                     batch.insert(&ks, &**k, &**v);
                 }
             }

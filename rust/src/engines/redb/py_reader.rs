@@ -11,7 +11,7 @@ use super::plan::{plan, Kind};
 use super::pyconv::{desc_from_py, metadata_to_py, recs_to_py, tables_to_py};
 use super::read::{read_table, Snapshot, SortState};
 use super::versions::{v1, v2, v4};
-use crate::batch::Limits;
+use crate::batch::Window;
 use crate::digest::record_hash_into;
 
 enum ReaderImpl {
@@ -109,11 +109,12 @@ impl RedbReader {
     ) -> PyResult<Bound<'py, PyList>> {
         let d = desc_from_py(table)?;
         let format = self.format;
-        let limits = Limits::new(max_records, max_bytes);
-        let recs = self.run(py, |r, sorted| {
-            each!(r, x => read_table(x.txn(), sorted, format, &d, after.as_deref(), limits))
-        })?;
-        recs_to_py(py, recs, plan(format, &d).kind == Kind::Versioned)
+        let at = Window::new(after.as_deref(), max_records, max_bytes);
+        let recs = self.run(
+            py,
+            |r, sorted| each!(r, x => read_table(x.txn(), sorted, format, &d, at)),
+        )?;
+        recs_to_py(py, recs, format, &d)
     }
 
     /// Each table's `(count, digest sum, payload bytes)` (the contract's digest), read
@@ -167,9 +168,8 @@ impl RedbReader {
                 } else {
                     let mut after: Option<Vec<u8>> = None;
                     loop {
-                        let recs = each!(r, x => read_table(
-                            x.txn(), sorted, format, d, after.as_deref(), Limits::new(10_000, 8 << 20)
-                        ))?;
+                        let w = Window::new(after.as_deref(), 10_000, 8 << 20);
+                        let recs = each!(r, x => read_table(x.txn(), sorted, format, d, w))?;
                         let Some(last) = recs.last() else { break };
                         for (i, (k, v, ver)) in recs.iter().enumerate() {
                             let prev = if i == 0 {

@@ -7,12 +7,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::errors::{detach, NErr};
-use super::plan::{plan, Kind};
+use super::plan::plan;
 use super::pyconv::{desc_from_py, metadata_to_py, recs_to_py, tables_to_py};
 use super::read::{read_table, Snapshot, SortState};
 use super::versions::{v2, v4};
 use super::write::{encode_batch, native_versioned, target_desc, Encoded, TableKind};
-use crate::batch::{records_from_py, Limits};
+use crate::batch::{records_from_py, Window};
 
 enum WriterImpl {
     V2(v2::Writer),
@@ -175,13 +175,12 @@ impl RedbWriter {
     ) -> PyResult<Bound<'py, PyList>> {
         let format = self.format;
         let d = target_desc(format, self.redb2, &desc_from_py(table)?).0;
-        let limits = Limits::new(max_records, max_bytes);
+        let at = Window::new(after.as_deref(), max_records, max_bytes);
         let recs = self.run(py, false, |w| {
             let mut sorted = self.sorted.lock().unwrap_or_else(PoisonError::into_inner);
-            let after = after.as_deref();
-            each_w!(w, x => read_table(&x.begin_read()?, &mut sorted, format, &d, after, limits))
+            each_w!(w, x => read_table(&x.begin_read()?, &mut sorted, format, &d, at))
         })?;
-        recs_to_py(py, recs, plan(format, &d).kind == Kind::Versioned)
+        recs_to_py(py, recs, format, &d)
     }
 
     /// Drop a table (nothing if it does not exist) and apply `metadata` updates, in one commit.

@@ -4,7 +4,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use super::desc::{OwnedRec, TableDesc, TypeDesc};
-use super::plan::{is_composite, legacy_tuples, plan};
+use super::plan::{is_composite, legacy_tuples, plan, Kind};
 
 pub fn desc_to_py<'py>(py: Python<'py>, d: &TableDesc, format: u8) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
@@ -88,11 +88,15 @@ pub fn desc_from_py(d: &Bound<'_, PyDict>) -> PyResult<TableDesc> {
     })
 }
 
+/// A batch of table `d` (see `read_table`) as `read_batch` returns it: `(key, value)`
+/// tuples, or `(key, value, version)` for a table of the versioned kind.
 pub fn recs_to_py<'py>(
     py: Python<'py>,
     recs: Vec<OwnedRec>,
-    versioned: bool,
+    format: u8,
+    d: &TableDesc,
 ) -> PyResult<Bound<'py, PyList>> {
+    let versioned = plan(format, d).kind == Kind::Versioned;
     let items: Vec<Bound<'py, PyTuple>> = recs
         .into_iter()
         .map(|(k, v, ver)| {

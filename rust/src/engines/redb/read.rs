@@ -8,28 +8,23 @@ use super::desc::{OwnedRec, PairSink, Pairs, RecordSink, TableDesc};
 use super::errors::NErr;
 use super::plan::{plan, Kind};
 use super::types::TypeExpr;
-use crate::batch::Limits;
+use crate::batch::{Limits, Window};
 use crate::sort::{default_run_bytes, Sorter};
 
-/// What a table is read from: a reader's snapshot, or a read transaction of a writer's
-/// committed state (implemented by each redb version's read transaction).
 /// A typed table's key and value orders: their order-preserving encodings (`None`:
 /// bytewise).
 pub type Orders = (Option<Arc<TypeExpr>>, Option<Arc<TypeExpr>>);
 
+/// What a table is read from: a reader's snapshot, or a read transaction of a writer's
+/// committed state (implemented by each redb version's read transaction).
 pub trait Snapshot {
     /// Every table and multimap table (not the metadata table).
     fn tables(&self) -> Result<Vec<TableDesc>, NErr>;
     /// The metadata table's entries.
     fn metadata(&self) -> Result<Vec<(String, Vec<u8>)>, NErr>;
-    /// A batch of a plain or versioned table strictly after `after`.
-    fn read_plain(
-        &self,
-        name: &str,
-        versioned: bool,
-        after: Option<&[u8]>,
-        limits: Limits,
-    ) -> Result<Vec<OwnedRec>, NErr>;
+    /// The batch of window `w` of a plain or versioned table.
+    fn read_plain(&self, name: &str, versioned: bool, w: Window<'_>)
+        -> Result<Vec<OwnedRec>, NErr>;
     /// Every record of a plain or versioned table in key order, lent to `f` in place
     /// (no copy per record: the digest walk).
     fn each_plain(&self, name: &str, versioned: bool, f: &mut RecordSink<'_>) -> Result<(), NErr>;
@@ -53,15 +48,15 @@ pub struct SortState {
     last: Option<Vec<u8>>,
 }
 
-/// One batch of a table strictly after `after`, from any snapshot.
+/// The batch of window `w` of a table (strictly after `w.after`), from any snapshot.
 pub fn read_table<S: Snapshot>(
     r: &S,
     sorted: &mut HashMap<String, SortState>,
     format: u8,
     d: &TableDesc,
-    after: Option<&[u8]>,
-    limits: Limits,
+    w: Window<'_>,
 ) -> Result<Vec<OwnedRec>, NErr> {
+    let Window { after, limits } = w;
     let p = plan(format, d);
     match p.kind {
         Kind::Versioned if p.raw_versioned => {
@@ -81,9 +76,7 @@ pub fn read_table<S: Snapshot>(
             }
             Ok(out)
         }
-        Kind::Plain | Kind::Versioned => {
-            r.read_plain(&d.name, p.kind == Kind::Versioned, after, limits)
-        }
+        Kind::Plain | Kind::Versioned => r.read_plain(&d.name, p.kind == Kind::Versioned, w),
         Kind::Typed => {
             // A key that is no encoding of the table's type (a bisection bound, say)
             // starts from the beginning; records up to it are skipped by encoding.

@@ -24,7 +24,7 @@ use super::read::{Orders, Snapshot};
 use super::typename;
 use super::types::TypeExpr;
 use super::write::TableKind;
-use crate::batch::Limits;
+use crate::batch::{Limits, Window};
 
 #[cfg(test)]
 mod pins;

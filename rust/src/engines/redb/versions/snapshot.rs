@@ -28,13 +28,6 @@ fn exact_spec(
     })
 }
 
-fn bounds(after: Option<&[u8]>) -> (Bound<&[u8]>, Bound<&[u8]>) {
-    match after {
-        Some(a) => (Bound::Excluded(a), Bound::Unbounded),
-        None => (Bound::Unbounded, Bound::Unbounded),
-    }
-}
-
 /// Visit the stored pairs of a typed table in redb's order from `start` (opened with
 /// the types `SPEC` holds) until `f` asks to stop by returning true; a multimap stops
 /// only after the whole key's values (a resume inside a key's values is done by the
@@ -116,35 +109,29 @@ impl Snapshot for RT<'_> {
         Ok(out)
     }
 
-    fn read_plain(
-        &self,
-        name: &str,
-        versioned: bool,
-        after: Option<&[u8]>,
-        limits: Limits,
-    ) -> Result<Vec<OwnedRec>, NErr> {
+    fn read_plain(&self, name: &str, versioned: bool, w: Window<'_>) -> Result<Vec<OwnedRec>, NErr> {
         let mut out = Vec::new();
         let mut size = 0usize;
         if versioned {
             let def: TableDefinition<&[u8], (u64, &[u8])> = TableDefinition::new(name);
             let table = self.open_table(def).map_err(err)?;
-            for item in table.range::<&[u8]>(bounds(after)).map_err(err)? {
+            for item in table.range::<&[u8]>(w.range()).map_err(err)? {
                 let (k, v) = item.map_err(err)?;
                 let (ver, val) = v.value();
                 size += k.value().len() + val.len();
                 out.push((k.value().to_vec(), val.to_vec(), ver));
-                if limits.reached(out.len(), size) {
+                if w.limits.reached(out.len(), size) {
                     break;
                 }
             }
         } else {
             let def: TableDefinition<&[u8], &[u8]> = TableDefinition::new(name);
             let table = self.open_table(def).map_err(err)?;
-            for item in table.range::<&[u8]>(bounds(after)).map_err(err)? {
+            for item in table.range::<&[u8]>(w.range()).map_err(err)? {
                 let (k, v) = item.map_err(err)?;
                 size += k.value().len() + v.value().len();
                 out.push((k.value().to_vec(), v.value().to_vec(), 0));
-                if limits.reached(out.len(), size) {
+                if w.limits.reached(out.len(), size) {
                     break;
                 }
             }
