@@ -33,8 +33,7 @@ from ._sql import (
     layout_tables,
     outside_model,
     quote,
-    read_metadata,
-    refuse_foreign,
+    read_snapshot,
     stored_metadata,
     table_names,
     to_signed,
@@ -162,12 +161,10 @@ class DbapiSqlReader(Reader):
         self.opened = opened  # how the source itself was opened (None: a private copy)
         with self.opening("reading the schema"):
             conn.execute("BEGIN")
-            names = table_names(conn)  # the first read fixes the snapshot
-            tables, self.foreign_tables = layout_tables(conn, names, path)
-            self.snapshot_metadata = read_metadata(conn, names)
+            tables, self.foreign_tables, self.snapshot_metadata = read_snapshot(
+                conn, path, opts.skip_foreign_tables
+            )
             self.snapshot_tables, self._sql = _real_names(tables, self.snapshot_metadata)
-            if self.foreign_tables and not opts.skip_foreign_tables:
-                refuse_foreign(path, self.foreign_tables)
 
     def scan(
         self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int

@@ -29,6 +29,7 @@ from ..errors import DestinationError, SourceError, StateMigrateError
 from ..locks import lock_holder
 from ..model import Batch, TableInfo
 from . import snapshot
+from .access import batches_after
 from .base import META_KIND_PREFIX as KIND_PREFIX
 from .base import (
     Capabilities,
@@ -174,12 +175,9 @@ def _batches(
 ) -> Iterator[Batch]:
     """Whole batches of keyspace ``stored`` from the binding, each read and built with the
     GIL released."""
-    while True:
-        batch = native.read_batch(stored, after, max_records, max_bytes, table.versioned)
-        if not batch:
-            return
-        yield batch
-        after = batch[-1][0]
+    return batches_after(
+        lambda at: native.read_batch(stored, at, max_records, max_bytes, table.versioned), after
+    )
 
 
 class FjallReader(Reader):
@@ -363,10 +361,19 @@ def fjall_app_code(major: int) -> str:
     )
 
 
+def fjall_description(major: int, unit: str) -> str:
+    """The description of the engine of fjall ``major``, whose ``unit`` (partition,
+    keyspace) holds a table."""
+    return (
+        f"fjall {major}.x (format {major}) through the bundled native binding: one {unit} per table"
+    )
+
+
 class FjallEngine(Engine):
     """What the fjall 2 and fjall 3 engines share; each declares its major and name rules."""
 
     major: ClassVar[int]
+    extra: ClassVar[str] = "fjall"
     driver_module: ClassVar[str] = "statemigrate._native"
     facts: ClassVar[StoreFacts] = StoreFacts(errors=FJALL_ERRORS, private_metadata=(KIND_PREFIX,))
     # A reader copies a private image that an app writing meanwhile would tear; a writer

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import DestinationError, SourceError
+from ..errors import SourceError
 from ..layout import METADATA_NAMESPACE, VERSION_ENCODINGS, KvPrefix, Layout
 from ..model import META_KIND_PREFIX, Batch, Record, TableInfo, TableKind
 
@@ -23,7 +23,6 @@ __all__ = [
     "SEPARATORS",
     "Found",
     "Guess",
-    "check_tables",
     "decode_batch",
     "decode_records",
     "encode_batch",
@@ -242,30 +241,6 @@ def layout_tables(
         )
         for n in sorted(every, key=lambda n: n.encode("utf-8"))
     ]
-
-
-def check_tables(layout: Layout, tables: list[TableInfo]) -> None:
-    """Refuse, before anything is written, tables the layout cannot hold.
-
-    Raises:
-        DestinationError: a name holding the separator, or a versioned table where the
-            layout stores no version (exit 5). A plain table the layout lists as versioned
-            is written with its kind recorded, which wins when it is read.
-    """
-    spec = layout.kv
-    problems = []
-    for t in tables:
-        problem = spec.name_problem(t.name)
-        if problem is None and t.versioned and spec.version == "none":
-            problem = "is versioned, and the layout's kv.version is 'none'"
-        if problem is not None:
-            problems.append(f"{t.name!r} ({problem})")
-    if problems:
-        raise DestinationError(
-            f"{layout.describe()} cannot hold {', '.join(problems)}",
-            hint="rename the table in the app first, leave it out with --tables, "
-            "or correct the layout",
-        )
 
 
 # --- guessing a layout (``statemigrate layout init``) ------------------------------------

@@ -12,7 +12,7 @@ import json
 import os
 import re
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -22,7 +22,7 @@ from ..locks import LockProbe, SideFile, lock_holder
 from ..model import METADATA_TABLE, Batch, TableInfo, TableKind, shown_name, table_name_problem
 from .access import shown_key
 from .base import META_REVISION, Capabilities, Engine, Reader, Writer
-from .options import EngineOptions, option, skip_foreign_tables_option
+from .options import EngineOptions, layout_option, skip_foreign_tables_option
 
 if TYPE_CHECKING:
     from ..layout import Layout
@@ -161,10 +161,12 @@ def outside_model(
         "the version of key b'k' is a REAL (1.5), not an INTEGER", or None when every
         record is of the layout's types.
     """
-    key, value, version = (quote(c) if c else None for c in columns)
-    checks = [(key, "blob"), (value, "blob")] + ([(version, "integer")] if version else [])
-    cols = ", ".join(f"typeof({c}), substr(quote({c}), 1, 40)" for c, _t in checks)
-    bad = " OR ".join(f"typeof({c}) <> '{t}'" for c, t in checks)
+    key_column, value_column, version_column = columns
+    checks = [("key", key_column, "blob"), ("value", value_column, "blob")]
+    if version_column:
+        checks.append(("version", version_column, "integer"))
+    cols, bad = class_checks(checks)
+    key = quote(key_column)
     conds, args = ([where[0]], where[1]) if where[0] else ([], ())
     if after is not None:
         conds.append(f"{key} > ?")
@@ -175,25 +177,56 @@ def outside_model(
         f"ORDER BY {key} LIMIT 1",
         args,
     ).fetchall()
-    if not row:
-        return None
-    first, *found = row[0]
-    for name, (_c, wanted), kind, shown in zip(
-        ("key", "value", "version"), checks, found[0::2], found[1::2], strict=False
-    ):
+    return outside_message(row[0], checks) if row else None
+
+
+# A check of :func:`class_checks`: what the column holds (key, value or version), the
+# column, and the storage class its rows must have (SQLite's typeof(): blob, integer …).
+ClassCheck = tuple[str, str, str]
+
+
+def class_checks(checks: Sequence[ClassCheck]) -> tuple[str, str]:
+    """A query's part that finds rows of another storage class than their columns':
+    the columns selected (each column's ``typeof`` and the start of its ``quote``, for
+    :func:`outside_message`) and the condition that one of them is of another class."""
+    cols = ", ".join(f"typeof({quote(c)}), substr(quote({quote(c)}), 1, 40)" for _, c, _ in checks)
+    bad = " OR ".join(f"typeof({quote(c)}) <> '{t}'" for _, c, t in checks)
+    return cols, bad
+
+
+def outside_message(
+    row: Sequence[Any],
+    checks: Sequence[ClassCheck],
+    hint: Callable[[str, str], str] | None = None,
+    key_with_value: bool = False,
+) -> str | None:
+    """What the first column of ``row`` of another storage class than its check's holds,
+    for a message ("the value of key b'k' is a REAL (1.5), not an INTEGER"); or None.
+
+    Args:
+        row: the row's key, then the columns :func:`class_checks` selects.
+        checks: the checks the row was selected by.
+        hint: what to say after "not a BLOB" about a column (what it holds, the class
+            found in upper case), or "".
+        key_with_value: a key of another class is shown with its quoted start, as the
+            other columns are ("the key 'k' is a TEXT ('k')"), not alone.
+    """
+    first, *found = row
+    for (what, _c, wanted), kind, shown in zip(checks, found[0::2], found[1::2], strict=False):
         if kind == wanted:
             continue
-        kind = kind.upper()
+        kind = str(kind).upper()
         article = "an" if kind[0] in "AEIOU" else "a"
-        what = "NULL" if kind == "NULL" else f"{article} {kind} ({shown})"
-        should = f"not {'an INTEGER' if wanted == 'integer' else 'a BLOB'}"
-        if name == "key":
-            return (
-                f"a key is NULL, {should}"
-                if kind == "NULL"
-                else f"the key {shown} is {article} {kind}, {should}"
-            )
-        return f"the {name} of key {shown_key(first)} is {what}, {should}"
+        is_ = "NULL" if kind == "NULL" else f"{article} {kind} ({shown})"
+        want = wanted.upper()
+        should = f"not {'an' if want[0] in 'AEIOU' else 'a'} {want}"
+        if hint is not None:
+            should += hint(what, kind)
+        if what != "key":
+            return f"the {what} of key {shown_key(first)} is {is_}, {should}"
+        if kind == "NULL":
+            return f"a key is NULL, {should}"
+        return f"the key {shown} is {is_ if key_with_value else f'{article} {kind}'}, {should}"
     return None
 
 
@@ -309,6 +342,23 @@ def refuse_foreign(where: object, foreign: list[str]) -> None:
         hint="if they are the app's state, `statemigrate layout init STORE` prints a layout "
         "file for them (then --source-layout FILE); --skip-foreign-tables leaves them out",
     )
+
+
+def read_snapshot(
+    conn: Any, path: Path, skip_foreign_tables: bool
+) -> tuple[list[TableInfo], list[str], dict[str, bytes]]:
+    """The first reads of a store's snapshot, inside its read transaction: its tables in
+    the default layout, the names of the foreign ones, and its metadata.
+
+    Raises:
+        SourceError: foreign tables, unless ``skip_foreign_tables`` (:func:`refuse_foreign`);
+            an internal table's name on a user's table (:func:`layout_tables`).
+    """
+    names = table_names(conn)  # the first read fixes the snapshot
+    tables, foreign = layout_tables(conn, names, path)
+    if foreign and not skip_foreign_tables:
+        refuse_foreign(path, foreign)
+    return tables, foreign, read_metadata(conn, names)
 
 
 def stored_metadata(conn: Any) -> dict[str, bytes]:
@@ -431,12 +481,7 @@ class SqlLayoutOptions(SqlFileOptions):
     """The options of a SQLite-file engine with layouts: those of every SQLite file, and
     an app's own layout."""
 
-    layout: str | None = option(
-        None,
-        "a layout file (TOML) saying how the app lays its state out in SQL tables "
-        "(README: Your app's own layout)",
-        expects="the path of a layout file",
-    )
+    layout: str | None = layout_option("in SQL tables")
 
 
 class SqlFileEngine(Engine):

@@ -45,6 +45,8 @@ from ._side_metadata import read_side_metadata, write_side_metadata
 from ._sql import (
     ALEMBIC_TABLE,
     INTERNAL_TABLES,
+    class_checks,
+    outside_message,
     quote,
     read_metadata,
     stored_metadata,
@@ -468,8 +470,7 @@ def _outside(owner: _Mapped, table: TableInfo, after: bytes | None) -> str | Non
     version = owner._version_of(table)
     if version:
         checks.append(("version", version, "integer"))
-    cols = ", ".join(f"typeof({quote(c)}), substr(quote({quote(c)}), 1, 40)" for _, c, _ in checks)
-    bad = " OR ".join(f"typeof({quote(c)}) <> '{t}'" for _, c, t in checks)
+    cols, bad = class_checks(checks)
     conds = [cond] if cond else []
     if after is not None:
         conds.append(
@@ -482,30 +483,17 @@ def _outside(owner: _Mapped, table: TableInfo, after: bytes | None) -> str | Non
         f"ORDER BY {quote(spec.key)} COLLATE BINARY LIMIT 1",
         args,
     ).fetchall()
-    if not row:
-        return None
-    first, *found = row[0]
-    for (what, _c, wanted), kind, shown in zip(checks, found[0::2], found[1::2], strict=False):
-        if kind == wanted:
-            continue
-        kind = str(kind).upper()
-        article = "an" if kind[0] in "AEIOU" else "a"
-        is_ = "NULL" if kind == "NULL" else f"{article} {kind} ({shown})"
-        want = wanted.upper()
-        should = f"not {'an' if want[0] in 'AEIOU' else 'a'} {want}"
-        codec = "key_codec" if what == "key" else "value_codec"
-        known = kind.lower() in ("blob", "text", "integer", "real")
-        if what != "version" and known and (what == "value" or kind.lower() != "real"):
-            should += f' ({codec} = "{kind.lower()}" reads {kind} {what}s)'
-        if what == "key":
-            return (
-                f"a key is NULL, {should}"
-                if kind == "NULL"
-                else f"the key {shown} is {is_}, {should}"
-            )
-        key = shown_key(first) if isinstance(first, bytes) else repr(first)
-        return f"the {what} of key {key} is {is_}, {should}"
-    return None
+    return outside_message(row[0], checks, _codec_hint, key_with_value=True) if row else None
+
+
+def _codec_hint(what: str, kind: str) -> str:
+    """The codec that reads a column's rows of storage class ``kind`` (upper case), where
+    one does ("value_codec = "text" reads TEXT values"), for :func:`_outside`'s message."""
+    codec = "key_codec" if what == "key" else "value_codec"
+    known = kind.lower() in ("blob", "text", "integer", "real")
+    if what != "version" and known and (what == "value" or kind.lower() != "real"):
+        return f' ({codec} = "{kind.lower()}" reads {kind} {what}s)'
+    return ""
 
 
 def _check_encoding(conn: Any, spec: SqlSpec, path: Path) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +95,31 @@ def take_batches(
         if not batch:
             return
         yield batch
+
+
+def batches_after(read: Callable[[bytes | None], Batch], after: bytes | None) -> Iterator[Batch]:
+    """A driver's own bounded batches in key order, strictly after ``after``.
+
+    Args:
+        read: the next batch strictly after the key it is given (None: from the start),
+            empty at the end.
+        after: the key to start after (None: the start).
+    """
+    while True:
+        batch = read(after)
+        if not batch:
+            return
+        yield batch
+        after = batch[-1][0]
+
+
+def close_held(owner: object, name: str) -> None:
+    """Close what ``owner``'s attribute ``name`` holds and set it to None; nothing when it
+    holds None or was never set (an open that failed before it)."""
+    held = getattr(owner, name, None)
+    if held is not None:
+        held.close()
+        setattr(owner, name, None)
 
 
 def _scanned(

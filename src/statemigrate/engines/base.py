@@ -57,6 +57,7 @@ __all__ = [
     "AppHolder",
     "Capabilities",
     "Engine",
+    "KvLayoutEngine",
     "NativeCopy",
     "Reader",
     "SideFile",
@@ -567,6 +568,23 @@ class Engine(ABC):
             DestinationError: as :meth:`check_tables` (exit 5).
         """
         cls.check_tables(tables, options)
+
+
+class KvLayoutEngine(Engine):
+    """An engine of the ``kv`` layout family (LMDB, RocksDB): its ``layout`` option names a
+    ``[kv]`` layout file, mapped by engines/_kv_mapping.py over its raw namespaces."""
+
+    layout_family: ClassVar[str | None] = "kv"
+
+    @classmethod
+    def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
+        """The names (as every engine), and what the destination's layout cannot hold."""
+        from ._kv_mapping import check_kv_tables, kv_layout
+
+        layout = kv_layout(cls, cls.parse_options(options, "dest").layout)
+        if layout is not None:
+            check_kv_tables(layout, tables)
+        super().check_tables(tables, options)
 
 
 def check_options(

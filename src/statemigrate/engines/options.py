@@ -63,6 +63,17 @@ def skip_foreign_tables_option(
     return option(False, help, applies="source", flag="--skip-foreign-tables")
 
 
+def layout_option(where: str) -> Any:
+    """The ``layout`` option: the path of a layout file saying how the app lays its state
+    out ``where`` ("in LMDB, such as ..."), None for statemigrate's own layout."""
+    return option(
+        None,
+        f"a layout file (TOML) saying how the app lays its state out {where} "
+        "(README: Your app's own layout)",
+        expects="the path of a layout file",
+    )
+
+
 @dataclass(frozen=True)
 class Shorthand:
     """A command-line shorthand an engine declares for one of its options (``flag=``).

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
 from ...locks import SideFile
-from .._fjall import FjallEngine, fjall_app_code
+from .._fjall import FjallEngine, fjall_app_code, fjall_description
 from ..base import AppHolder
 
 SAFE = frozenset(string.ascii_letters + string.digits + "_.#$-")
@@ -64,10 +64,7 @@ class Fjall2Engine(FjallEngine):
     """fjall 2.x stores through the bundled native binding."""
 
     name: ClassVar[str] = "fjall2"
-    extra: ClassVar[str] = "fjall"
-    description: ClassVar[str] = (
-        "fjall 2.x (format 2) through the bundled native binding: one partition per table"
-    )
+    description: ClassVar[str] = fjall_description(2, "partition")
     major: ClassVar[int] = 2
     suffixes: ClassVar[tuple[str, ...]] = (".fjall2",)
     # Journals are opened read-write and truncated where recovery ends.

@@ -12,7 +12,7 @@ import dataclasses
 from typing import ClassVar
 
 from ...locks import LockProbe, SideFile
-from .._fjall import FjallEngine, fjall_app_code
+from .._fjall import FjallEngine, fjall_app_code, fjall_description
 from ..base import AppHolder, StoreFacts
 
 
@@ -20,10 +20,7 @@ class Fjall3Engine(FjallEngine):
     """fjall 3.x stores through the bundled native binding."""
 
     name: ClassVar[str] = "fjall3"
-    extra: ClassVar[str] = "fjall"
-    description: ClassVar[str] = (
-        "fjall 3.x (format 3) through the bundled native binding: one keyspace per table"
-    )
+    description: ClassVar[str] = fjall_description(3, "keyspace")
     major: ClassVar[int] = 3
     suffixes: ClassVar[tuple[str, ...]] = (".fjall3", ".fjall")
     # fjall 3 takes a flock on its lock file.

@@ -11,6 +11,7 @@ from typing import BinaryIO
 from ...digest import Digest, batch_digest, store_digest
 from ...errors import SourceError
 from ...model import Batch, TableInfo
+from ..access import close_held
 from ..base import Reader, take_batches
 from .format import (
     FORMAT,
@@ -142,7 +143,4 @@ class JsonlReader(Reader):
             raise SourceError(f"{where}: table digest differs from the footer's")
 
     def close(self) -> None:
-        f = getattr(self, "file", None)
-        if f is not None:
-            f.close()
-            self.file = None
+        close_held(self, "file")

@@ -15,7 +15,7 @@ from ..base import META_KIND_PREFIX as KIND_PREFIX
 from ..base import (
     AppHolder,
     Capabilities,
-    Engine,
+    KvLayoutEngine,
     NativeCopy,
     Reader,
     StoreFacts,
@@ -49,7 +49,7 @@ LMDB_ERRORS = DriverErrors(
 )
 
 
-class LmdbEngine(Engine):
+class LmdbEngine(KvLayoutEngine):
     """LMDB through py-lmdb: the default layout's reader and writer, or a layout's."""
 
     name = "lmdb"
@@ -76,7 +76,6 @@ class LmdbEngine(Engine):
     # Even an idle app: it holds handles (DBIs) of the tables it knows, which change or
     # vanish under a writer (its next write can bring back a dropped table, or MDB_BAD_DBI).
     refuses_held = frozenset({"write"})
-    layout_family = "kv"
     # [kv] subdir: a single-file environment or a directory (kv_layout refuses it elsewhere).
     layout_shape_fields = ("subdir",)
     space_factor = 1.6
@@ -258,13 +257,3 @@ class LmdbEngine(Engine):
 
         cls.check_source(path)
         return guess_layout(cls, path)
-
-    @classmethod
-    def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
-        """The names (as every engine), and what the destination's layout cannot hold."""
-        from .._kv_mapping import check_kv_tables, kv_layout
-
-        layout = kv_layout(cls, cls.parse_options(options, "dest").layout)
-        if layout is not None:
-            check_kv_tables(layout, tables)
-        super().check_tables(tables, options)

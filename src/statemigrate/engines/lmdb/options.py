@@ -9,19 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..options import EngineOptions, option, skip_foreign_tables_option
+from ..options import EngineOptions, layout_option, option, skip_foreign_tables_option
 
 
 @dataclass(frozen=True)
 class LmdbOptions(EngineOptions):
     """LMDB's options: an app's own layout (README: Your app's own layout)."""
 
-    layout: str | None = option(
-        None,
-        "a layout file (TOML) saying how the app lays its state out in LMDB, such as "
-        "key prefixes in one named database (README: Your app's own layout)",
-        expects="the path of a layout file",
-    )
+    layout: str | None = layout_option("in LMDB, such as key prefixes in one named database")
     subdir: bool | None = option(
         None,
         "false: write a single-file environment (MDB_NOSUBDIR, "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -212,17 +212,34 @@ class LmdbWriter(Writer):
             return
         pairs = encode_versioned(batch) if table.versioned else batch
 
-        def work(txn: Any) -> None:
-            cur = txn.cursor(self.dbs[table.name])
+        def put(cur: Any) -> int:
             # The fast path appends after the table's last key (a conversion always
             # does); an upgrade may insert anywhere. Neither overwrites a record.
             append = not pairs or not cur.last() or cur.key() < pairs[0][0]
+            # MDB_APPEND skips a key that is not after the previous one, without raising.
             _consumed, added = cur.putmulti(pairs, append=append, overwrite=False)
+            return int(added)
+
+        self._put_all(table, pairs, put, "out of key order or already present", metadata)
+
+    def _put_all(
+        self,
+        table: TableInfo,
+        pairs: list[tuple[bytes, bytes]],
+        put: Callable[[Any], int],
+        missed: str,
+        metadata: Mapping[str, bytes | None] | None,
+    ) -> None:
+        """One transaction: ``put`` the pairs through a cursor of the table's database
+        (it returns how many it added), then the metadata. A pair it did not add (``missed``
+        says why) refuses the whole batch, and nothing of it is written."""
+
+        def work(txn: Any) -> None:
+            added = put(txn.cursor(self.dbs[table.name]))
             if added != len(pairs):
-                # MDB_APPEND skips a key that is not after the previous one, without raising.
                 raise DestinationError(
-                    f"{self.path}: table {table.name!r}: {len(pairs) - added} record(s) out of key "
-                    "order or already present; nothing of this batch was written"
+                    f"{self.path}: table {table.name!r}: {len(pairs) - added} record(s) "
+                    f"{missed}; nothing of this batch was written"
                 )
             if metadata:
                 self._put_meta(txn, metadata)
@@ -238,18 +255,9 @@ class LmdbWriter(Writer):
     ) -> None:
         """A batch into a flagged database: each record as the stored pair it stands for."""
         pairs = stored_pairs(codec, batch, f"{self.path}: table {table.name!r}")
-
-        def work(txn: Any) -> None:
-            added = put_flagged(txn.cursor(self.dbs[table.name]), codec, pairs)
-            if added != len(pairs):
-                raise DestinationError(
-                    f"{self.path}: table {table.name!r}: {len(pairs) - added} record(s) "
-                    "already present; nothing of this batch was written"
-                )
-            if metadata:
-                self._put_meta(txn, metadata)
-
-        self._tx(work)
+        self._put_all(
+            table, pairs, lambda cur: put_flagged(cur, codec, pairs), "already present", metadata
+        )
 
     def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
         self._tx(lambda txn: self._put_meta(txn, metadata))

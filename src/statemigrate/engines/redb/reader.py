@@ -10,6 +10,7 @@ from typing import Any
 from ...errors import DestinationError, SourceError, StoreBusyError
 from ...fsutil import copy_file_written_back, crash_point
 from ...model import Batch, TableInfo
+from ..access import batches_after
 from ..base import Reader
 from .header import HEADER_LEN, REDB_FACTS
 from .tables import table_info
@@ -19,12 +20,7 @@ def _native_batches(
     handle: Any, desc: dict[str, Any], after: bytes | None, max_records: int, max_bytes: int
 ) -> Iterator[Batch]:
     """Whole batches from the binding, each read with the GIL released."""
-    while True:
-        batch = handle.read_batch(desc, after, max_records, max_bytes)
-        if not batch:
-            return
-        yield batch
-        after = batch[-1][0]
+    return batches_after(lambda at: handle.read_batch(desc, at, max_records, max_bytes), after)
 
 
 class RedbReader(Reader):

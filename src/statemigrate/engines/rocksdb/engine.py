@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import SourceError, UsageError
 from ...locks import LockProbe, SideFile, lock_holder
-from ...model import TableInfo
 from ..base import META_KIND_PREFIX as KIND_PREFIX
-from ..base import AppHolder, Capabilities, Engine, NativeCopy, Reader, StoreFacts, Writer
+from ..base import AppHolder, Capabilities, KvLayoutEngine, NativeCopy, Reader, StoreFacts, Writer
 from ..errors import DriverErrors, Meaning, Rule
 from .families import DEFAULT_CF, driver_options
 from .options import RocksdbOptions
@@ -44,7 +43,7 @@ ROCKSDB_ERRORS = DriverErrors(
 )
 
 
-class RocksdbEngine(Engine):
+class RocksdbEngine(KvLayoutEngine):
     """RocksDB through rocksdict."""
 
     name = "rocksdb"
@@ -64,7 +63,6 @@ class RocksdbEngine(Engine):
     )
     # A reader copies a private image of the store: an app writing it meanwhile would tear it.
     refuses_held = frozenset({"read"})
-    layout_family = "kv"
     layout_shape_fields = ("rocksdict_config",)  # the store's own files: rocksdict's config
     main_namespace = DEFAULT_CF
     space_factor = 1.3
@@ -140,16 +138,6 @@ class RocksdbEngine(Engine):
 
         cls.check_source(path)
         return guess_layout(cls, path)
-
-    @classmethod
-    def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
-        """The names (as every engine), and what the destination's layout cannot hold."""
-        layout = cls._layout(cls.parse_options(options, "dest"))
-        if layout is not None:
-            from .._kv_mapping import check_kv_tables
-
-            check_kv_tables(layout, tables)
-        super().check_tables(tables, options)
 
     @classmethod
     def compat(cls, opts: RocksdbOptions) -> str:

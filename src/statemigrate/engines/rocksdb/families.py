@@ -1,5 +1,5 @@
-"""What RocksDB's reader and writer share: the driver's options, the comparator check,
-and the scan of a column family (one per table; ``default`` always exists)."""
+"""What RocksDB's reader and writer share: the driver's options, the checks of a store's
+files, and the scan of a column family (one per table; ``default`` always exists)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import SourceError
-from ...model import Batch, TableInfo
+from ...model import METADATA_TABLE, Batch, TableInfo
 from ..base import StoreAccess
+from .manifest import check_manifest
 from .options_file import comparators
-from .scan import confirm_scan_end, scan_batches
+from .scan import checked_items, confirm_scan_end, scan_batches
 
 DEFAULT_CF = "default"
 CONFIG = "rocksdict-config.json"
@@ -68,6 +69,18 @@ def check_comparators(store: Path, shown: Path, error: type[SourceError] = Sourc
             raise error(_comparator_refusal(shown, name, family))
 
 
+def check_store(store: Path, shown: Path) -> None:
+    """Refuse the files at ``store`` (the store, or its private image) before RocksDB opens
+    them: a damaged MANIFEST (:func:`.manifest.check_manifest`), a comparator that is not
+    bytewise (:func:`check_comparators`). ``shown`` is the store's path for messages.
+
+    Raises:
+        SourceError: either (exit 4).
+    """
+    check_manifest(store, shown=shown)
+    check_comparators(store, shown)
+
+
 def _comparator_refusal(path: Path, name: str, family: str | None = None) -> str:
     where = f" (column family {family!r})" if family else ""
     return (
@@ -77,7 +90,7 @@ def _comparator_refusal(path: Path, name: str, family: str | None = None) -> str
 
 
 class FamilyScans(StoreAccess):
-    """The read both sides share: scan a column family, confirm its end."""
+    """The reads both sides share: scan a column family, confirm its end, read the metadata."""
 
     def _cf(self, name: str) -> Any:
         """The column family of table ``name`` (each side opens it its way)."""
@@ -92,3 +105,9 @@ class FamilyScans(StoreAccess):
         where = f"{self.path} table {table.name!r}"
         with self.errors(where=where, failed="{where}: the scan stopped early ({text})"):
             confirm_scan_end(self._cf(table.name), last, after, where)
+
+    def _meta_items(self) -> list[tuple[bytes, bytes]]:
+        """The metadata column family, read whole and checked (damage is SourceError)."""
+        where = f"{self.path} metadata"
+        with self.errors(where=where, failed="{where}: read failed ({text})"):
+            return list(checked_items(self._cf(METADATA_TABLE), where))

@@ -23,7 +23,7 @@ from .._kv_mapping import MAIN, Op, RawKv, RawKvWriter
 from .engine import RocksdbEngine
 from .families import CONFIG, DEFAULT_CF, driver_options
 from .reader import RocksdbReader
-from .scan import checked_read_options
+from .scan import checked_read_options, seek_past
 from .writer import RocksdbWriter
 
 
@@ -91,11 +91,7 @@ class _RawScans(RawKv):
             it = self._cf(_family(ns)).iter(checked_read_options())
             try:
                 if last is not None:
-                    it.seek(last)
-                    if not (it.valid() and it.key() == last):
-                        it.status()
-                        raise SourceError(f"{where}: the last key read is gone (damaged store)")
-                    it.next()
+                    seek_past(it, last, where)
                 else:
                     it.seek(start)
                 early = it.valid() and (end is None or it.key() < end)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..options import EngineOptions, option, skip_foreign_tables_option
+from ..options import EngineOptions, layout_option, option, skip_foreign_tables_option
 from .families import DEFAULT_COMPAT, DEFAULT_FORMAT_VERSION
 from .options_file import COMPAT_CHOICES, NEWEST
 
@@ -32,12 +32,7 @@ class RocksdbOptions(EngineOptions):
         applies="dest",
         choices=COMPAT_CHOICES,
     )
-    layout: str | None = option(
-        None,
-        "a layout file (TOML) saying how the app lays its state out in RocksDB, such as "
-        "key prefixes in one column family (README: Your app's own layout)",
-        expects="the path of a layout file",
-    )
+    layout: str | None = layout_option("in RocksDB, such as key prefixes in one column family")
     skip_foreign_tables: bool = skip_foreign_tables_option(
         "with a layout: leave out records and column families the layout does not claim "
         "instead of refusing"

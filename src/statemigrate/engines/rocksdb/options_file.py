@@ -40,6 +40,19 @@ MAX_FORMAT_VERSION = {"7.8": 5}
 OPTIONS_FILE = re.compile(r"OPTIONS-(\d+)")
 _HEADER = re.compile(r'\[([^\]" ]+)(?: "(.*)")?\]')
 
+# The keys inside RocksDB 7.8.3's ``compression_opts`` and ``bottommost_compression_opts``.
+_COMPRESSION_OPTS_7_8 = (
+    "enabled",
+    "level",
+    "max_dict_buffer_bytes",
+    "max_dict_bytes",
+    "parallel_threads",
+    "strategy",
+    "use_zstd_dict_trainer",
+    "window_bits",
+    "zstd_max_train_bytes",
+)
+
 # What RocksDB 7.8.3 writes in an OPTIONS file: each section kind's keys; for a struct
 # value, the keys inside its braces (None: a plain value). From ``ldb`` 7.8.3's files.
 ROCKSDB_7_8_KEYS: dict[str, dict[str, tuple[str, ...] | None]] = {
@@ -139,17 +152,7 @@ ROCKSDB_7_8_KEYS: dict[str, dict[str, tuple[str, ...] | None]] = {
         "blob_garbage_collection_force_threshold": None,
         "bloom_locality": None,
         "bottommost_compression": None,
-        "bottommost_compression_opts": (
-            "enabled",
-            "level",
-            "max_dict_buffer_bytes",
-            "max_dict_bytes",
-            "parallel_threads",
-            "strategy",
-            "use_zstd_dict_trainer",
-            "window_bits",
-            "zstd_max_train_bytes",
-        ),
+        "bottommost_compression_opts": _COMPRESSION_OPTS_7_8,
         "check_flush_compaction_key_order": None,
         "compaction_filter": None,
         "compaction_filter_factory": None,
@@ -168,17 +171,7 @@ ROCKSDB_7_8_KEYS: dict[str, dict[str, tuple[str, ...] | None]] = {
         "compaction_style": None,
         "comparator": None,
         "compression": None,
-        "compression_opts": (
-            "enabled",
-            "level",
-            "max_dict_buffer_bytes",
-            "max_dict_bytes",
-            "parallel_threads",
-            "strategy",
-            "use_zstd_dict_trainer",
-            "window_bits",
-            "zstd_max_train_bytes",
-        ),
+        "compression_opts": _COMPRESSION_OPTS_7_8,
         "disable_auto_compactions": None,
         "enable_blob_files": None,
         "enable_blob_garbage_collection": None,

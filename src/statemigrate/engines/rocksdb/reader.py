@@ -15,17 +15,9 @@ from ...model import METADATA_TABLE, TableInfo
 from .. import snapshot
 from ..base import META_KIND_PREFIX as KIND_PREFIX
 from ..base import Reader, recorded_tables
-from .families import (
-    CONFIG,
-    DEFAULT_CF,
-    DEFAULT_COMPAT,
-    FamilyScans,
-    check_comparators,
-    driver_options,
-)
-from .manifest import check_manifest
+from .families import CONFIG, DEFAULT_CF, DEFAULT_COMPAT, FamilyScans, check_store, driver_options
 from .options_file import rewrite_options
-from .scan import checked_items, checked_read_options
+from .scan import checked_read_options
 
 if TYPE_CHECKING:
     from .engine import RocksdbEngine
@@ -81,8 +73,7 @@ class RocksdbReader(FamilyScans, Reader):
         try:
             # The image's files, checked regular as they were linked or copied: what
             # RocksDB reads next (the store's could be swapped for a link meanwhile).
-            check_manifest(self.shadow, shown=path)
-            check_comparators(self.shadow, path)
+            check_store(self.shadow, path)
         except BaseException:
             self.close()
             raise
@@ -154,13 +145,11 @@ class RocksdbReader(FamilyScans, Reader):
     def _read_meta(self, names: list[str]) -> dict[str, bytes]:
         if METADATA_TABLE not in names:
             return {}
-        where = f"{self.path} metadata"
-        with self.errors(where=where, failed="{where}: read failed ({text})"):
-            pairs = list(checked_items(self._cf(METADATA_TABLE), where))
+        pairs = self._meta_items()
         try:
             return {k.decode("utf-8"): v for k, v in pairs}
         except UnicodeDecodeError as exc:
-            raise SourceError(f"{where}: a key is not UTF-8 ({exc})") from exc
+            raise SourceError(f"{self.path} metadata: a key is not UTF-8 ({exc})") from exc
 
     def copy_into(self, path: Path) -> None:
         """RocksDB's checkpoint of this read's instance into a new directory ``path``.

@@ -24,6 +24,20 @@ def checked_read_options() -> Any:
     return ro
 
 
+def seek_past(it: Any, last: bytes, where: str) -> None:
+    """Step iterator ``it`` onto the key after ``last``, the last key a scan returned.
+
+    Raises:
+        SourceError: ``last`` is not there any more (a damaged store); or the driver's
+            error reading.
+    """
+    it.seek(last)
+    if not (it.valid() and it.key() == last):
+        it.status()
+        raise SourceError(f"{where}: the last key read is gone (damaged store)")
+    it.next()
+
+
 def confirm_scan_end(view: Any, last: bytes | None, after: bytes | None, where: str) -> None:
     """Raise unless a scan that ended after ``last`` reached the real end.
 
@@ -45,11 +59,7 @@ def confirm_scan_end(view: Any, last: bytes | None, after: bytes | None, where: 
     it = view.iter(checked_read_options())
     try:
         if last is not None:
-            it.seek(last)
-            if not (it.valid() and it.key() == last):
-                it.status()
-                raise SourceError(f"{where}: the last key read is gone (damaged store)")
-            it.next()
+            seek_past(it, last, where)
         elif after is not None:
             it.seek(after)
             if it.valid() and it.key() == after:

@@ -18,17 +18,8 @@ from .. import snapshot
 from .._side_metadata import PARTIAL_SUFFIX
 from ..base import META_KIND_PREFIX as KIND_PREFIX
 from ..base import Writer, recorded_tables
-from .families import (
-    CONFIG,
-    DEFAULT_CF,
-    DEFAULT_COMPAT,
-    FamilyScans,
-    check_comparators,
-    driver_options,
-)
-from .manifest import check_manifest
+from .families import CONFIG, DEFAULT_CF, DEFAULT_COMPAT, FamilyScans, check_store, driver_options
 from .options_file import rewrite_options
-from .scan import checked_items
 
 if TYPE_CHECKING:
     from .engine import RocksdbEngine
@@ -65,8 +56,7 @@ class RocksdbWriter(FamilyScans, Writer):
         self._keep_config = keep_config  # the layout's kv.rocksdict_config
         if not create:
             try:
-                check_manifest(path)
-                check_comparators(path, path)
+                check_store(path, path)
             except SourceError as exc:
                 raise DestinationError(exc.message) from exc
             if not path.name.endswith(PARTIAL_SUFFIX):  # a store being built has none of its own
@@ -101,12 +91,6 @@ class RocksdbWriter(FamilyScans, Writer):
 
     def _names(self) -> list[str]:
         return list(self.rd.Rdict.list_cf(str(self.path), self.opts))
-
-    def _meta_items(self) -> list[tuple[bytes, bytes]]:
-        """The metadata column family, read whole and checked (damage is SourceError)."""
-        where = f"{self.path} metadata"
-        with self.errors(where=where, failed="{where}: read failed ({text})"):
-            return list(checked_items(self._cf(METADATA_TABLE), where))
 
     def raw_metadata(self) -> dict[str, bytes]:
         return {k.decode("utf-8"): v for k, v in self._meta_items()}

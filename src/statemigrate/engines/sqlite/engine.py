@@ -15,7 +15,7 @@ from .._sql import (
 from .._sql_layout import RawSqlRead
 from ..base import AppHolder, NativeCopy, Reader, StoreFacts, Writer
 from ..errors import DriverErrors, Meaning, Rule
-from ..options import option
+from ..options import layout_option
 from .reader import SqliteReader, raw_read
 from .writer import SqliteWriter
 
@@ -46,12 +46,7 @@ APSW_ERRORS = DriverErrors(
 class SqliteOptions(SqlFileOptions):
     """SQLite's options: those of every SQLite file, and an app's own layout."""
 
-    layout: str | None = option(
-        None,
-        "a layout file (TOML) saying how the app lays its state out in SQLite "
-        "(README: Your app's own layout)",
-        expects="the path of a layout file",
-    )
+    layout: str | None = layout_option("in SQLite")
 
 
 class SqliteEngine(SqlFileEngine):

@@ -15,15 +15,14 @@ from .._sql import (
     SqlFileOptions,
     SqlLayout,
     layout_columns,
-    layout_tables,
     outside_model,
     quote,
-    read_metadata,
     read_only_open,
-    refuse_foreign,
+    read_snapshot,
     table_names,
 )
 from .._sql_layout import RawSqlRead
+from ..access import close_held
 from ..base import Reader, StoreAccess, take_batches
 
 if TYPE_CHECKING:
@@ -100,11 +99,9 @@ class SqliteReader(ConnectionReads, Reader):
             )
             self.conn.set_busy_timeout(3000)
             self.conn.execute("BEGIN")
-            names = table_names(self.conn)  # the first read fixes the snapshot
-            self.snapshot_tables, self.foreign_tables = layout_tables(self.conn, names, path)
-            if self.foreign_tables and not opts.skip_foreign_tables:
-                refuse_foreign(path, self.foreign_tables)
-            self.snapshot_metadata = read_metadata(self.conn, names)
+            self.snapshot_tables, self.foreign_tables, self.snapshot_metadata = read_snapshot(
+                self.conn, path, opts.skip_foreign_tables
+            )
 
     def confirm_end(self, table: TableInfo, after: bytes | None, last: bytes | None) -> None:
         """On read-only media, the file unchanged since it was opened (:class:`ReadOnlyOpen`)."""
@@ -209,7 +206,4 @@ class SqliteReader(ConnectionReads, Reader):
             raise InterruptedByUser(f"{path}: the copy was stopped")
 
     def close(self) -> None:
-        conn = getattr(self, "conn", None)
-        if conn is not None:
-            conn.close()
-            self.conn = None
+        close_held(self, "conn")
