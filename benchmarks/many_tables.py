@@ -14,6 +14,18 @@ of the ``.partial``, the final store's size and their ratio, each the median of
 seconds-per-1,000-tables column. The child's CPU seconds (user and system) are shown
 too: on a shared machine they move far less with the load than the wall clock.
 
+With the extension built with the cargo feature ``bench`` (``_native.fjall_create_tables``),
+each run also times the **ceiling** in child processes the same way, just before the
+converts: fjall's own way to make the same store through the fjall crate of the
+engine's major, N keyspaces of one record created with no reopening of the database,
+then flushed, fsynced and closed. It is made both ways fjall offers, one insert per
+keyspace (every memtable flushed at the end) and one ingestion per keyspace, and the
+way of fewer CPU seconds is the ceiling (fjall 3 inserts faster below a few thousand
+keyspaces, ingests faster at 5,000; fjall 2 ingests faster). Its seconds per 1,000
+tables, the convert's ratio to it (ceiling seconds ÷ convert seconds, wall and CPU: 1
+is as fast as fjall's own, 0.5 twice as slow) and its disk use at the end are shown
+beside each convert; without the feature those columns show ``—``.
+
 ``--variants before=DIR1,after=DIR2`` runs each convert once per variant with
 ``PYTHONPATH=DIRn`` (a copy of ``src/`` holding another build of the extension), the
 variants taken in turn within each run, so that the machine's load falls on all alike.
@@ -23,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import shutil
@@ -37,6 +50,7 @@ from typing import Any
 
 import results as R
 
+from statemigrate import _native
 from statemigrate.engines.sqlite import SqliteEngine
 from statemigrate.model import TableInfo
 from statemigrate.testing.stores import write_store
@@ -70,54 +84,89 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_once(src: Path, engine: str, dst: Path, pythonpath: str | None) -> dict[str, float]:
-    """One convert: wall and CPU seconds, the peak bytes of its .partial, the final bytes."""
-    shutil.rmtree(dst, ignore_errors=True)
-    partial = dst.with_name(dst.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
+def measure(cmd: list[str], watched: Path, final: Path, env: dict[str, str]) -> dict[str, float]:
+    """Run ``cmd``: wall and CPU seconds, the peak bytes of ``watched``, the final bytes of
+    ``final`` (both removed first)."""
+    for path in {watched, final}:
+        shutil.rmtree(path, ignore_errors=True)
     peak = 0
     done = threading.Event()
 
     def poll() -> None:
         nonlocal peak
         while not done.is_set():
-            peak = max(peak, disk_bytes(partial))
+            peak = max(peak, disk_bytes(watched))
             done.wait(0.02)
 
     watcher = threading.Thread(target=poll, daemon=True)
-    env = dict(os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {}))
     cpu = _children_cpu()
     start = time.monotonic()
     watcher.start()
-    run = subprocess.run(
-        [STATEMIGRATE, "convert", "--quiet", "--no-verify", f"sqlite:{src}", f"{engine}:{dst}"],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    run = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env)
     seconds = time.monotonic() - start
     cpu = _children_cpu() - cpu
     done.set()
     watcher.join()
     if run.returncode != 0:
-        raise SystemExit(f"{engine}: convert failed ({run.returncode}): {run.stderr[-400:]}")
-    final = disk_bytes(dst)
+        raise SystemExit(f"{cmd[1]}: failed ({run.returncode}): {run.stderr[-400:]}")
+    size = disk_bytes(final)
     return {
         "seconds": seconds,
         "cpu_seconds": cpu,
-        "peak_bytes": max(peak, final),
-        "final_bytes": final,
+        "peak_bytes": max(peak, size),
+        "final_bytes": size,
     }
+
+
+def run_once(src: Path, engine: str, dst: Path, pythonpath: str | None) -> dict[str, float]:
+    """One convert: wall and CPU seconds, the peak bytes of its .partial, the final bytes."""
+    env = dict(os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {}))
+    cmd = [STATEMIGRATE, "convert", "--quiet", "--no-verify", f"sqlite:{src}", f"{engine}:{dst}"]
+    return measure(cmd, dst.with_name(dst.name + ".partial"), dst, env)
+
+
+HAS_CEILING = hasattr(_native, "fjall_create_tables")
+CEILING = (
+    "import sys; from statemigrate import _native as n; "
+    "n.fjall_create_tables(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == 'ingest')"
+)
+WAYS = ("insert", "ingest")
+
+
+def ceiling_once(engine: str, tables: int, dst: Path) -> dict[str, Any]:
+    """The ceiling: fjall's own store of ``tables`` one-record keyspaces made each way
+    (inserts, then every memtable flushed; or an ingestion per keyspace), each in a child
+    process loading this process's extension and measured as :func:`run_once` measures
+    a convert (its peak that of the store itself). Returns the way of fewer CPU seconds
+    (the stable measure on a shared machine), with both ways under ``ways``."""
+    major = engine.removeprefix("fjall")
+    env = dict(os.environ, PYTHONPATH=str(Path(_native.__file__).parents[1]))
+    ways = {}
+    for way in WAYS:
+        cmd = [sys.executable, "-c", CEILING, str(dst), major, str(tables), way]
+        ways[way] = measure(cmd, dst, dst, env)
+        shutil.rmtree(dst, ignore_errors=True)
+    best = min(WAYS, key=lambda w: ways[w]["cpu_seconds"])
+    return {**ways[best], "way": best, "ways": ways}
+
+
+def _shown(value: float | None, spec: str, width: int) -> str:
+    """A figure for the printed table (``-`` for None: no ceiling)."""
+    shown = "-" if value is None or math.isnan(value) else format(value, spec)
+    return f"{shown:>{width}}"
+
+
+def _ratio(ceiling: dict[str, Any] | None, r: dict[str, Any], key: str) -> float | None:
+    return None if ceiling is None else ceiling[key] / r[key]
 
 
 def results_table(results: list[dict[str, Any]], command: str, conditions: str) -> R.Table:
     """The medians of each engine and table count as the data file ``results/many-tables.json``
-    (the variant named ``after``, or the only one)."""
+    (the variant named ``after``, or the only one), with the ceiling's (None without it)."""
     kept = [r for r in results if r["variant"] in ("", "after")]
     return R.Table(
         name="many-tables",
-        title="Many one-record tables from SQLite into fjall",
+        title="Many one-record tables from SQLite into fjall, against fjall's own",
         command=command,
         conditions=conditions,
         columns=[
@@ -126,9 +175,13 @@ def results_table(results: list[dict[str, Any]], command: str, conditions: str) 
             R.Column("wall", ".1f", " s"),
             R.Column("CPU", ".1f", " s"),
             R.Column("s per 1,000 tables", ".1f"),
+            R.Column("ceiling s per 1,000 tables", ".1f"),
+            R.Column("ratio to ceiling", ".2f"),
+            R.Column("CPU ratio to ceiling", ".2f"),
             R.Column("peak", ",.1f", " MB"),
             R.Column("final", ",.1f", " MB"),
             R.Column("peak ÷ final", ".1f"),
+            R.Column("ceiling final", ",.1f", " MB"),
         ],
         rows=[
             [
@@ -137,13 +190,26 @@ def results_table(results: list[dict[str, Any]], command: str, conditions: str) 
                 r["seconds"],
                 r["cpu_seconds"],
                 1000 * r["seconds"] / r["tables"],
+                None if r["ceiling"] is None else 1000 * r["ceiling"]["seconds"] / r["tables"],
+                _ratio(r["ceiling"], r, "seconds"),
+                _ratio(r["ceiling"], r, "cpu_seconds"),
                 r["peak_bytes"] / 1e6,
                 r["final_bytes"] / 1e6,
                 r["peak_bytes"] / max(r["final_bytes"], 1),
+                None if r["ceiling"] is None else r["ceiling"]["final_bytes"] / 1e6,
             ]
             for r in kept
         ],
-        notes=["Peak is the largest size of `DST.partial` on disk while the convert runs."],
+        notes=[
+            "Peak is the largest size of `DST.partial` on disk while the convert runs.",
+            (
+                "The ceiling is fjall's own way to make the same store "
+                "(`_native.fjall_create_tables`, built only with the cargo feature `bench`): "
+                "N keyspaces of one record each, inserted or ingested (whichever took fewer "
+                "CPU seconds), with no reopening of the database, then flushed, fsynced "
+                "and closed. Ratio to ceiling: its seconds ÷ the convert's (1: as fast)."
+            ),
+        ],
     )
 
 
@@ -165,25 +231,47 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     print(
         f"{'variant':8} {'engine':8} {'tables':>7} {'seconds':>8} {'CPU s':>7} "
-        f"{'s/1k tables':>11} {'peak MB':>9} {'final MB':>9} {'peak/final':>10}"
+        f"{'s/1k tables':>11} {'ceil s/1k':>9} {'ratio':>6} {'CPU ratio':>9} "
+        f"{'peak MB':>9} {'final MB':>9} {'peak/final':>10} {'ceil MB':>8} {'ceil peak':>9} ceil way"
     )
+    if not HAS_CEILING:
+        print("(no ceiling: the extension is built without the cargo feature `bench`)")
     for engine in engines:
         for n in counts:
             src = source(work, n)
             dst = work / f"out-{n}.{engine}"
+            ceiling_dst = work / f"ceiling-{n}.{engine}"
             runs: dict[str, list[dict[str, float]]] = {name: [] for name, _ in variants}
+            ceilings: list[dict[str, Any]] = []
             for _ in range(args.runs):
+                if HAS_CEILING:
+                    ceilings.append(ceiling_once(engine, n, ceiling_dst))
                 for name, pythonpath in variants:
                     runs[name].append(run_once(src, engine, dst, pythonpath))
+            figures = ("seconds", "cpu_seconds", "peak_bytes", "final_bytes")
+            ceiling = (
+                {k: statistics.median(c[k] for c in ceilings) for k in figures}
+                if ceilings
+                else None
+            )
             for name, _ in variants:
                 got = runs[name]
                 med = {k: statistics.median(r[k] for r in got) for k in got[0]}
-                results.append({"variant": name, "engine": engine, "tables": n, "runs": got, **med})
+                row = {"variant": name, "engine": engine, "tables": n, "runs": got, **med}
+                row.update(ceiling=ceiling, ceiling_runs=ceilings)
+                results.append(row)
+                c = ceiling or dict.fromkeys(("seconds", "final_bytes", "peak_bytes"), math.nan)
                 print(
                     f"{name:8} {engine:8} {n:>7} {med['seconds']:>8.1f} {med['cpu_seconds']:>7.1f} "
-                    f"{1000 * med['seconds'] / n:>11.2f} {med['peak_bytes'] / 1e6:>9.1f} "
-                    f"{med['final_bytes'] / 1e6:>9.1f} "
-                    f"{med['peak_bytes'] / max(med['final_bytes'], 1):>10.1f}",
+                    f"{1000 * med['seconds'] / n:>11.2f} "
+                    f"{_shown(1000 * c['seconds'] / n, '.2f', 9)} "
+                    f"{_shown(_ratio(ceiling, med, 'seconds'), '.2f', 6)} "
+                    f"{_shown(_ratio(ceiling, med, 'cpu_seconds'), '.2f', 9)} "
+                    f"{med['peak_bytes'] / 1e6:>9.1f} {med['final_bytes'] / 1e6:>9.1f} "
+                    f"{med['peak_bytes'] / max(med['final_bytes'], 1):>10.1f} "
+                    f"{_shown(c['final_bytes'] / 1e6, '.1f', 8)} "
+                    f"{_shown(c['peak_bytes'] / 1e6, '.1f', 9)} "
+                    f"{' '.join(sorted({str(x['way']) for x in ceilings}))}",
                     flush=True,
                 )
             shutil.rmtree(dst, ignore_errors=True)

@@ -9,7 +9,8 @@
 //! ascending into an empty keyspace) and write batches otherwise.
 //!
 //! The files by job: `store.rs` (what both majors offer), `v3.rs` and `v2.rs` (one
-//! binding per major), `errors.rs` (error kinds, panics), this file (what Python sees).
+//! binding per major), `errors.rs` (error kinds, panics), this file (what Python sees),
+//! `bench.rs` (the benchmarks' ceiling, built only with the cargo feature `bench`).
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
@@ -41,6 +42,8 @@ macro_rules! commit_with_meta {
     }};
 }
 
+#[cfg(feature = "bench")]
+mod bench;
 mod errors;
 mod store;
 mod v2;
@@ -414,6 +417,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FjallReader>()?;
     m.add_class::<FjallWriter>()?;
     m.add_function(wrap_pyfunction!(fjall2_valid_name, m)?)?;
+    #[cfg(feature = "bench")]
+    m.add_function(wrap_pyfunction!(bench::fjall_create_tables, m)?)?;
     m.add("FjallBusyError", py.get_type::<FjallBusyError>())?;
     m.add("FjallCorruptError", py.get_type::<FjallCorruptError>())?;
     m.add("FjallRefusedError", py.get_type::<FjallRefusedError>())?;
