@@ -8,7 +8,9 @@ Runs, one after the other on this machine (never beside the test suite):
 
 - ``bench_native_copy.py``: each same-engine convert against its bounds, verified at most
   1.2 x (the engine's fastest copy + the slower digest scan), ``--no-verify`` at most
-  1.2 x (its command-line copy + ``statemigrate --version``);
+  1.2 x (its command-line copy + ``statemigrate --version``); redb 2 -> 3 where the
+  versioned settings are spelt anew (the batch loop) at most 2.5 x (the fastest copy +
+  redb 2.6's ``Database::upgrade``);
 - ``bench_upgrade.py``: ``upgrade 0001 -> 0003`` at most 1.5 x (a batch-loop convert +
   the revisions' functions alone) and at most 2 x the convert;
 - ``engines_extra.py``: each driver engine's verified convert from SQLite at least 0.8 of
@@ -20,7 +22,8 @@ Runs, one after the other on this machine (never beside the test suite):
   project's binding read in batches), medians of ``--runs``.
 
 Each script's own output and JSON are kept in ``--out`` (a temporary directory unless
-given). The figures are ratios of jobs timed in the same run: they compare across
+given); with ``--results DIR`` each script also writes its own data file there
+(``same-engine``, ``upgrade``, ``drivers``, ``drivers-helixdb``) beside ``scorecard``. The figures are ratios of jobs timed in the same run: they compare across
 machines where seconds do not. Peak memory is ``rss.py``'s (README "Memory").
 """
 
@@ -73,9 +76,18 @@ def row(target: str, figure: float, bound: float, at_most: bool, what: str) -> d
     }
 
 
-def same_engine(n: int, runs: int, out: Path) -> list[dict[str, Any]]:
+def passed_on(results: str | None, name: str | None = None) -> list[str]:
+    """``--results DIR`` for a script (and ``--results-name``), when the scorecard got it:
+    one run then writes the data file of every table it measured, beside its own."""
+    if results is None:
+        return []
+    return ["--results", results, *(["--results-name", name] if name else [])]
+
+
+def same_engine(n: int, runs: int, out: Path, results: str | None) -> list[dict[str, Any]]:
     path = out / "native_copy.json"
-    script("bench_native_copy.py", ["--n", str(n), "--runs", str(runs), "--json", str(path)], out)
+    args = ["--n", str(n), "--runs", str(runs), "--json", str(path), *passed_on(results)]
+    script("bench_native_copy.py", args, out)
     got = json.loads(path.read_text())
     rows = []
     for engine in ("sqlite", "lmdb", "rocksdb", "redb", "redb-2to3"):
@@ -86,11 +98,17 @@ def same_engine(n: int, runs: int, out: Path) -> list[dict[str, Any]]:
             rows.append(
                 row("same-engine `--no-verify` ÷ bound", r["--no-verify ratio"], 1, True, what)
             )
+    if "redb-2to3-respelt" in got:
+        r = got["redb-2to3-respelt"]
+        what = "redb 2 → 3, re-spelt (versioned settings: the batch loop)"
+        figure = r["convert ÷ (copy + upgrade)"]
+        rows.append(row("convert ÷ (copy + `Database::upgrade`)", figure, 2.5, True, what))
     return rows
 
 
-def upgrade(n: int, runs: int, out: Path) -> list[dict[str, Any]]:
-    text = script("bench_upgrade.py", ["--events", str(n), "--runs", str(runs), "--json"], out)
+def upgrade(n: int, runs: int, out: Path, results: str | None) -> list[dict[str, Any]]:
+    args = ["--events", str(n), "--runs", str(runs), "--json", *passed_on(results)]
+    text = script("bench_upgrade.py", args, out)
     got = json.loads(text)
     (out / "upgrade.json").write_text(json.dumps(got, indent=2))
     rows = []
@@ -109,13 +127,21 @@ def upgrade(n: int, runs: int, out: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def drivers(n: int, helix_n: int, runs: int, out: Path) -> list[dict[str, Any]]:
+def drivers(
+    n: int, helix_n: int, runs: int, out: Path, results: str | None
+) -> list[dict[str, Any]]:
     rows = []
-    for engines, size in (("lmdb,libsql,turso,jsonl", n), ("helixdb", helix_n)):
+    for engines, size, name in (
+        ("lmdb,libsql,turso,jsonl", n, None),
+        ("helixdb", helix_n, "drivers-helixdb"),
+    ):
         path = out / f"drivers-{engines.split(',')[0]}.json"
         script(
             "engines_extra.py",
-            ["--n", str(size), "--engines", engines, "--runs", str(runs), "--json", str(path)],
+            [
+                *["--n", str(size), "--engines", engines, "--runs", str(runs)],
+                *["--json", str(path), *passed_on(results, name)],
+            ],
             out,
         )
         got = json.loads(path.read_text())
@@ -235,11 +261,11 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     if "same-engine" in parts:
-        rows += same_engine(args.n, args.runs, out)
+        rows += same_engine(args.n, args.runs, out, args.results)
     if "upgrade" in parts:
-        rows += upgrade(args.n, args.runs, out)
+        rows += upgrade(args.n, args.runs, out, args.results)
     if "drivers" in parts:
-        rows += drivers(args.extra_n, args.helix_n, args.runs, out)
+        rows += drivers(args.extra_n, args.helix_n, args.runs, out, args.results)
     if "verify" in parts:
         rows += verify(args.n, args.runs, out)
     print("| target | job | ratio | bound | |")

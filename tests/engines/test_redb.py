@@ -126,6 +126,40 @@ def test_a_batch_is_committed_with_its_metadata(tmp_path):
     assert read_store(RedbEngine, path)["tables"]["t"][1] == [(b"a", b"1"), (b"b", b"2")]
 
 
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_batches_that_do_not_append_overwrite_as_inserts_do(tmp_path, fmt):
+    """redb 4.x's writer appends a batch through a cursor at the table's end when its
+    keys ascend past the table's last key; a batch that does not (an in-place upgrade
+    rewriting keys the table holds, keys out of order, a key twice) goes in record by
+    record and overwrites, in either format, as redb's `insert` does."""
+    path = tmp_path / "o.redb"
+    w = RedbEngine.create_writer(path, {"redb_format": fmt})
+    p, v = TableInfo("p"), TableInfo("v", TableKind.VERSIONED)
+    w.create_table(p)
+    w.create_table(v)
+    plain_batches = [
+        [(b"b", b"1"), (b"d", b"2")],  # appends to the empty table
+        [(b"e", b"3"), (b"f", b"4")],  # appends after "d"
+        [(b"a", b"5"), (b"d", b"6")],  # before and on existing keys
+        [(b"h", b"7"), (b"g", b"8")],  # after the last key, out of order
+        [(b"i", b"9"), (b"i", b"10")],  # one key twice
+    ]
+    expected: dict[bytes, bytes] = {}
+    for batch in plain_batches:
+        w.write_batch(p, batch)
+        expected.update(batch)
+    versioned = [[(b"k", b"x", 1), (b"m", b"y", 2)], [(b"k", b"z", 3)], [(b"n", b"w", 4)]]
+    expected_v: dict[bytes, tuple[bytes, int]] = {}
+    for batch in versioned:
+        w.write_batch(v, batch)
+        expected_v.update({k: (val, ver) for k, val, ver in batch})
+    w.finish()
+    w.close()
+    got = read_store(RedbEngine, path)["tables"]
+    assert got["p"] == ("plain", sorted(expected.items()))
+    assert got["v"] == ("versioned", sorted((k, x, n) for k, (x, n) in expected_v.items()))
+
+
 def test_a_16_mib_value_round_trips(tmp_path):
     big = os.urandom(16 << 20)
     path = write_store(

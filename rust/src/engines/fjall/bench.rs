@@ -6,7 +6,17 @@ use std::path::{Path, PathBuf};
 use pyo3::prelude::*;
 
 use super::errors::{detach, NErr};
-use super::store::wait_flushed;
+use super::store::wait_within;
+
+/// Wait until `pending` reports no sealed memtable left: thousands of flushes on a loaded
+/// machine take longer than the writer's 60 s (`store::wait_flushed`), so ten minutes here.
+fn wait_flushed(mut pending: impl FnMut() -> usize) -> Result<(), NErr> {
+    wait_within(
+        "flushing the memtables to tables did not finish",
+        600,
+        || pending() == 0,
+    )
+}
 
 /// The benchmark's table names: `t00000`, `t00001`, …
 fn name(i: u64) -> String {

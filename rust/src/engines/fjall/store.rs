@@ -111,11 +111,16 @@ pub fn wait_flushed(mut pending: impl FnMut() -> usize) -> Result<(), NErr> {
 }
 
 /// Wait until `done` holds, for 60 s at most (then the error says `what`).
-pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) -> Result<(), NErr> {
+pub fn wait_until(what: &str, done: impl FnMut() -> bool) -> Result<(), NErr> {
+    wait_within(what, 60, done)
+}
+
+/// Wait until `done` holds, for `secs` at most (then the error says `what`).
+pub fn wait_within(what: &str, secs: u64, mut done: impl FnMut() -> bool) -> Result<(), NErr> {
     let start = std::time::Instant::now();
     while !done() {
-        if start.elapsed() > std::time::Duration::from_secs(60) {
-            return Err(NErr::other(format!("{what} within 60 s")));
+        if start.elapsed() > std::time::Duration::from_secs(secs) {
+            return Err(NErr::other(format!("{what} within {secs} s")));
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }

@@ -27,6 +27,7 @@ class RedbReader(Reader):
     """One read transaction over a redb file (read-only; never modifies it)."""
 
     facts = REDB_FACTS
+    threadsafe_reads = True  # the binding holds its snapshot behind a lock, reads without the GIL
 
     def __init__(self, path: Path, native: Any) -> None:
         self.path = path

@@ -69,6 +69,7 @@ macro_rules! binding {
         layout: $layout:expr,
         builtin: [$($builtin:ty),* $(,)?],
         templates: { $($class:literal => ($a:ty, $an:literal, $b:ty, $bn:literal)),* $(,)? },
+        append: $append:ident,
         $(reclassify: $reclassify:ident,)?
     ) => {
         use std::cmp::Ordering;
@@ -102,6 +103,7 @@ macro_rules! binding {
         }
 
         binding!(@source $source);
+        binding!(@append $append);
 
         pub fn create_db(path: &std::path::Path) -> Result<redb::Database, NErr> {
             redb::Builder::new()
@@ -258,6 +260,24 @@ macro_rules! binding {
     // The version's module opens its sources itself.
     (@source own) => {};
 
+    // No bulk path before redb 4.x: every record goes through `Table::insert`.
+    (@append insert) => {
+        fn append_plain(
+            _t: &mut redb::Table<&[u8], &[u8]>,
+            _recs: &[(&[u8], &[u8], u64)],
+        ) -> Result<bool, NErr> {
+            Ok(false)
+        }
+        fn append_versioned(
+            _t: &mut redb::Table<&[u8], (u64, &[u8])>,
+            _recs: &[(&[u8], &[u8], u64)],
+        ) -> Result<bool, NErr> {
+            Ok(false)
+        }
+    };
+    // The version's module appends through its own cursor (redb 4.x).
+    (@append own) => {};
+
     // A raw wrapper type: it impersonates the stored type set in `SPEC` (see `spec.rs`).
     (@raw $t:ident, $name:ident, $width:ident, $order:ident) => {
         impl Value for $t {
@@ -317,6 +337,7 @@ pub mod v1 {
         },
         builtin: [u8, u16, u32, u64, u128, i8, i16, i32, i64, i128, bool, char, (), f32, f64, &str, &[u8], (u64, &[u8])],
         templates: { "Internal" => (u8, "u8", u128, "u128") },
+        append: insert,
     }
 }
 
@@ -339,6 +360,7 @@ pub mod v2 {
         },
         builtin: [u8, u16, u32, u64, u128, i8, i16, i32, i64, i128, bool, char, (), f32, f64, &str, String, &[u8], (u64, &[u8])],
         templates: { "Internal" => (u8, "u8", u128, "u128") },
+        append: insert,
     }
 
     impl Writer {
@@ -376,7 +398,61 @@ pub mod v4 {
             "Internal" => (u8, "u8", u128, "u128"),
             "Internal3" => ((u8, u8), "(u8,u8)", (u8, u16), "(u8,u16)"),
         },
+        append: own,
         reclassify: internal2,
+    }
+
+    /// Whether `recs` may go in through the cursor at the table's end: their keys
+    /// strictly ascending (byte order, the order of `&[u8]` keys) and after the table's
+    /// last key. Otherwise (an in-place upgrade rewriting keys it holds, a batch out of
+    /// order) `Table::insert` overwrites as it always did.
+    fn appends<V: Value + 'static>(
+        t: &redb::Table<&[u8], V>,
+        recs: &[(&[u8], &[u8], u64)],
+    ) -> Result<bool, NErr> {
+        use redb::ReadableTable;
+        if !recs.windows(2).all(|w| w[0].0 < w[1].0) {
+            return Ok(false);
+        }
+        let (Some(first), Some(last)) = (recs.first(), t.last().map_err(err)?) else {
+            return Ok(true); // an empty batch, or an empty table
+        };
+        Ok(last.0.value() < first.0)
+    }
+
+    /// A batch appended through redb 4.x's own bulk path: a cursor at the table's end,
+    /// whose runs of `insert_before` redb buffers and splices in together (half the
+    /// time of `Table::insert` per record here, 1M records of ~316 bytes). False, with
+    /// nothing written, when the batch does not append (`appends`).
+    fn append_plain(
+        t: &mut redb::Table<&[u8], &[u8]>,
+        recs: &[(&[u8], &[u8], u64)],
+    ) -> Result<bool, NErr> {
+        if !appends(t, recs)? {
+            return Ok(false);
+        }
+        let mut c = t.upper_bound_mut(Bound::<&[u8]>::Unbounded).map_err(err)?;
+        for (k, v, _) in recs {
+            c.insert_before(*k, *v).map_err(err)?;
+        }
+        c.close().map_err(err)?;
+        Ok(true)
+    }
+
+    /// `append_plain` for a versioned table (`&[u8] -> (u64, &[u8])`).
+    fn append_versioned(
+        t: &mut redb::Table<&[u8], (u64, &[u8])>,
+        recs: &[(&[u8], &[u8], u64)],
+    ) -> Result<bool, NErr> {
+        if !appends(t, recs)? {
+            return Ok(false);
+        }
+        let mut c = t.upper_bound_mut(Bound::<&[u8]>::Unbounded).map_err(err)?;
+        for (k, v, ver) in recs {
+            c.insert_before(*k, (*ver, *v)).map_err(err)?;
+        }
+        c.close().map_err(err)?;
+        Ok(true)
     }
 
     /// A source: the read-only handle, or (for a file that needs repair, which redb

@@ -117,7 +117,9 @@ impl Writer {
         txn.commit().map_err(err)
     }
 
-    /// Insert a batch of plain or versioned records and the metadata updates, in one commit.
+    /// Insert a batch of plain or versioned records and the metadata updates, in one commit:
+    /// appended at the table's end through redb's own bulk path where the version has one
+    /// and the batch allows it (`append_plain`), else record by record.
     pub fn write_plain(
         &mut self,
         name: &str,
@@ -131,15 +133,19 @@ impl Writer {
                 let mut t = txn
                     .open_table(TableDefinition::<&[u8], (u64, &[u8])>::new(name))
                     .map_err(err)?;
-                for (k, v, ver) in recs {
-                    t.insert(*k, (*ver, *v)).map_err(err)?;
+                if !append_versioned(&mut t, recs)? {
+                    for (k, v, ver) in recs {
+                        t.insert(*k, (*ver, *v)).map_err(err)?;
+                    }
                 }
             } else {
                 let mut t = txn
                     .open_table(TableDefinition::<&[u8], &[u8]>::new(name))
                     .map_err(err)?;
-                for (k, v, _) in recs {
-                    t.insert(*k, *v).map_err(err)?;
+                if !append_plain(&mut t, recs)? {
+                    for (k, v, _) in recs {
+                        t.insert(*k, *v).map_err(err)?;
+                    }
                 }
             }
             Self::put_meta(&txn, meta)?;
