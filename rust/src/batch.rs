@@ -1,7 +1,7 @@
 //! Taking bounded batches from a driver's Python iterator without one Python-level
 //! call per record: `next()` is called from Rust, sizes are checked in Rust, and the
 //! engine layouts' version encodings are decoded here.
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator, PyList, PyTuple};
 
@@ -196,4 +196,85 @@ pub fn records_from_py<'py>(
         owned.push((k, v, ver));
     }
     Ok(owned)
+}
+
+/// One record as Python sees it: `(key, value)`, or `(key, value, version)` when `versioned`.
+pub fn record_to_py<'py>(
+    py: Python<'py>,
+    (k, v, ver): (&[u8], &[u8], u64),
+    versioned: bool,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let (k, v) = (PyBytes::new(py, k), PyBytes::new(py, v));
+    if versioned {
+        PyTuple::new(
+            py,
+            [
+                k.into_any(),
+                v.into_any(),
+                ver.into_pyobject(py)?.into_any(),
+            ],
+        )
+    } else {
+        PyTuple::new(py, [k, v])
+    }
+}
+
+/// A batch held in Rust memory: what a native reader read, for a native writer of the
+/// same binding to write, with no Python object made per record. Python measures it
+/// (`len`), looks at single records (`batch[-1][0]`, which iteration falls back to),
+/// and digests it (`digest`, as `batch_digest` digests a list).
+#[pyclass(module = "statemigrate._native", frozen)]
+pub struct HeldBatch {
+    recs: Vec<(Vec<u8>, Vec<u8>, u64)>,
+    /// The records carry a version (they show as `(key, value, version)`).
+    pub versioned: bool,
+}
+
+impl HeldBatch {
+    /// Hold `recs`.
+    pub fn new(recs: Vec<(Vec<u8>, Vec<u8>, u64)>, versioned: bool) -> Self {
+        HeldBatch { recs, versioned }
+    }
+
+    /// The records as borrowed slices, the shape the writers take.
+    pub fn borrowed(&self) -> Vec<(&[u8], &[u8], u64)> {
+        self.recs
+            .iter()
+            .map(|(k, v, ver)| (k.as_slice(), v.as_slice(), *ver))
+            .collect()
+    }
+}
+
+#[pymethods]
+impl HeldBatch {
+    fn __len__(&self) -> usize {
+        self.recs.len()
+    }
+
+    /// Record `i` (negative counts from the end) as a tuple; IndexError past either end.
+    fn __getitem__<'py>(&self, py: Python<'py>, i: isize) -> PyResult<Bound<'py, PyTuple>> {
+        let n = self.recs.len() as isize;
+        let at = if i < 0 { i + n } else { i };
+        if at < 0 || at >= n {
+            return Err(PyIndexError::new_err("batch index out of range"));
+        }
+        let (k, v, ver) = &self.recs[at as usize];
+        record_to_py(py, (k, v, *ver), self.versioned)
+    }
+
+    /// `(count, sum mod 2^128, index of the first record out of key order or -1, payload
+    /// bytes)`, as `batch_digest` gives them for the same records as a list.
+    fn digest(&self, py: Python<'_>, versioned: bool) -> (u64, u128, i64, u64) {
+        let (sum, unsorted, nbytes) = py.detach(|| digest_held(&self.recs, versioned));
+        (self.recs.len() as u64, sum, unsorted, nbytes)
+    }
+}
+
+/// `digest_items` over held records, each with its version when `versioned`.
+fn digest_held(recs: &[(Vec<u8>, Vec<u8>, u64)], versioned: bool) -> (u128, i64, u64) {
+    let items: Vec<(&[u8], &[u8], Option<u64>)> = recs
+        .iter()
+        .map(|(k, v, ver)| (k.as_slice(), v.as_slice(), versioned.then_some(*ver)))
+        .collect();
+    crate::digest::digest_items(&items)
 }

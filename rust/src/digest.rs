@@ -45,21 +45,25 @@ pub fn batch_digest(
         .iter()
         .map(|(k, v, ver)| (k.as_bytes(), v.as_bytes(), *ver))
         .collect();
-    let (sum, unsorted, nbytes) = py.detach(|| {
-        let mut buf = Vec::with_capacity(4096);
-        let sum = items.iter().fold(0u128, |acc, (k, v, ver)| {
-            acc.wrapping_add(record_hash_into(&mut buf, k, v, *ver))
-        });
-        let unsorted = items
-            .windows(2)
-            .position(|w| w[0].0 >= w[1].0)
-            .map(|i| i as i64 + 1)
-            .unwrap_or(-1);
-        let nbytes: u64 = items
-            .iter()
-            .map(|(k, v, _)| (k.len() + v.len()) as u64)
-            .sum();
-        (sum, unsorted, nbytes)
-    });
+    let (sum, unsorted, nbytes) = py.detach(|| digest_items(&items));
     Ok((n as u64, sum, unsorted, nbytes))
+}
+
+/// `batch_digest`'s work over records however they are held: the sum of their hashes,
+/// the index of the first record out of key order (or -1), and the payload bytes.
+pub fn digest_items(items: &[(&[u8], &[u8], Option<u64>)]) -> (u128, i64, u64) {
+    let mut buf = Vec::with_capacity(4096);
+    let sum = items.iter().fold(0u128, |acc, (k, v, ver)| {
+        acc.wrapping_add(record_hash_into(&mut buf, k, v, *ver))
+    });
+    let unsorted = items
+        .windows(2)
+        .position(|w| w[0].0 >= w[1].0)
+        .map(|i| i as i64 + 1)
+        .unwrap_or(-1);
+    let nbytes: u64 = items
+        .iter()
+        .map(|(k, v, _)| (k.len() + v.len()) as u64)
+        .sum();
+    (sum, unsorted, nbytes)
 }

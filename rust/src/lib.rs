@@ -22,6 +22,7 @@ mod sort;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(digest::batch_digest, m)?)?;
     m.add_function(wrap_pyfunction!(batch::take_batch, m)?)?;
+    m.add_class::<batch::HeldBatch>()?;
     m.add_class::<py_sort::ExternalSort>()?;
     engines::register(m)
 }

@@ -5,6 +5,14 @@ from typing import Any
 def batch_digest(records: list[tuple[bytes, ...]], versioned: bool) -> tuple[int, int, int, int]:
     """(count, sum mod 2^128, index of the first record out of key order or -1, payload bytes)."""
 
+class HeldBatch:
+    """A batch held in Rust memory (a native reader's, for a native writer of the same binding)."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, i: int) -> tuple[Any, ...]: ...
+    def digest(self, versioned: bool) -> tuple[int, int, int, int]:
+        """As batch_digest over the same records as a list."""
+
 def take_batch(
     rows: Any, max_records: int, max_bytes: int, decode: str = "as_is"
 ) -> tuple[list[tuple[Any, ...]], int]:
@@ -73,6 +81,14 @@ class _RedbTables:
 
 class RedbReader(_RedbTables):
     def __init__(self, path: str, format: int) -> None: ...
+    def read_held(
+        self,
+        table: dict[str, Any],
+        after: bytes | None = None,
+        max_records: int = 10000,
+        max_bytes: int = 8388608,
+    ) -> HeldBatch:
+        """read_batch's batch, held in Rust for a RedbWriter."""
     def digests(self, tables: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
         """Each table's (count, digest sum, payload bytes), read and hashed in Rust."""
     def count(self, table: dict[str, Any]) -> int: ...
@@ -85,7 +101,7 @@ class RedbWriter(_RedbTables):
         self,
         table: dict[str, Any],
         kind: str,
-        records: list[tuple[bytes, ...]],
+        records: list[tuple[bytes, ...]] | HeldBatch,
         metadata: list[tuple[str, bytes | None]],
     ) -> None: ...
     def put_metadata(self, metadata: list[tuple[str, bytes | None]]) -> None: ...

@@ -160,6 +160,49 @@ def test_batches_that_do_not_append_overwrite_as_inserts_do(tmp_path, fmt):
     assert got["v"] == ("versioned", sorted((k, x, n) for k, (x, n) in expected_v.items()))
 
 
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_held_batch_is_the_list_batch_held_in_rust(tmp_path, fmt):
+    """What a redb source reads for a redb writer (``read_batches(held=True)``) shows the
+    same records as the list batch, digests to the same figures and moves on after the
+    same key; the writer takes it like the list, and refuses one of the other kind."""
+    from statemigrate import _native
+    from statemigrate.stores.walk import batch_facts
+
+    plain = [(k, k[::-1] * 3) for k in ODD_KEYS]
+    versioned = [(k, b"v" * i, [0, MAX_VERSION, 1, 2**63][i % 4]) for i, k in enumerate(ODD_KEYS)]
+    tables = {TableInfo("p"): plain, TableInfo("v", TableKind.VERSIONED): versioned}
+    path = write_store(RedbEngine, tmp_path / "h.redb", tables, options={"redb_format": fmt})
+    out = tmp_path / "out.redb"
+    w = RedbEngine.create_writer(out, {"redb_format": 3})
+    with RedbEngine.open_reader(path) as reader:
+        assert w.takes_held(reader)
+        for t in reader.tables():
+            w.create_table(t)
+            lists = list(reader.read_batches(t, max_records=4))
+            held = list(reader.read_batches(t, max_records=4, held=True))
+            assert all(isinstance(b, _native.HeldBatch) for b in held)
+            assert [len(b) for b in held] == [len(b) for b in lists] == [4, 4, 2]
+            for a, b in zip(lists, held, strict=True):
+                assert list(b) == a  # iteration falls back to indexing
+                assert b[-1] == a[-1] and b[0] == a[0] and b[-len(a)] == a[0]
+                with pytest.raises(IndexError):
+                    b[len(a)]
+                for after in (None, a[0][0]):
+                    assert batch_facts(b, t.versioned, after) == batch_facts(a, t.versioned, after)
+                # asked for the other kind's digest, as batch_digest gives it
+                flipped = [r[:2] for r in a] if t.versioned else [(*r, 0) for r in a]
+                assert b.digest(not t.versioned) == _native.batch_digest(flipped, not t.versioned)
+                w.write_batch(t, b)
+            wrong = "plain" if t.versioned else "versioned"
+            with pytest.raises(ValueError, match=f"held batch .* cannot be written to a {wrong}"):
+                w._handle().write_batch(reader._desc_of(t), wrong, held[0], [])
+        w.finish()
+        w.close()
+    got = read_store(RedbEngine, out)["tables"]
+    assert got["p"] == ("plain", sorted(plain))
+    assert got["v"] == ("versioned", sorted(versioned))
+
+
 def test_a_16_mib_value_round_trips(tmp_path):
     big = os.urandom(16 << 20)
     path = write_store(

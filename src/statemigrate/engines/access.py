@@ -123,7 +123,12 @@ def close_held(owner: object, name: str) -> None:
 
 
 def _scanned(
-    owner: StoreAccess, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    owner: StoreAccess,
+    table: TableInfo,
+    after: bytes | None,
+    max_records: int,
+    max_bytes: int,
+    held: bool = False,
 ) -> Iterator[Batch]:
     """The batches of ``owner.scan``, its driver errors mapped and its end confirmed.
 
@@ -135,7 +140,7 @@ def _scanned(
         how["failed"] = owner.facts.errors.scan_failed
     doing = f"reading table {table.name!r}"
     with owner.errors(doing, **how):
-        scan = owner.scan(table, after, max_records, max_bytes)
+        scan = (owner.scan_held if held else owner.scan)(table, after, max_records, max_bytes)
     return _mapped_batches(owner, scan, table, after, doing, how)
 
 
@@ -314,6 +319,14 @@ class StoreAccess(ABC):
             max_bytes: payload bytes per batch at most.
         """
 
+    def scan_held(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
+        """:meth:`scan`'s batches as the engine's binding holds them (no Python object per
+        record: ``_native.HeldBatch``), for a writer that takes them
+        (:meth:`Writer.takes_held`); by default :meth:`scan`'s own lists."""
+        return self.scan(table, after, max_records, max_bytes)
+
     def outside_model(
         self, table: TableInfo, after: bytes | None, exc: BaseException
     ) -> str | None:
@@ -358,6 +371,7 @@ class StoreAccess(ABC):
         *,
         max_records: int = BATCH_RECORDS,
         max_bytes: int = BATCH_BYTES,
+        held: bool = False,
     ) -> Iterator[Batch]:
         """Batches of ``table`` in key order, each bounded by records and bytes.
 
@@ -369,11 +383,14 @@ class StoreAccess(ABC):
             after: read strictly after this key.
             max_records: records per batch at most.
             max_bytes: payload bytes per batch at most (one record may exceed it).
+            held: the engine's held batches (:meth:`scan_held`), for a writer whose
+                :meth:`Writer.takes_held` said so; each is indexed, measured and
+                digested (``stores.walk.batch_facts``) as a list is.
 
         Raises:
             UsageError: a writer of an engine without in-place upgrades.
         """
-        return _scanned(self, table, after, max_records, max_bytes)
+        return _scanned(self, table, after, max_records, max_bytes, held)
 
     def errors(self, doing: str = "", **how: Any) -> AbstractContextManager[None]:
         """Driver errors raised inside the ``with`` block as the contract's (:meth:`StoreFacts.mapped`).
@@ -495,6 +512,12 @@ class Writer(StoreAccess):
         Records come in key order, after every key the table already holds. A metadata
         value of None deletes the entry. After it returns, a crash keeps both or neither.
         """
+
+    def takes_held(self, reader: Reader) -> bool:
+        """Whether :meth:`write_batch` takes ``reader``'s held batches
+        (``read_batches(held=True)``): records its engine's binding read and holds,
+        written by the same binding without a Python object per record. False here."""
+        return False
 
     def put_metadata(self, metadata: Mapping[str, bytes | None]) -> None:
         """Commit metadata updates alone (None deletes)."""

@@ -133,7 +133,11 @@ def _copy_table(
     progress, where = job.progress, str(job.src_path)
     progress.start_table(table.name, table_total(progress, reader, table))
     batches = reader.read_batches(
-        table, after, max_records=job.batch_records, max_bytes=job.batch_bytes
+        table,
+        after,
+        max_records=job.batch_records,
+        max_bytes=job.batch_bytes,
+        held=writer.takes_held(reader),
     )
     for batch in prefetch(batches) if reader.threadsafe_reads else batches:
         d, nbytes = digest_checked(batch, table, after, where)

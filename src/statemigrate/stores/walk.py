@@ -1,7 +1,8 @@
 """The digest walk: every verb reads a store's tables through here, once.
 
-Each batch is digested natively (``_native.batch_digest``, the one caller), which also
-checks that keys ascend strictly and that records are of the model; a reader whose
+Each batch is digested natively (``_native.batch_digest``, the one caller, or a held
+batch's own ``digest``), which also checks that keys ascend strictly and that records
+are of the model; a reader whose
 engine walks its own files answers whole tables at once (:meth:`Reader.native_digests`).
 Convert, verify, checksum and the schema upgrades all take their digests here.
 """
@@ -28,7 +29,10 @@ def batch_facts(batch: list, versioned: bool, after: bytes | None) -> tuple[Dige
     """
     from .. import _native
 
-    count, total, unsorted, nbytes = _native.batch_digest(batch, versioned)
+    if isinstance(batch, _native.HeldBatch):  # records held by an engine's binding
+        count, total, unsorted, nbytes = batch.digest(versioned)
+    else:
+        count, total, unsorted, nbytes = _native.batch_digest(batch, versioned)
     if unsorted < 0 and after is not None and batch and batch[0][0] <= after:
         unsorted = 0
     return Digest(count, total), nbytes, unsorted

@@ -6,12 +6,13 @@ use std::sync::{Mutex, PoisonError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
+use super::desc::{OwnedRec, TableDesc};
 use super::errors::{detach, NErr};
 use super::plan::{plan, Kind};
-use super::pyconv::{desc_from_py, metadata_to_py, recs_to_py, tables_to_py};
+use super::pyconv::{desc_from_py, metadata_to_py, recs_to_held, recs_to_py, tables_to_py};
 use super::read::{read_table, Snapshot, SortState};
 use super::versions::{v1, v2, v4};
-use crate::batch::Window;
+use crate::batch::{HeldBatch, Window};
 use crate::digest::record_hash_into;
 
 enum ReaderImpl {
@@ -55,6 +56,28 @@ impl RedbReader {
                 .ok_or_else(|| NErr::other("the reader is closed"))?;
             f(r, sorted)
         })?)
+    }
+}
+
+impl RedbReader {
+    /// One batch of `table` strictly after `after`, read with the GIL released, and the
+    /// table's description.
+    fn read(
+        &self,
+        py: Python<'_>,
+        table: &Bound<'_, PyDict>,
+        after: Option<Vec<u8>>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> PyResult<(Vec<OwnedRec>, TableDesc)> {
+        let d = desc_from_py(table)?;
+        let format = self.format;
+        let at = Window::new(after.as_deref(), max_records, max_bytes);
+        let recs = self.run(
+            py,
+            |r, sorted| each!(r, x => read_table(x.txn(), sorted, format, &d, at)),
+        )?;
+        Ok((recs, d))
     }
 }
 
@@ -107,14 +130,23 @@ impl RedbReader {
         max_records: usize,
         max_bytes: usize,
     ) -> PyResult<Bound<'py, PyList>> {
-        let d = desc_from_py(table)?;
-        let format = self.format;
-        let at = Window::new(after.as_deref(), max_records, max_bytes);
-        let recs = self.run(
-            py,
-            |r, sorted| each!(r, x => read_table(x.txn(), sorted, format, &d, at)),
-        )?;
-        recs_to_py(py, recs, format, &d)
+        let (recs, d) = self.read(py, table, after, max_records, max_bytes)?;
+        recs_to_py(py, recs, self.format, &d)
+    }
+
+    /// The same batch held in Rust (`HeldBatch`), for a `RedbWriter` to write without
+    /// a Python object per record.
+    #[pyo3(signature = (table, after=None, max_records=10000, max_bytes=8388608))]
+    fn read_held(
+        &self,
+        py: Python<'_>,
+        table: &Bound<'_, PyDict>,
+        after: Option<Vec<u8>>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> PyResult<HeldBatch> {
+        let (recs, d) = self.read(py, table, after, max_records, max_bytes)?;
+        Ok(recs_to_held(recs, self.format, &d))
     }
 
     /// Each table's `(count, digest sum, payload bytes)` (the contract's digest), read

@@ -3,6 +3,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
@@ -12,7 +13,7 @@ use super::pyconv::{desc_from_py, metadata_to_py, recs_to_py, tables_to_py};
 use super::read::{read_table, Snapshot, SortState};
 use super::versions::{v2, v4};
 use super::write::{encode_batch, native_versioned, target_desc, Encoded, TableKind};
-use crate::batch::{records_from_py, Window};
+use crate::batch::{records_from_py, HeldBatch, Window};
 
 enum WriterImpl {
     V2(v2::Writer),
@@ -132,23 +133,45 @@ impl RedbWriter {
 
     /// Commit `records` (in key order) into `table` with `metadata` updates (None deletes), atomically.
     ///
-    /// `kind` is `plain`, `versioned` (records carry a version), or `typed`/`custom`
-    /// (record keys are decoded back to the stored types described by `table`).
+    /// `records` is a list of tuples or a `HeldBatch` a `RedbReader` read (no Python
+    /// object per record). `kind` is `plain`, `versioned` (records carry a version), or
+    /// `typed`/`custom` (record keys are decoded back to the stored types described by
+    /// `table`).
     fn write_batch(
         &self,
         py: Python<'_>,
         table: &Bound<'_, PyDict>,
         kind: &str,
-        records: &Bound<'_, PyList>,
+        records: &Bound<'_, PyAny>,
         metadata: MetaUpdates,
     ) -> PyResult<()> {
         let (d, relayout) = target_desc(self.format, self.redb2, &desc_from_py(table)?);
         let versioned = kind == "versioned";
-        let owned = records_from_py(records, versioned, kind)?;
-        let recs: Vec<(&[u8], &[u8], u64)> = owned
-            .iter()
-            .map(|(k, v, ver)| (k.as_bytes(), v.as_bytes(), ver.unwrap_or(0)))
-            .collect();
+        let held = records.cast::<HeldBatch>().ok();
+        let owned;
+        let recs: Vec<(&[u8], &[u8], u64)> = match &held {
+            Some(h) if h.get().versioned != versioned => {
+                return Err(PyValueError::new_err(format!(
+                    "a held batch of {} records cannot be written to a {kind} table",
+                    if h.get().versioned {
+                        "versioned"
+                    } else {
+                        "plain"
+                    }
+                )));
+            }
+            Some(h) => h.get().borrowed(),
+            None => {
+                let list = records
+                    .cast::<PyList>()
+                    .map_err(|_| PyValueError::new_err("a batch must be a list or a HeldBatch"))?;
+                owned = records_from_py(list, versioned, kind)?;
+                owned
+                    .iter()
+                    .map(|(k, v, ver)| (k.as_bytes(), v.as_bytes(), ver.unwrap_or(0)))
+                    .collect()
+            }
+        };
         let (format, redb2) = (self.format, self.redb2);
         let kind = kind.to_string();
         self.run(py, true, |w| {

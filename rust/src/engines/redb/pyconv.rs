@@ -5,6 +5,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use super::desc::{OwnedRec, TableDesc, TypeDesc};
 use super::plan::{is_composite, legacy_tuples, plan, Kind};
+use crate::batch::{record_to_py, HeldBatch};
 
 pub fn desc_to_py<'py>(py: Python<'py>, d: &TableDesc, format: u8) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
@@ -96,25 +97,20 @@ pub fn recs_to_py<'py>(
     format: u8,
     d: &TableDesc,
 ) -> PyResult<Bound<'py, PyList>> {
-    let versioned = plan(format, d).kind == Kind::Versioned;
+    let versioned = versioned_kind(format, d);
     let items: Vec<Bound<'py, PyTuple>> = recs
-        .into_iter()
-        .map(|(k, v, ver)| {
-            let k = PyBytes::new(py, &k);
-            let v = PyBytes::new(py, &v);
-            if versioned {
-                PyTuple::new(
-                    py,
-                    [
-                        k.into_any(),
-                        v.into_any(),
-                        ver.into_pyobject(py)?.into_any(),
-                    ],
-                )
-            } else {
-                PyTuple::new(py, [k, v])
-            }
-        })
+        .iter()
+        .map(|(k, v, ver)| record_to_py(py, (k, v, *ver), versioned))
         .collect::<PyResult<_>>()?;
     PyList::new(py, items)
+}
+
+/// The same batch held in Rust (`HeldBatch`), for a writer of this binding.
+pub fn recs_to_held(recs: Vec<OwnedRec>, format: u8, d: &TableDesc) -> HeldBatch {
+    HeldBatch::new(recs, versioned_kind(format, d))
+}
+
+/// Whether table `d`'s records carry a version (the versioned kind).
+fn versioned_kind(format: u8, d: &TableDesc) -> bool {
+    plan(format, d).kind == Kind::Versioned
 }

@@ -67,6 +67,15 @@ class RedbReader(Reader):
             self._native, self._desc_of(table), after, max_records, max_bytes
         )
 
+    def scan_held(
+        self, table: TableInfo, after: bytes | None, max_records: int, max_bytes: int
+    ) -> Iterator[Batch]:
+        """The same batches held by the binding (``_native.HeldBatch``), for a redb writer."""
+        desc = self._desc_of(table)
+        yield from batches_after(
+            lambda at: self._native.read_held(desc, at, max_records, max_bytes), after
+        )
+
     def estimate_count(self, table: TableInfo) -> tuple[int, bool] | None:
         """redb's stored length of the table (a multimap's key-value pairs), exact."""
         with contextlib.suppress(Exception):  # progress only: a failure here is no error

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...model import Batch, TableInfo
-from ..base import META_TABLE_PREFIX, Writer
+from ..base import META_TABLE_PREFIX, Reader, Writer
 from .header import REDB_FACTS
-from .reader import _native_batches
+from .reader import RedbReader, _native_batches
 from .tables import _TYPED, _meta_updates, _table_facts, _Target, choose_format, table_info
 
 if TYPE_CHECKING:
@@ -86,10 +86,15 @@ class RedbWriter(Writer):
         with self.errors():
             self._handle().create_table(desc, "typed" if kind in _TYPED else kind)
 
+    def takes_held(self, reader: Reader) -> bool:
+        """A redb source's batches go from its binding to this one as they are held."""
+        return isinstance(reader, RedbReader)
+
     def write_batch(
         self, table: TableInfo, batch: Batch, metadata: Mapping[str, bytes | None] | None = None
     ) -> None:
-        """Insert a batch and update the metadata in one commit."""
+        """Insert a batch (a list, or a redb reader's held batch) and update the metadata in
+        one commit."""
         kind, desc = self._kind(table)
         with self.errors():
             self._handle().write_batch(desc, kind, batch, _meta_updates(metadata))
