@@ -85,8 +85,10 @@ bench: install  ## the conversion and memory benchmarks (1M and 4M records; seve
 	$(PYTHON) benchmarks/rss.py --results benchmarks/results
 	$(PYTHON) benchmarks/chart.py
 
-scorecard: install  ## issue 13's targets, met or missed, from one run (1M records; about 20 minutes)
-	$(PYTHON) benchmarks/scorecard.py
+scorecard: install  ## the performance targets, met or missed, from one run (1M records, medians of 5; about 20 minutes): data files in benchmarks/results/, the charts in docs/img/
+	$(PYTHON) -m pip install -q --disable-pip-version-check "matplotlib>=3.8"
+	$(PYTHON) benchmarks/scorecard.py --runs 5 --results benchmarks/results
+	$(PYTHON) benchmarks/chart.py
 
 fixtures: install  ## remake the small fixture stores made by the Python drivers
 	$(PYTHON) fixtures/make_fixtures.py
