@@ -98,3 +98,24 @@ def test_a_file_system_whose_copy_file_range_gives_nothing_gets_a_whole_copy(
     """Some file systems answer copy_file_range with 0 before the end (as at the end):
     the copy goes on by reads and writes, never a short file."""
     assert copied_with(tmp_path, monkeypatch, 1, 0, 3 * 4096 + 5) == 2
+
+
+def test_the_sources_holes_stay_holes_and_the_copy_reads_the_same(tmp_path: Path) -> None:
+    """A sparse source (a redb file's never-written gaps): the copy has its length and
+    bytes, data after a hole and a hole at the end included, and takes no more disk."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    head, middle = os.urandom(3 * 4096 + 5), os.urandom(70_000)
+    with open(src, "wb") as f:
+        f.write(head)
+        f.seek(40 << 20)  # a 40 MiB hole
+        f.write(middle)
+        f.truncate(96 << 20)  # and one at the end
+    fsutil.copy_file_written_back(src, dst)
+    assert dst.stat().st_size == src.stat().st_size == 96 << 20
+    with open(dst, "rb") as f:
+        assert f.read(len(head)) == head
+        f.seek(40 << 20)
+        assert f.read(len(middle)) == middle
+    assert dst.read_bytes() == src.read_bytes()
+    if hasattr(os, "SEEK_DATA") and src.stat().st_blocks * 512 < 8 << 20:  # holes here
+        assert dst.stat().st_blocks <= src.stat().st_blocks + 64  # + a few blocks of slack

@@ -12,6 +12,7 @@ import shutil
 import signal
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,8 @@ def copy_file_written_back(src: Path, dst: Path) -> None:
     starting the copy's write-back to the disk as it goes, so that the fsync after it
     waits for little: on Linux, ``copy_file_range`` in 16 MiB steps, each handed to
     ``sync_file_range(SYNC_FILE_RANGE_WRITE)``, which starts writing without waiting.
+    Only the source's data is copied: its holes (a redb file's never-written gaps) stay
+    holes in the copy, which reads the same and takes no more disk than the source.
     Elsewhere, or where the file system cannot (``copy_file_range`` refused), the rest
     is copied as ``shutil.copyfile`` does and the fsync waits for all of it.
 
@@ -105,21 +108,56 @@ def copy_file_written_back(src: Path, dst: Path) -> None:
         shutil.copyfile(src, dst)
         return
     with open(src, "rb") as fin, open(dst, "wb") as fout:
-        copy_fd_written_back(fin.fileno(), fout.fileno())
+        i, o = fin.fileno(), fout.fileno()
+        size = os.fstat(i).st_size
+        for start, end in _data_regions(i, size):
+            os.lseek(i, start, os.SEEK_SET)
+            os.lseek(o, start, os.SEEK_SET)
+            copy_fd_written_back(i, o, end - start)
+        os.ftruncate(o, size)  # the length, past a last hole
 
 
-def copy_fd_written_back(i: int, o: int) -> None:
-    """Copy the rest of the open file ``i`` to the open file ``o`` as
-    :func:`copy_file_written_back` does (its write-back started where Linux can).
+def _data_regions(fd: int, size: int) -> Iterator[tuple[int, int]]:
+    """The ``(start, end)`` of each run of data in the open file's first ``size`` bytes
+    (``SEEK_DATA``/``SEEK_HOLE``); the whole file where the system cannot tell."""
+    seek_data, seek_hole = getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)
+    if seek_data is None or seek_hole is None:
+        yield 0, size
+        return
+    pos = 0
+    while pos < size:
+        try:
+            data = os.lseek(fd, pos, seek_data)
+            hole = min(os.lseek(fd, data, seek_hole), size)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                return  # no data after pos: the rest is a hole
+            yield pos, size  # the file system cannot tell: all of it
+            return
+        if data >= size:
+            return
+        yield data, hole
+        pos = hole
+
+
+def copy_fd_written_back(i: int, o: int, length: int | None = None) -> None:
+    """Copy the rest of the open file ``i`` (its next ``length`` bytes, when given) to the
+    open file ``o``, each from its offset, as :func:`copy_file_written_back` does (its
+    write-back started where Linux can).
 
     Raises:
         OSError: a failed read or write (a full disk …).
     """
     start = _libc_function("sync_file_range")
+    base = os.lseek(o, 0, os.SEEK_CUR)
     done = 0
-    while start is not None and hasattr(os, "copy_file_range"):
+
+    def step(most: int) -> int:
+        return most if length is None else min(most, length - done)
+
+    while start is not None and hasattr(os, "copy_file_range") and step(1) > 0:
         try:
-            n = os.copy_file_range(i, o, _COPY_STEP)
+            n = os.copy_file_range(i, o, step(_COPY_STEP))
         except OSError as exc:
             if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
                 raise
@@ -130,12 +168,13 @@ def copy_fd_written_back(i: int, o: int) -> None:
             # where the steps left both offsets.
             break
         # Only starts the write-back: its errors are the fsync's to report.
-        start(o, ctypes.c_int64(done), ctypes.c_int64(n), _SYNC_FILE_RANGE_WRITE)
+        start(o, ctypes.c_int64(base + done), ctypes.c_int64(n), _SYNC_FILE_RANGE_WRITE)
         done += n
-    while chunk := os.read(i, 1 << 20):
+    while step(1) > 0 and (chunk := os.read(i, step(1 << 20))):
         view = memoryview(chunk)
         while view:
             view = view[os.write(o, view) :]
+        done += len(chunk)
 
 
 def _exchange(a: Path, b: Path) -> bool:
