@@ -153,9 +153,10 @@ def copy_fd_written_back(i: int, o: int, length: int | None = None) -> None:
     done = 0
 
     def step(most: int) -> int:
+        """The next step's bytes: ``most``, or what is left of ``length`` if less (0: done)."""
         return most if length is None else min(most, length - done)
 
-    while start is not None and hasattr(os, "copy_file_range") and step(1) > 0:
+    while start is not None and hasattr(os, "copy_file_range") and step(1):
         try:
             n = os.copy_file_range(i, o, step(_COPY_STEP))
         except OSError as exc:
@@ -170,7 +171,7 @@ def copy_fd_written_back(i: int, o: int, length: int | None = None) -> None:
         # Only starts the write-back: its errors are the fsync's to report.
         start(o, ctypes.c_int64(base + done), ctypes.c_int64(n), _SYNC_FILE_RANGE_WRITE)
         done += n
-    while step(1) > 0 and (chunk := os.read(i, step(1 << 20))):
+    while step(1) and (chunk := os.read(i, step(1 << 20))):
         view = memoryview(chunk)
         while view:
             view = view[os.write(o, view) :]
