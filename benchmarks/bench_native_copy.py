@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import results as R
+from timing import settle
 
 from statemigrate.registry import get_engine
 from statemigrate.testing.workload import write_workload
@@ -246,6 +247,7 @@ def measure(job: str, n: int, runs: int, work: Path) -> dict[str, float]:
     for round_ in range(runs):
         for name, (timed, made) in jobs.items():
             remove(made)
+            settle()
             cpu_before = cpu_seconds()
             started = time.perf_counter()
             timed()

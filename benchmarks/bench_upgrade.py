@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import results as R
+from timing import settle
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "schemas" / "example"
@@ -78,6 +79,7 @@ print(json.dumps({"seconds": seconds, "peak_rss_mb": resource.getrusage(resource
 
 
 def child(**args: object) -> dict:
+    settle()
     out = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps(args)], check=True, capture_output=True, text=True
     )

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import results as R
+from timing import settle
 
 from statemigrate.registry import get_engine
 from statemigrate.testing.workload import write_workload
@@ -139,6 +140,7 @@ class Job:
 
     def run(self, expected: Counts | None, env: dict[str, str] | None = None) -> None:
         self.prepare()
+        settle()
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         res = subprocess.run(self.argv, capture_output=True, text=True, check=False, env=env)

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import baselines as B
 import results as R
+from timing import settle
 
 from statemigrate import convert, verify
 from statemigrate.model import BATCH_RECORDS
@@ -42,6 +43,7 @@ def timed(fn: Callable[[], object], repeat: int, setup: Callable[[], None] = lam
     times = []
     for _ in range(repeat):
         setup()
+        settle()
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)

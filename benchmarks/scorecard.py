@@ -46,6 +46,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import results as R
+from timing import settle
 
 PARTS = ("same-engine", "upgrade", "drivers", "verify")
 
@@ -197,6 +198,7 @@ def verify(n: int, runs: int, out: Path) -> list[dict[str, Any]]:
             times: dict[str, list[float]] = {name: [] for name, _ in jobs}
             for _ in range(runs):
                 for name, job in jobs:
+                    settle()
                     t = time.perf_counter()
                     result = job()
                     times[name].append(time.perf_counter() - t)
