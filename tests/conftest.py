@@ -94,6 +94,14 @@ def _engines_named(nodeid: str, engines: frozenset[str]) -> set[str]:
     return found | (set(re.split(r"[^a-z0-9]+", test.lower())) & engines)
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """The heavy tests first (kill harnesses, fuzzers, full disks), each group in the
+    order collected: the workers take them in turn at the start, and the many short
+    tests fill in behind, instead of one worker ending alone on the last long ones.
+    The same order on every worker (pytest-xdist requires it)."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """One line naming how many engines the run covered, and why any was skipped whole."""
     engines = DOCUMENTED_ENGINES | frozenset(engine_names())

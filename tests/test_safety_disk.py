@@ -63,6 +63,7 @@ def test_preflight_refuses_with_both_figures(dst: str, source) -> None:
         assert not final.with_name(final.name + ".partial").exists()
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("dst", engines_marked())
 def test_disk_full_midway_then_resume_after_freeing_space(dst: str, source) -> None:
     src, src_digest = source

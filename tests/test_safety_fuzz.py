@@ -52,6 +52,7 @@ BUGS: dict[str, str] = {}
         for n in builtin_engines()
     ],
 )
+@pytest.mark.heavy
 def test_reader_under_fuzzer(engine: str, tmp_path: Path) -> None:
     pristine = seed_store(engine, tmp_path / "pristine")
     fuzz_reader(engine, pristine, tmp_path / "work", SLOW_EXAMPLES.get(engine, EXAMPLES))

@@ -41,6 +41,7 @@ def _params():
         yield pytest.param(engine, id=engine, marks=marks)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("engine_name", list(_params()))
 def test_kill_during_upgrade(engine_name: str, tmp_path) -> None:
     engine = get_engine(engine_name)

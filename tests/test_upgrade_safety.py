@@ -289,6 +289,7 @@ def fill(fs: Path, leave_kib: int) -> Path:
     return filler
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("engine", _full_disk_params())
 def test_full_disk_during_upgrade_is_exit_5_with_one_json_object(engine: str, tmp_path) -> None:
     eng = get_engine(engine)

@@ -91,6 +91,7 @@ def sqlite_source(path: Path, tables: int) -> Path:
 
 # 3,000 is the fewest one-record tables whose conversion left LMDB's last page unwritten
 # here (2,000 to 2,900 did not); 10,000 is the case.
+@pytest.mark.heavy
 @pytest.mark.parametrize("tables", [1, 2_000, 3_000, 10_000])
 def test_a_convert_to_lmdb_of_many_tables_is_verified_and_read_back(tables, tmp_path):
     src = sqlite_source(tmp_path / "src.sqlite", tables)
