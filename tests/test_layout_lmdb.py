@@ -226,7 +226,12 @@ FLAG_CASES: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.mark.parametrize("via", ["sqlite", "rocksdb"])
+# Every engine a flagged database can go through and come back from: the flags travel in
+# the table's metadata, or in the engine's own facts (a redb multimap table).
+THROUGH = ["sqlite", "rocksdb", "redb", "jsonl", "fjall2", "fjall3", "turbokv", "libsql", "turso"]
+
+
+@pytest.mark.parametrize("via", THROUGH)
 @pytest.mark.parametrize("kind", list(FLAG_CASES))
 def test_a_flagged_database_comes_back_with_its_flag(kind: str, via: str, tmp_path: Path) -> None:
     flags = FLAG_CASES[kind]
@@ -336,6 +341,50 @@ def test_a_redb_multimap_table_of_bytes_is_a_dupsort_database(tmp_path: Path) ->
         (got,) = reader.tables()
         assert got.meta["redb"]["multimap"] is True
         assert list(reader.iter_records(got)) == records
+
+
+def test_an_apps_dupsort_database_is_a_redb_multimap_table(tmp_path: Path) -> None:
+    """A DUPSORT database that py-lmdb wrote becomes a multimap table of ``&[u8]`` keys
+    and values in redb (what redb itself lists the table as), not a plain table of the
+    model's encoded pairs; and it comes back to LMDB as the DUPSORT database it was."""
+    from statemigrate.engines.redb import RedbEngine
+
+    src = flagged_store(tmp_path / "src.lmdb", dupsort=True)
+    mid = tmp_path / "mid.redb"
+    r = run("convert", "-q", "lmdb:" + str(src), "redb:" + str(mid))
+    assert r.exit_code == 0, r.output
+    with RedbEngine.open_reader(mid) as reader:
+        listed = {t.name: t.meta for t in reader.list_tables()}  # redb's facts alone
+    assert listed["t"]["redb"]["multimap"] is True
+    assert listed["t"]["redb"]["key"]["name"] == listed["t"]["redb"]["value"]["name"] == "&[u8]"
+    assert listed["plain"]["redb_file"] and "redb" not in listed["plain"]
+    assert "multimap" in run("inspect", mid).output
+    assert run("verify", src, mid).exit_code == 0
+    back = tmp_path / "back.lmdb"
+    r = run("convert", "-q", "redb:" + str(mid), "lmdb:" + str(back))
+    assert r.exit_code == 0, r.output
+    assert md_flags(back) == MDB_DUPSORT
+    assert pairs(back, b"t", dupsort=True) == DUPS
+
+
+def test_a_built_store_that_lost_a_databases_flags_is_not_put_in_place(tmp_path: Path) -> None:
+    """A convert's read-back checks each table's facts as ``verify`` does: a built store
+    whose database reads back without the DUPSORT flag its source table had is the
+    destination's failure (exit 5), even though its records' digests are the same."""
+    from statemigrate.model import TableInfo
+    from statemigrate.pipeline.readback import Built, check_built
+    from statemigrate.progress import Progress
+
+    built = flagged_store(tmp_path / "built.lmdb")  # database "t" without flags
+    with LmdbEngine.open_reader(built) as reader:
+        tables = reader.tables()
+    assert all("lmdb" not in t.meta for t in tables)
+    chosen = [
+        TableInfo(t.name, t.kind, {"lmdb": {"flags": ["dupsort"]}}) if t.name == "t" else t
+        for t in tables
+    ]
+    with pytest.raises(DestinationError, match="multimap table in A, a plain one in B"):
+        check_built(Built(LmdbEngine, built, Progress(), None, None), chosen, {})
 
 
 def test_a_reversekey_database_comes_back_with_its_flag(tmp_path: Path) -> None:

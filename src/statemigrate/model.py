@@ -76,6 +76,41 @@ class TableInfo:
         return self.kind is TableKind.VERSIONED
 
 
+# The facts of TableInfo.meta that change what a table's records mean to the app, so
+# that a store which lost one does not verify as equal even where its records do: a
+# multimap table (LMDB's DUPSORT database, redb's multimap table: one representation)
+# and LMDB's other database flags (INTEGERKEY …). A DUPSORT database read as a plain one
+# gives the app other keys' values.
+
+
+def _physical(t: TableInfo) -> tuple[bool, tuple[str, ...]]:
+    """(multimap, LMDB's other flags) of a table, from its meta."""
+    meta = t.meta or {}
+    lmdb = meta.get("lmdb")
+    flags = [str(f) for f in lmdb.get("flags", [])] if isinstance(lmdb, dict) else []
+    redb = meta.get("redb")
+    multimap = "dupsort" in flags or (isinstance(redb, dict) and bool(redb.get("multimap")))
+    return multimap, tuple(sorted(f for f in flags if f != "dupsort"))
+
+
+def facts_differ(xa: TableInfo | None, xb: TableInfo | None) -> str | None:
+    """How the physical facts of a table differ between A and B (its two stores), or
+    None: the check of ``verify`` and of a convert's read-back."""
+    if xa is None or xb is None:
+        return None
+    (ma, fa), (mb, fb) = _physical(xa), _physical(xb)
+    if ma != mb:
+        return "table facts differ (a multimap table in {}, a plain one in {})".format(
+            *(("A", "B") if ma else ("B", "A"))
+        )
+    if fa != fb:
+        return (
+            f"table facts differ (LMDB flags {', '.join(fa) or 'none'} in A, "
+            f"{', '.join(fb) or 'none'} in B)"
+        )
+    return None
+
+
 def table_name_problem(name: str) -> str | None:
     """Why ``name`` cannot be a table of the model, or None when it can.
 

@@ -22,7 +22,7 @@ from .digest import Digest, store_digest
 from .engines.base import Reader
 from .errors import UsageError
 from .fsutil import store_size
-from .model import Record, TableInfo, TableKind, check_source_tables
+from .model import Record, TableInfo, TableKind, check_source_tables, facts_differ
 from .prefetch import prefetch
 from .progress import Progress, run_total, table_total
 from .stores.interrupted import refuse_interrupted
@@ -381,7 +381,7 @@ def compare(
             walked, counted = beside or {}, beside is not None
         for name in sorted(set(ta) | set(tb), key=lambda n: n.encode()):
             xa, xb = ta.get(name), tb.get(name)
-            facts = _facts_differ(xa, xb)
+            facts = facts_differ(xa, xb)
             if name in walked and xa is not None and xb is not None:
                 da, db, nbytes = walked[name]
                 if da == db and xa.kind is xb.kind and facts is None:  # equal: nothing to list
@@ -444,40 +444,6 @@ def compare(
     report.digest_b = store_digest(sums_b)
     report.equal = report.difference_count == 0 and report.digest_a == report.digest_b
     return report
-
-
-# The facts of TableInfo.meta that change what a table's records mean to the app, so
-# that a store which lost one does not verify as equal even where its records do: a
-# multimap table (LMDB's DUPSORT database, redb's multimap table: one representation)
-# and LMDB's other database flags (INTEGERKEY …). A DUPSORT database read as a plain one
-# gives the app other keys' values.
-
-
-def _physical(t: TableInfo) -> tuple[bool, tuple[str, ...]]:
-    """(multimap, LMDB's other flags) of a table, from its meta."""
-    meta = t.meta or {}
-    lmdb = meta.get("lmdb")
-    flags = [str(f) for f in lmdb.get("flags", [])] if isinstance(lmdb, dict) else []
-    redb = meta.get("redb")
-    multimap = "dupsort" in flags or (isinstance(redb, dict) and bool(redb.get("multimap")))
-    return multimap, tuple(sorted(f for f in flags if f != "dupsort"))
-
-
-def _facts_differ(xa: TableInfo | None, xb: TableInfo | None) -> str | None:
-    """How the physical facts of a table differ between A and B, or None."""
-    if xa is None or xb is None:
-        return None
-    (ma, fa), (mb, fb) = _physical(xa), _physical(xb)
-    if ma != mb:
-        return "table facts differ (a multimap table in {}, a plain one in {})".format(
-            *(("A", "B") if ma else ("B", "A"))
-        )
-    if fa != fb:
-        return (
-            f"table facts differ (LMDB flags {', '.join(fa) or 'none'} in A, "
-            f"{', '.join(fb) or 'none'} in B)"
-        )
-    return None
 
 
 def _hex32(value: Any, what: str) -> str:

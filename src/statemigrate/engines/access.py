@@ -469,13 +469,18 @@ class Reader(StoreAccess):
         return None
 
     def tables(self) -> list[TableInfo]:
-        """The tables in name byte order, with their metadata (``TableInfo.meta``)."""
+        """The tables in name byte order, with their metadata (``TableInfo.meta``): the
+        facts the engine reads off its own tables, and beside them those the store's
+        metadata records (``table:<name>``) of the engines the data came from (an LMDB
+        database's flags in a redb file), where the engine's own facts do not say."""
         meta = self.metadata()
         out = []
         for t in self.list_tables():
             raw = meta.get(META_TABLE_PREFIX + t.name)
-            if raw is not None and not t.meta:
-                t = TableInfo(t.name, t.kind, json.loads(raw))
+            if raw is not None:
+                recorded = json.loads(raw)
+                if isinstance(recorded, dict):
+                    t = TableInfo(t.name, t.kind, {**recorded, **(t.meta or {})})
             out.append(t)
         return sorted(out, key=lambda t: t.name.encode("utf-8"))
 

@@ -11,7 +11,7 @@ from ..digest import Digest
 from ..engines.base import Engine
 from ..errors import DestinationError, SourceError
 from ..fsutil import crash_point
-from ..model import TableInfo
+from ..model import TableInfo, facts_differ
 from ..progress import Progress
 from ..stores.walk import digest_store
 
@@ -117,6 +117,13 @@ def read_built(
             if found[name].kind is not t.kind:
                 raise DestinationError(
                     f"{partial}: verification failed: table {name!r} lost its kind"
+                )
+            lost = facts_differ(t, found[name])
+            if lost is not None:  # a DUPSORT database read back as a plain one …
+                raise DestinationError(
+                    f"{partial}: verification failed: table {name!r}: {lost}"
+                    " (A: the source, B: the copy)",
+                    hint=NOT_IN_PLACE,
                 )
         crash_point("verifying")
         return digest_store(

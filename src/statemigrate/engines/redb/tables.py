@@ -55,6 +55,16 @@ def table_info(desc: Mapping[str, Any], fmt: int) -> TableInfo:
     return TableInfo(desc["name"], TableKind.PLAIN, meta)
 
 
+def _lmdb_dupsort(meta: Mapping[str, Any] | None) -> bool:
+    """Whether a table is an LMDB ``DUPSORT`` database whose keys and values LMDB orders as
+    bytes (no ``INTEGERKEY``, ``INTEGERDUP`` or ``REVERSEKEY``): redb's multimap table of
+    ``&[u8]`` keys and values orders them alike, and the state model has one
+    representation for both (DESIGN.md), so it is written as one."""
+    fact = (meta or {}).get("lmdb")
+    flags = fact.get("flags") if isinstance(fact, Mapping) else None
+    return isinstance(flags, list) and "dupsort" in flags and set(flags) <= {"dupsort", "dupfixed"}
+
+
 def recorded_format(meta: Mapping[str, Any] | None) -> int | None:
     """The redb file format a table was read from, as its meta records it (None: not from redb)."""
     for key in ("redb", "redb_file"):
@@ -149,6 +159,8 @@ class _Target:
     def describe(self, table: TableInfo) -> tuple[str, dict[str, Any]]:
         """The native kind (``plain``, ``versioned``, ``typed``, ``custom``) and description."""
         redb = table.meta.get("redb") if table.meta else None
+        if not redb and not table.versioned and _lmdb_dupsort(table.meta):
+            redb = {"multimap": True, "key": _BYTES, "value": _BYTES}
         if not redb or table.versioned:
             return ("versioned" if table.versioned else "plain"), self._default_layout(table)
         desc = {
