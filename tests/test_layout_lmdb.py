@@ -251,6 +251,43 @@ def test_a_flagged_database_in_the_apps_layout_without_metadata(tmp_path: Path) 
     assert set(lmdb_databases(back, subdir=True)) == {None, "t", "plain"}
 
 
+# App layouts without metadata, of engines whose own shape cannot hold a database's flags.
+NO_METADATA = {
+    "sqlite": 'engine = "sqlite"\nmetadata = "none"\n[sql]\nmode = "table-per-table"\n'
+    'tables = { t = "t", plain = "plain" }\nkey = "key"\nvalue = "value"\n',
+    "rocksdb": 'engine = "rocksdb"\nmetadata = "none"\n[kv]\nmode = "namespaces"\n'
+    'tables = { t = "t", plain = "plain" }\n',
+}
+
+
+@pytest.mark.parametrize("via", list(NO_METADATA))
+@pytest.mark.parametrize("kind", list(FLAG_CASES))
+def test_flags_an_apps_layout_without_metadata_would_lose_are_refused_before_writing(
+    kind: str, via: str, tmp_path: Path
+) -> None:
+    """Its side file goes when the store is placed: converted back, the database would be
+    a plain one. Refused (exit 5) naming the table and its facts; nothing is written."""
+    src = flagged_store(tmp_path / "src.lmdb", **FLAG_CASES[kind])
+    layout = tmp_path / "app.toml"
+    layout.write_text(NO_METADATA[via])
+    dst = tmp_path / f"dst.{via}"
+    r = run("convert", "-q", "--dest-layout", layout, "lmdb:" + str(src), f"{via}:{dst}")
+    assert r.exit_code == 5, r.output
+    fact = "multimap" if kind == "dupsort" else "LMDB flags integerkey"
+    assert "keeps no metadata" in r.output and f"'t' ({fact}" in r.output, r.output
+    assert "'plain'" not in r.output.split("facts of")[1], r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.toml", "src.lmdb"]
+    # The same layout with its metadata in the store carries the flags there and back.
+    kept = tmp_path / "kept.toml"
+    kept.write_text(NO_METADATA[via].replace('"none"', '"store"'))
+    r = run("convert", "-q", "--dest-layout", kept, "lmdb:" + str(src), f"{via}:{dst}")
+    assert r.exit_code == 0, r.output
+    back = tmp_path / "back.lmdb"
+    r = run("convert", "-q", "--source-layout", kept, f"{via}:{dst}", "lmdb:" + str(back))
+    assert r.exit_code == 0, r.output
+    assert md_flags(back) == md_flags(src) != 0
+
+
 def test_a_dupsort_database_is_a_multimap_table_in_sqlite(tmp_path: Path) -> None:
     """The representation DESIGN.md fixes, as redb's multimap tables: (key, value) keys."""
     import sqlite3

@@ -111,6 +111,14 @@ def facts_differ(xa: TableInfo | None, xb: TableInfo | None) -> str | None:
     return None
 
 
+def physical_facts(t: TableInfo) -> str | None:
+    """The facts of :func:`_physical` that ``t`` carries, for a message, or None."""
+    multimap, flags = _physical(t)
+    shown = ["multimap, as LMDB's DUPSORT and redb's multimap tables"] if multimap else []
+    shown += [f"LMDB flags {', '.join(flags)}"] if flags else []
+    return "; ".join(shown) or None
+
+
 def table_name_problem(name: str) -> str | None:
     """Why ``name`` cannot be a table of the model, or None when it can.
 

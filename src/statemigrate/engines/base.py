@@ -32,6 +32,8 @@ from ..model import (
     METADATA_TABLE,
     TMP_TABLE_PREFIX,
     TableInfo,
+    facts_differ,
+    physical_facts,
     shown_name,
     table_name_problem,
 )
@@ -568,6 +570,55 @@ class Engine(ABC):
             DestinationError: as :meth:`check_tables` (exit 5).
         """
         cls.check_tables(tables, options)
+
+    @classmethod
+    def held_facts(cls, table: TableInfo) -> dict[str, Any]:
+        """The part of ``table``'s meta that a store of this engine keeps in its own
+        shape, without statemigrate's metadata (LMDB: a database's flags); none by default.
+
+        What :meth:`check_facts_kept` compares with the table's facts (:func:`physical_facts`)
+        for a destination whose layout keeps no metadata.
+        """
+        return {}
+
+    @classmethod
+    def check_facts_kept(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
+        """Refuse, before anything is written, table facts a destination would lose.
+
+        A layout with ``metadata = "none"`` keeps what a writer records in a side file
+        that goes when the store is placed (DESIGN.md, "The app's own shape"), so a fact
+        the engine's own shape cannot hold (a multimap table, LMDB's flags: what
+        :func:`~statemigrate.model.facts_differ` compares) would not come back when the
+        state returns to its engine: the app would read other keys' values.
+
+        Raises:
+            DestinationError: every such table with its facts, and what would keep them
+                (exit 5).
+        """
+        given = getattr(cls.parse_options(options, "dest"), "layout", None)
+        if cls.layout_family is None or not given:
+            return  # the engine's default layout keeps its metadata in the store
+        from ..layout import load_layout
+
+        layout = load_layout(given, cls.name, cls.layout_family)
+        if layout.metadata_in_store:
+            return
+        lost = [
+            f"{shown_name(t.name)} ({physical_facts(t)})"
+            for t in tables
+            if facts_differ(t, TableInfo(t.name, t.kind, cls.held_facts(t)))
+        ]
+        if lost:
+            from ..errors import DestinationError
+
+            raise DestinationError(
+                f"{layout.describe()} keeps no metadata (metadata 'none'), so the facts of "
+                f"{', '.join(lost)} would not come back when the state returns to its "
+                "engine",
+                hint='set metadata = "store" (or "inline" in a key-value prefix layout) in '
+                "the layout file, convert into an engine that holds them, or leave the "
+                "table out with --tables",
+            )
 
 
 class KvLayoutEngine(Engine):

@@ -212,8 +212,8 @@ def _check_before_writing(
 ) -> None:
     """Refuse, before anything is created, a source or destination that cannot be copied.
 
-    Reserved table names in the source (exit 4); tables, free space and keys the
-    destination cannot hold (exit 5). The engine's own copy (``own_copy``) writes the
+    Reserved table names in the source (exit 4); tables, table facts, free space and
+    keys the destination cannot hold (exit 5). The engine's own copy (``own_copy``) writes the
     tables as its source stored them: their names are checked, their keys are not.
     """
     check_source_tables(chosen, source_meta, str(job.src_path))
@@ -221,6 +221,7 @@ def _check_before_writing(
         job.dst_engine.check_own_copy(chosen, job.dst_options)
     else:
         job.dst_engine.check_tables(chosen, job.dst_options)
+    job.dst_engine.check_facts_kept(chosen, job.dst_options)
     check_space(job.dst_engine, job.src_path, job.final.parent, job.force)
     if not own_copy:
         job.progress.phase("checking keys")

@@ -23,7 +23,7 @@ from ..base import (
 )
 from ..errors import DriverErrors, Meaning, Rule
 from .file import data_file, is_single_file
-from .flags import Codec, flags_of
+from .flags import Codec, flags_of, table_meta
 from .lockfile import LOCK_FILE, LOCK_PROBES, SINGLE_LOCK_PROBES, SINGLE_LOCK_SUFFIX, probes
 from .options import LmdbOptions
 from .reader import LmdbReader
@@ -137,6 +137,11 @@ class LmdbEngine(KvLayoutEngine):
             for f in facts["flags"]
         ]
         return "LMDB " + ", ".join(words) if words else None
+
+    @classmethod
+    def held_facts(cls, table: TableInfo) -> dict[str, Any]:
+        """A database's flags, which it is made with: those its table's meta records."""
+        return table_meta(flags_of(table.meta, table.name))
 
     @classmethod
     def check_key(cls, table: TableInfo, key: bytes) -> None:
