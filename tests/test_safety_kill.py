@@ -192,10 +192,22 @@ def test_kill_then_resume(point: KillPoint, sources, durations, tmp_path: Path) 
 
 
 @TIMED_GROUP
-def test_enough_timed_kills_landed() -> None:
+def test_enough_timed_kills_landed(request: pytest.FixtureRequest) -> None:
     """Most timed points must kill the run, not watch it finish (only the ones near the
-    end of a run may finish first). Runs after the points of this session."""
+    end of a run may finish first). Runs after the points of this session, in the same
+    process: every timed point selected must have run here, else the share below would be
+    of some of them only (a pytest that ignores ``xdist_group`` spreads the group)."""
     assert TIMED_KILLS, "no timed kill point ran in this session: select them with this check"
+    selected = {
+        item.callspec.id
+        for item in request.session.items
+        if item.originalname == "test_kill_then_resume"
+        and item.get_closest_marker("xdist_group") is not None
+    }
+    assert set(TIMED_KILLS) == selected, (
+        f"{len(selected - set(TIMED_KILLS))} timed points ran in another process: the "
+        "xdist_group of the timed kills was not kept together (pytest-xdist --dist loadgroup)"
+    )
     landed = sum(TIMED_KILLS.values())
     missed = sorted(p for p, hit in TIMED_KILLS.items() if not hit)
     assert landed >= LANDED_SHARE * len(TIMED_KILLS), f"only {landed} kills landed; missed {missed}"

@@ -6,9 +6,10 @@ system's and pyenv's libraries, the project's venv, ``src/`` and ``plugins/``), 
 ``python3*`` executable by ``/dev/null``, and the environment is empty but ``PATH``. The
 stores are made, held and checked outside it with the venv (statemigrate's testing helpers,
 the stdlib's sqlite3, rocksdict). The bundle is built when ``dist/`` lacks it or any of its
-sources is newer (a minute or two), by one process at a time: ``make test``'s xdist workers
-may each run some of these tests (pytest 9 ignores xdist_group: pytest-xdist 3.8 renames
-``item._nodeid``, which pytest 9's nodes no longer read), and two builds in one tree delete
+sources is newer (a minute or two), by one process at a time: the tests are one xdist_group,
+but another run in the same tree (or a pytest that ignores xdist_group: pytest 9 with
+pytest-xdist 3.8, which renames ``item._nodeid``, which pytest 9's nodes no longer read; the
+test extra pins pytest below 9) could build beside it, and two builds in one tree delete
 each other's output (``make standalone`` starts with ``rm -rf build/standalone``).
 """
 
