@@ -78,19 +78,31 @@ class TableInfo:
 
 # The facts of TableInfo.meta that change what a table's records mean to the app, so
 # that a store which lost one does not verify as equal even where its records do: a
-# multimap table (LMDB's DUPSORT database, redb's multimap table: one representation)
-# and LMDB's other database flags (INTEGERKEY …). A DUPSORT database read as a plain one
-# gives the app other keys' values.
+# multimap table (LMDB's DUPSORT database, redb's multimap table: one representation),
+# LMDB's other database flags (INTEGERKEY …) and redb's key and value type names (an
+# app's ``TableDefinition<u64, &str>`` does not open a table of ``&[u8]``). A DUPSORT
+# database read as a plain one gives the app other keys' values. The type names are
+# compared, not their spelling (redb 2's and 3's tuple layouts, the file format): those
+# change on purpose with ``--redb-format``.
+_BYTES_TYPES = ("&[u8]", "&[u8]")
 
 
-def _physical(t: TableInfo) -> tuple[bool, tuple[str, ...]]:
-    """(multimap, LMDB's other flags) of a table, from its meta."""
+def _physical(t: TableInfo) -> tuple[bool, tuple[str, ...], tuple[str, str]]:
+    """(multimap, LMDB's other flags, redb's key and value type names) of a table, from
+    its meta; a table that never was redb's has redb's byte types."""
     meta = t.meta or {}
     lmdb = meta.get("lmdb")
     flags = [str(f) for f in lmdb.get("flags", [])] if isinstance(lmdb, dict) else []
     redb = meta.get("redb")
     multimap = "dupsort" in flags or (isinstance(redb, dict) and bool(redb.get("multimap")))
-    return multimap, tuple(sorted(f for f in flags if f != "dupsort"))
+    types = _BYTES_TYPES
+    if isinstance(redb, dict):
+        names = [
+            x.get("name") if isinstance(x, dict) else None
+            for x in (redb.get("key"), redb.get("value"))
+        ]
+        types = (str(names[0] or "&[u8]"), str(names[1] or "&[u8]"))
+    return multimap, tuple(sorted(f for f in flags if f != "dupsort")), types
 
 
 def facts_differ(xa: TableInfo | None, xb: TableInfo | None) -> str | None:
@@ -98,7 +110,7 @@ def facts_differ(xa: TableInfo | None, xb: TableInfo | None) -> str | None:
     None: the check of ``verify`` and of a convert's read-back."""
     if xa is None or xb is None:
         return None
-    (ma, fa), (mb, fb) = _physical(xa), _physical(xb)
+    (ma, fa, ta), (mb, fb, tb) = _physical(xa), _physical(xb)
     if ma != mb:
         return "table facts differ (a multimap table in {}, a plain one in {})".format(
             *(("A", "B") if ma else ("B", "A"))
@@ -108,14 +120,17 @@ def facts_differ(xa: TableInfo | None, xb: TableInfo | None) -> str | None:
             f"table facts differ (LMDB flags {', '.join(fa) or 'none'} in A, "
             f"{', '.join(fb) or 'none'} in B)"
         )
+    if ta != tb:
+        return f"table facts differ (redb types {ta[0]} → {ta[1]} in A, {tb[0]} → {tb[1]} in B)"
     return None
 
 
 def physical_facts(t: TableInfo) -> str | None:
     """The facts of :func:`_physical` that ``t`` carries, for a message, or None."""
-    multimap, flags = _physical(t)
+    multimap, flags, types = _physical(t)
     shown = ["multimap, as LMDB's DUPSORT and redb's multimap tables"] if multimap else []
     shown += [f"LMDB flags {', '.join(flags)}"] if flags else []
+    shown += [f"redb types {types[0]} → {types[1]}"] if types != _BYTES_TYPES else []
     return "; ".join(shown) or None
 
 

@@ -496,3 +496,66 @@ def test_the_cache_bound_is_read_from_the_environment_in_a_child(tmp_path):
         check=False,
     )
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+# --- 4. the type names are facts of the table --------------------------------------------
+
+# Tables of the plain fixtures and their types, as the fixture maker defines them.
+TYPED = {"str_keys": "&str → u32", "u64_keys": "u64 → &str"}
+
+
+def test_verify_tells_a_table_that_lost_its_type_names(tmp_path):
+    """DESIGN.md: a store that lost a redb type name does not verify as equal, even where
+    its records do. B's tables hold A's records as `&[u8]` tables: the SQLite copy's
+    recorded types deleted by hand, then written back to redb."""
+    import sqlite3
+
+    a, mid, b = tmp_path / "a.redb", tmp_path / "mid.sqlite", tmp_path / "b.redb"
+    convert(str(FIXTURES / "redb4-format3.redb"), str(a), tables=sorted(TYPED))
+    convert(str(a), str(mid))
+    assert run("verify", a, mid).exit_code == 0  # the types recorded in its metadata
+    with sqlite3.connect(mid) as db:
+        db.execute("DELETE FROM __statemigrate__ WHERE key LIKE 'table:%'")
+    for other in (mid, None):
+        if other is None:
+            convert(str(mid), str(b))
+            other = b
+        r = run("verify", a, other)
+        assert r.exit_code == 1, r.output
+        for table, types in TYPED.items():
+            want = f"{table}: table facts differ (redb types {types} in A, &[u8] → &[u8] in B)"
+            assert want in r.output, r.output
+    assert all("redb" not in meta for _, meta in _metas(b).values())
+
+
+def test_typed_tables_into_a_layout_without_metadata_are_refused_and_kept_with_it(
+    tmp_path, redb_dump
+):
+    """A layout with metadata 'none' has nowhere to keep the type names once the store is
+    placed: refused before writing (exit 5), a `&[u8]` table not named. With its metadata
+    in the store the whole file goes there and back, and redb 4.x opens every table with
+    the app's own types."""
+    src = FIXTURES / "redb4-format3.redb"
+    text = 'engine = "sqlite"\nmetadata = "{}"\nversioned = ["versioned"]\n[sql]\n'
+    text += 'mode = "table-per-table"\ntemplate = "app_{{name}}"\nkey = "k"\nvalue = "v"\n'
+    text += 'version = "ver"\n'
+    none, store = tmp_path / "none.toml", tmp_path / "store.toml"
+    none.write_text(text.format("none"))
+    store.write_text(text.format("store"))
+    out = tmp_path / "out"
+    out.mkdir()
+    tables = ",".join(sorted([*TYPED, "plain"]))
+    r = run("convert", "--tables", tables, "--dest-layout", none, src, out / "app.sqlite")
+    assert r.exit_code == 5, r.output
+    assert "keeps no metadata" in r.output, r.output
+    for table, types in TYPED.items():
+        assert f"'{table}' (redb types {types})" in r.output, r.output
+    assert "'plain'" not in r.output, r.output
+    assert _listing(out) == []
+    r = run("convert", "-q", "--dest-layout", store, src, out / "app.sqlite")
+    assert r.exit_code == 0, r.output
+    back = tmp_path / "back.redb"
+    bytewise = [a for t in CUSTOM_TYPES for a in ("--bytewise-key", t)]
+    r = run("convert", "-q", "--source-layout", store, *bytewise, out / "app.sqlite", back)
+    assert r.exit_code == 0, r.output
+    assert _byte_order(redb_dump("4", back)) == _byte_order(_json(src))

@@ -587,9 +587,9 @@ class Engine(ABC):
 
         A layout with ``metadata = "none"`` keeps what a writer records in a side file
         that goes when the store is placed (DESIGN.md, "The app's own shape"), so a fact
-        the engine's own shape cannot hold (a multimap table, LMDB's flags: what
-        :func:`~statemigrate.model.facts_differ` compares) would not come back when the
-        state returns to its engine: the app would read other keys' values.
+        the engine's own shape cannot hold (a multimap table, LMDB's flags, redb's type
+        names: what :func:`~statemigrate.model.facts_differ` compares) would not come back
+        when the state returns to its engine, whose app would not read it as it did.
 
         Raises:
             DestinationError: every such table with its facts, and what would keep them
