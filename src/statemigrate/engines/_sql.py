@@ -576,16 +576,6 @@ class SqlFileEngine(Engine):
         return cls._writer(path, create=create)
 
     @classmethod
-    def _layout(cls, opts: SqlFileOptions) -> Layout | None:
-        """The layout file the options name, loaded and checked (exit 2), or None."""
-        given = getattr(opts, "layout", None)  # engines without layouts have no option
-        if not given:
-            return None
-        from ..layout import load_layout
-
-        return load_layout(given, cls.name, cls.layout_family)
-
-    @classmethod
     def _layout_reader(cls, path: Path, opts: SqlFileOptions, layout: Layout) -> Reader:
         """The reader of a store in an app's own layout (:mod:`._sql_layout`), over the
         engine's raw read (:meth:`_raw_read`)."""

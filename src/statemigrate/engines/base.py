@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, final
+from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from ..errors import MissingDriverError
 from ..locks import SideFile
@@ -47,6 +47,9 @@ from .access import (
     take_batches,
 )
 from .options import EngineOptions, Side
+
+if TYPE_CHECKING:
+    from ..layout import Layout
 
 __all__ = [
     "DEFAULT_BATCH_BYTES",
@@ -572,6 +575,17 @@ class Engine(ABC):
         cls.check_tables(tables, options)
 
     @classmethod
+    def _layout(cls, opts: EngineOptions) -> Layout | None:
+        """The layout file the options name, loaded and checked (exit 2), or None: the
+        engine's default layout (an engine without layouts has no ``layout`` option)."""
+        given = getattr(opts, "layout", None)
+        if not given or cls.layout_family is None:
+            return None
+        from ..layout import load_layout
+
+        return load_layout(given, cls.name, cls.layout_family)
+
+    @classmethod
     def held_facts(cls, table: TableInfo) -> dict[str, Any]:
         """The part of ``table``'s meta that a store of this engine keeps in its own
         shape, without statemigrate's metadata (LMDB: a database's flags); none by default.
@@ -595,14 +609,9 @@ class Engine(ABC):
             DestinationError: every such table with its facts, and what would keep them
                 (exit 5).
         """
-        given = getattr(cls.parse_options(options, "dest"), "layout", None)
-        if cls.layout_family is None or not given:
+        layout = cls._layout(cls.parse_options(options, "dest"))
+        if layout is None or layout.metadata_in_store:
             return  # the engine's default layout keeps its metadata in the store
-        from ..layout import load_layout
-
-        layout = load_layout(given, cls.name, cls.layout_family)
-        if layout.metadata_in_store:
-            return
         lost = [
             f"{shown_name(t.name)} ({physical_facts(t)})"
             for t in tables
@@ -628,11 +637,19 @@ class KvLayoutEngine(Engine):
     layout_family: ClassVar[str | None] = "kv"
 
     @classmethod
+    def _layout(cls, opts: EngineOptions) -> Layout | None:
+        """The layout the options name, loaded and checked (exit 2); None for none or
+        for a layout file that describes the default layout."""
+        from ._kv_mapping import kv_layout
+
+        return kv_layout(cls, getattr(opts, "layout", None))
+
+    @classmethod
     def check_tables(cls, tables: list[TableInfo], options: Mapping[str, Any] | None) -> None:
         """The names (as every engine), and what the destination's layout cannot hold."""
-        from ._kv_mapping import check_kv_tables, kv_layout
+        from ._kv_mapping import check_kv_tables
 
-        layout = kv_layout(cls, cls.parse_options(options, "dest").layout)
+        layout = cls._layout(cls.parse_options(options, "dest"))
         if layout is not None:
             check_kv_tables(layout, tables)
         super().check_tables(tables, options)

@@ -218,11 +218,9 @@ class LmdbEngine(KvLayoutEngine):
 
     @classmethod
     def _open_reader(cls, path: Path, opts: LmdbOptions) -> Reader:
-        from .._kv_mapping import KvLayoutReader, kv_layout
+        from .._kv_mapping import KvLayoutReader
 
-        layout = kv_layout(
-            cls, opts.layout
-        )  # a bad layout file is refused before the store is read
+        layout = cls._layout(opts)  # a bad layout file is refused before the store is read
         cls.check_source(path)
         if layout is None:
             return LmdbReader(cls, path)
@@ -232,9 +230,9 @@ class LmdbEngine(KvLayoutEngine):
 
     @classmethod
     def _open_writer(cls, path: Path, opts: LmdbOptions, create: bool) -> Writer:
-        from .._kv_mapping import KvLayoutWriter, kv_layout
+        from .._kv_mapping import KvLayoutWriter
 
-        layout = kv_layout(cls, opts.layout)  # before anything is made
+        layout = cls._layout(opts)  # before anything is made
         subdir = cls.wanted_subdir(opts)
         if layout is None:
             return LmdbWriter(cls, path, create=create, subdir=subdir)

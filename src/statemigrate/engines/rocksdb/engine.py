@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import SourceError, UsageError
 from ...locks import LockProbe, SideFile, lock_holder
@@ -16,9 +16,6 @@ from .families import DEFAULT_CF, driver_options
 from .options import RocksdbOptions
 from .options_file import MAX_FORMAT_VERSION, NEWEST, comparators
 from .reader import RocksdbReader
-
-if TYPE_CHECKING:
-    from ...layout import Layout
 
 # rocksdict raises plain Exception; RocksDB's status is in the message.
 ROCKSDB_ERRORS = DriverErrors(
@@ -122,14 +119,6 @@ class RocksdbEngine(KvLayoutEngine):
             raise SourceError(f"{path}: not a RocksDB store (a RocksDB store is a directory)")
         if not cls.detect(path):
             raise SourceError(f"{path}: not a RocksDB store (no CURRENT and MANIFEST files)")
-
-    @classmethod
-    def _layout(cls, opts: RocksdbOptions) -> Layout | None:
-        """The layout the options name, loaded and checked (exit 2); None for none or
-        for a layout file that describes the default layout."""
-        from .._kv_mapping import kv_layout
-
-        return kv_layout(cls, opts.layout)
 
     @classmethod
     def guess_layout(cls, path: Path) -> str:
